@@ -1,0 +1,136 @@
+"""Performance profiles for the simulator: pure data and arithmetic, no clocks or I/O.
+
+A profile is a base `Curve` plus rules keyed by server-flag values, so an arm's flags select its
+behaviour exactly as they would on a real server (`moe_runner_backend: flashinfer_cutedsl` picks
+the CuteDSL curve). Profiles are YAML/JSON files or inline mappings in a spec's `rehearsal` block.
+
+    name: demo
+    base:
+      step_ms: [[1, 20], [64, 30], [256, 60]]   # decode step time vs running batch size
+      prefill_ms_per_token: 0.02
+      noise: 0.01                               # relative sd of each step (seeded)
+    rules:
+      - when: {moe_runner_backend: flashinfer_cutedsl}
+        set: {step_ms: [[1, 18], [64, 40], [256, 120]]}
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+FlagScalar = str | int | float | bool | None
+
+
+class Curve(BaseModel):
+    """How long one engine iteration takes, as a function of the running batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step_ms: list[tuple[float, float]] = Field(
+        default_factory=lambda: [(1.0, 20.0), (256.0, 60.0)],
+        description="Decode step time (ms) at running batch sizes: piecewise-linear points "
+        "(batch, ms), sorted by batch; flat below the first point, linear past the last.",
+    )
+    prefill_ms_per_token: float = Field(
+        0.0, ge=0, description="Prefill cost per prompt token, added to the step that admits it."
+    )
+    prefill_base_ms: float = Field(0.0, ge=0, description="Fixed cost of a step that prefills.")
+    noise: float = Field(0.0, ge=0, description="Relative sd of each step time (log-normal).")
+    instance_noise: float = Field(
+        0.0, ge=0, description="Relative sd of a per-launch speed factor (server-to-server spread)."
+    )
+    compile_penalty_ms: float = Field(
+        0.0, ge=0, description="One-off cost the first time a batch-size bucket (power of two) "
+        "is seen: models first-time JIT compilation.",
+    )
+    max_running_requests: int | None = Field(
+        None, ge=1, description="Requests beyond this wait in a queue (as --max-running-requests)."
+    )
+
+    @field_validator("step_ms")
+    @classmethod
+    def _sorted_points(cls, pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if not pts:
+            raise ValueError("needs at least one (batch, ms) point")
+        if any(b <= 0 or ms <= 0 for b, ms in pts):
+            raise ValueError("batch sizes and step times must be positive")
+        xs = [b for b, _ in pts]
+        if xs != sorted(xs) or len(set(xs)) != len(xs):
+            raise ValueError("points must be sorted by strictly increasing batch size")
+        return pts
+
+    def step_time_ms(self, batch: int) -> float:
+        """Decode step time for `batch` running requests, before noise."""
+        pts = self.step_ms
+        if batch <= pts[0][0] or len(pts) == 1:
+            return pts[0][1]
+        xs = [b for b, _ in pts]
+        i = bisect.bisect_left(xs, batch)
+        if i >= len(pts):  # extrapolate along the last segment
+            (x0, y0), (x1, y1) = pts[-2], pts[-1]
+        else:
+            (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+        return max(y0 + (y1 - y0) * (batch - x0) / (x1 - x0), 1e-3)
+
+    def prefill_time_ms(self, prompt_tokens: int) -> float:
+        return self.prefill_base_ms + self.prefill_ms_per_token * prompt_tokens if prompt_tokens else 0.0
+
+
+class Rule(BaseModel):
+    """Overrides applied when every `when` flag equals the server's value for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    when: dict[str, FlagScalar]
+    set: dict[str, Any]
+
+
+class Effects(BaseModel):
+    """Failure modes to rehearse how the harness copes (all off by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slow_start_s: float = Field(0.0, ge=0, description="Seconds before /health answers 200.")
+    crash_after_s: float | None = Field(None, gt=0, description="Process exits after this.")
+    hang_after_s: float | None = Field(None, gt=0, description="Stops emitting tokens after this.")
+    error_rate: float = Field(0.0, ge=0, le=1, description="Share of requests answered 500.")
+    malformed_rate: float = Field(0.0, ge=0, le=1, description="Share of streams with bad JSON.")
+
+
+class Profile(BaseModel):
+    """A simulated engine: base curve, flag-keyed rules, effects."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "default"
+    base: Curve = Field(default_factory=Curve)
+    rules: list[Rule] = Field(default_factory=list)
+    effects: Effects = Field(default_factory=Effects)
+    effect_rules: list[Rule] = Field(
+        default_factory=list, description="Like rules, but override fields of `effects`."
+    )
+    stream_interval: int = Field(
+        1, ge=1, description="Tokens per SSE event unless the server flag --stream-interval is set."
+    )
+
+    def resolve(self, flags: dict[str, Any]) -> tuple[Curve, Effects]:
+        """The curve and effects for a server launched with `flags` (names in snake_case)."""
+        curve = self.base.model_dump()
+        for rule in self.rules:
+            if _matches(rule.when, flags):
+                curve.update(rule.set)
+        effects = self.effects.model_dump()
+        for rule in self.effect_rules:
+            if _matches(rule.when, flags):
+                effects.update(rule.set)
+        return Curve.model_validate(curve), Effects.model_validate(effects)
+
+
+def _matches(when: dict[str, FlagScalar], flags: dict[str, Any]) -> bool:
+    def norm(v: Any) -> str:
+        return str(v).lower()
+
+    return all(key in flags and norm(flags[key]) == norm(val) for key, val in when.items())
