@@ -1,0 +1,46 @@
+"""One measurement: a cell (one arm at one sweep point) measured once on one server instance.
+
+This is the line format of `results.jsonl`, the single source every later stage reads: the
+analysis, the verify policy, the report and `ingest` (which builds these from bench_serving
+files). A rerun is a new Measurement with a higher `attempt`; nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from matrixrun.metrics import Metrics
+
+#: Why a measurement was taken. `first` is stage 1; the rest are repeat-to-verify (VERDICTS.md §6).
+Reason = Literal["first", "surprise", "inconclusive", "crossover", "fresh_server", "aa", "manual"]
+
+
+class Measurement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cell_id: str = Field(description="Stable id of (arm, sweep point): see plan.cell_id.")
+    point_id: str = Field(description="Stable id of the sweep point, shared by all arms.")
+    arm: str
+    group_id: str = Field(description="Server group (one launch config) the cell belongs to.")
+    slice: str = Field(
+        "", description="Label of the model/hardware/server-axis combination; '' when only one."
+    )
+    point: dict[str, Any] = Field(description="Axis values, e.g. {'concurrency': 64}.")
+    attempt: int = Field(1, ge=1, description="1 for the first run of this cell, then 2, 3, ...")
+    instance: str = Field(description="Server instance (launch) that served it, e.g. 'g1#2'.")
+    reason: Reason = "first"
+    metrics: Metrics | None = None
+    error: str | None = None
+    client: str = "builtin"
+    simulated: bool = False
+    time_scale: float = Field(1.0, description="Simulator speed-up already converted back.")
+    started_at: str | None = None
+    finished_at: str | None = None
+    requests_file: str | None = Field(None, description="Per-request records, relative path.")
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.metrics is not None and self.metrics.completed > 0
