@@ -98,6 +98,10 @@ class Effects(BaseModel):
     hang_after_s: float | None = Field(None, gt=0, description="Stops emitting tokens after this.")
     error_rate: float = Field(0.0, ge=0, le=1, description="Share of requests answered 500.")
     malformed_rate: float = Field(0.0, ge=0, le=1, description="Share of streams with bad JSON.")
+    diverge_after_tokens: int | None = Field(
+        None, ge=0, description="Greedy output departs from the reference tokens after this many: "
+        "models an arm that computes something else (the correctness gate must catch it).",
+    )
 
 
 class Profile(BaseModel):
