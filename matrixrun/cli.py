@@ -1,0 +1,149 @@
+"""The command line: the only module that prints or exits.
+
+Every command is a function taking parsed arguments and returning an exit code; library errors
+(`MatrixError` subclasses) are turned into one message and an exit code here and nowhere else:
+0 ok, 1 ran but cells failed (or a check failed), 2 bad input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from matrixrun import __version__
+from matrixrun.errors import MatrixError
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _err(text: str) -> None:
+    print(f"matrixrun: {text}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------- validate
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from matrixrun.errors import SpecError
+    from matrixrun.plan import expand
+    from matrixrun.spec import load_spec
+
+    bad = 0
+    for path in args.specs:
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            bad += 1
+            print(str(exc), file=sys.stderr)
+            continue
+        plan = expand(spec)
+        print(f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
+              f"{plan.cost.cells} cells, {plan.cost.launches} launches)")
+    return EXIT_INPUT if bad else EXIT_OK
+
+
+# -------------------------------------------------------------------------------------- plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from matrixrun.plan import expand
+    from matrixrun.render_plan import plan_text
+    from matrixrun.spec import load_spec, spec_hash
+
+    spec = load_spec(args.spec)
+    plan = expand(spec, spec_hash(Path(args.spec).read_text()))
+    if args.json:
+        print(plan.model_dump_json(indent=2))
+    else:
+        print(plan_text(spec, plan))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------ schema
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from matrixrun.spec import schema_text
+
+    out = Path(args.out)
+    text = schema_text()
+    if args.check:
+        current = out.read_text() if out.exists() else ""
+        if current != text:
+            _err(f"{out} is stale; run `matrixrun schema` (or `nox -s schema`) and commit it")
+            return EXIT_FAILED
+        print(f"{out}: up to date")
+        return EXIT_OK
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------- parser
+
+
+def _add_validate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("specs", nargs="+", metavar="SPEC", help="spec files to check")
+
+
+def _add_plan(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _add_schema(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="spec/schema.json", help="where to write (spec/schema.json)")
+    p.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
+    "validate": ("check spec files (exit 2 on any error)", _add_validate, cmd_validate),
+    "plan": ("show the server groups, cells and cost of a spec", _add_plan, cmd_plan),
+    "schema": ("write the spec's JSON Schema to spec/schema.json", _add_schema, cmd_schema),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="matrixrun",
+        description="Compare LLM-serving configurations: spec -> plan -> run -> verdict.",
+    )
+    parser.add_argument("--version", action="version", version=f"matrixrun {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add, handler) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add(p)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        _err("interrupted; everything measured so far is kept in the run directory")
+        return EXIT_INTERRUPTED
+    except MatrixError as exc:
+        text = str(exc)
+        if "\n" in text and text.count(": ") > 1 and exc.exit_code == EXIT_INPUT:
+            print(text, file=sys.stderr)
+        else:
+            _err(text)
+        return exc.exit_code
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

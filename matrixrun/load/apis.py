@@ -1,0 +1,182 @@
+"""The two request APIs the client speaks: request bodies and streamed-response parsing.
+
+* `sglang`: SGLang's native `POST /generate` with `input_ids`. Each SSE event is
+  `data: {"text": ..., "meta_info": {"completion_tokens": N, ...}, ...}` where both `text` and
+  `completion_tokens` are cumulative; the stream ends with `data: [DONE]`; an error mid-stream
+  arrives as `data: {"error": {"message": ...}}` (then `[DONE]`).
+* `openai`: `POST /v1/completions` with a token-id `prompt`. Each event carries
+  `choices[0].text` (incremental); with `stream_options.include_usage` the last event carries
+  `usage.completion_tokens`; `data: [DONE]` ends the stream.
+
+Tokens per chunk (what splits a chunk's gap into ITL values, see `stats.py`):
+
+* `sglang`: the increase of `meta_info.completion_tokens` over the previous event (exact, as
+  bench_serving does). Events that add no tokens are ignored.
+* `openai`: 1 per chunk with non-empty text (bench_serving's rule for this API), unless the
+  server reports cumulative `usage.completion_tokens` on every text chunk (vLLM's
+  `continuous_usage_stats`), in which case its increase. The request's output tokens are the
+  final `usage.completion_tokens` when reported, else the sum over chunks.
+
+The parsers are the client's hot path: one `feed()` per network read, no objects built per
+event beyond the two list appends, and for the native API no JSON parse at all on the common
+path (cumulative `text` makes each event longer than the last; a regex finds the token count
+instead). This is safe because inside a JSON string every `"` is escaped, so the pattern
+`"completion_tokens":` can only match the real key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+Api = Literal["sglang", "openai"]
+
+PATHS: dict[str, str] = {"sglang": "/generate", "openai": "/v1/completions"}
+
+_DONE = b"[DONE]"
+_COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+
+
+def request_body(api: Api, prompt: list[int], output_len: int, model: str | None) -> bytes:
+    """The JSON body for one streaming request of exactly `output_len` tokens (ignore_eos)."""
+    body: dict[str, Any]
+    if api == "sglang":
+        body = {
+            "input_ids": prompt,
+            "sampling_params": {
+                "max_new_tokens": output_len,
+                "ignore_eos": True,
+                "temperature": 0.0,
+            },
+            "stream": True,
+        }
+    else:
+        body = {
+            "model": model or "default",
+            "prompt": prompt,
+            "max_tokens": output_len,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class StreamParser:
+    """Collects one response stream: SSE framing plus the API-specific event rule.
+
+    `times`/`tokens` hold absolute `perf_counter` arrival times and token counts of the
+    token-carrying chunks; `done_at` is when `data: [DONE]` arrived; `error` is the server's
+    in-stream error message, if any.
+    """
+
+    __slots__ = ("_buf", "done_at", "error", "reported_total", "times", "tokens", "total")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self.total = 0
+        self.reported_total: int | None = None
+        self.done_at: float | None = None
+        self.error = ""
+
+    def feed(self, data: bytes, now: float) -> None:
+        """Consume bytes from the network; every complete event in them arrived at `now`."""
+        if self._buf:
+            data = self._buf + data
+        lines = data.split(b"\n")
+        self._buf = lines.pop()
+        for line in lines:
+            if line.startswith(b"data:"):
+                self._event(line[5:].strip(), now)
+
+    def finish(self, now: float) -> None:
+        """The body ended: an unterminated last line still counts (some servers omit it)."""
+        if self._buf:
+            line, self._buf = self._buf, b""
+            if line.startswith(b"data:"):
+                self._event(line[5:].strip(), now)
+
+    @property
+    def output_tokens(self) -> int:
+        return self.total if self.reported_total is None else self.reported_total
+
+    def _event(self, payload: bytes, now: float) -> None:
+        raise NotImplementedError
+
+    def _error_from(self, payload: bytes) -> None:
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            self.error = f"malformed event: {payload[:200]!r}"
+            return
+        if isinstance(data, dict) and "error" in data:
+            err = data["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            self.error = f"server error in stream: {msg}"
+
+
+class NativeParser(StreamParser):
+    """SGLang `/generate`: tokens per chunk from cumulative `meta_info.completion_tokens`."""
+
+    __slots__ = ()
+
+    def _event(self, payload: bytes, now: float) -> None:
+        if payload == _DONE:
+            self.done_at = now
+            return
+        m = _COMPLETION_TOKENS.search(payload)
+        if m is None:
+            self._error_from(payload)
+            return
+        cumulative = int(m.group(1))
+        k = cumulative - self.total
+        if k > 0:
+            self.times.append(now)
+            self.tokens.append(k)
+            self.total = cumulative
+
+
+class OpenAIParser(StreamParser):
+    """OpenAI `/v1/completions`: one token per text chunk unless usage is reported per chunk."""
+
+    __slots__ = ("_continuous",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._continuous = True
+
+    def _event(self, payload: bytes, now: float) -> None:
+        if payload == _DONE:
+            self.done_at = now
+            return
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            self.error = f"malformed event: {payload[:200]!r}"
+            return
+        if not isinstance(data, dict):
+            return
+        if "error" in data or data.get("object") == "error":
+            self._error_from(payload)
+            return
+        usage = data.get("usage")
+        cumulative = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        choices = data.get("choices")
+        if choices and choices[0].get("text"):
+            if cumulative is None:
+                self._continuous = False
+            k = cumulative - self.total if self._continuous and cumulative is not None else 1
+            if k > 0:
+                self.times.append(now)
+                self.tokens.append(k)
+                self.total += k
+        if cumulative is not None:
+            self.reported_total = int(cumulative)
+
+
+def make_parser(api: Api) -> StreamParser:
+    return NativeParser() if api == "sglang" else OpenAIParser()

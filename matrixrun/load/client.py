@@ -1,0 +1,220 @@
+"""The async load client: drive one server with one cell's workload and record every request.
+
+`run_load(config)` draws the prompts (`prompts.py`), runs the warmup requests (off the clock,
+not recorded), then dispatches the measured requests at the configured rate (all at once for
+an infinite rate, else Poisson arrivals from the seed) under a concurrency limit, streams each
+response through an API parser (`apis.py`), and returns per-request records (`records.py`) and
+their aggregate metrics (`stats.py`). It keeps real time; time dilation is the runner's
+business.
+
+Per-request failures (HTTP errors, in-stream errors, truncated streams, timeouts, refused
+connections) are data: the request's record carries the error text. Only a cell that cannot be
+measured at all raises `LoadError`: every warmup request failed, or the server could not be
+reached for any request.
+
+Transport: the benchmark (`benchmarks/client_overhead.py`) decides between httpx and a minimal
+HTTP/1.1 client on asyncio + httptools (`transport.py`); see there for the numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from matrixrun.errors import InputError, LoadError
+from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
+from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
+from matrixrun.load.records import RequestRecord
+from matrixrun.load.stats import compute_metrics, duration_of
+from matrixrun.load.transport import ConnectFailed, HTTPStatusFailed, Transport, make_transport
+from matrixrun.metrics import Metrics
+
+#: Warmup requests generate at most this many tokens (as bench_serving does): enough to
+#: exercise decode, short enough not to delay the cell.
+WARMUP_OUTPUT_LEN = 32
+
+
+class LoadConfig(BaseModel):
+    """One cell's workload against one server."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str
+    api: Api = "sglang"
+    model: str | None = Field(None, description="model name sent to the openai API")
+    num_prompts: int = Field(ge=1)
+    input_len: int = Field(ge=1)
+    output_len: int = Field(ge=1)
+    concurrency: int = Field(ge=1, description="most requests in flight at once")
+    request_rate: float = Field(math.inf, gt=0, description="requests/s; inf sends at once")
+    warmup_requests: int = Field(1, ge=0)
+    seed: int = 0
+    request_timeout_s: float = Field(600.0, gt=0)
+    api_key: SecretStr | None = None
+    transport: Literal["raw", "httpx"] = "raw"
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"expected a URL like http://127.0.0.1:30000, got {v!r}")
+        return v.rstrip("/")
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What one cell measured: every request's record and their aggregate."""
+
+    records: list[RequestRecord]
+    metrics: Metrics
+    warmup_failed: int = 0
+
+
+def _outcome(parser: StreamParser, output_len: int) -> str:
+    """The error text of a stream that ended normally at the HTTP level ('' if it is good)."""
+    if parser.error:
+        return parser.error
+    if parser.done_at is None:
+        return f"stream ended without data: [DONE] after {parser.output_tokens} tokens"
+    if not parser.times:
+        return "stream ended without any tokens"
+    return ""
+
+
+async def _request(
+    transport: Transport,
+    api: Api,
+    body: bytes,
+    index: int,
+    prompt_tokens: int,
+    output_len: int,
+    timeout_s: float,
+    t0: float,
+) -> RequestRecord:
+    parser = make_parser(api)
+    start = time.perf_counter()
+    error = ""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await transport.post_stream(PATHS[api], body, parser)
+    except TimeoutError:
+        error = f"timed out after {timeout_s:g} s ({parser.output_tokens} tokens received)"
+    except (ConnectFailed, HTTPStatusFailed) as e:
+        error = str(e)
+    except Exception as e:  # any transport failure is this request's data, not a crash
+        error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    if not error:
+        error = _outcome(parser, output_len)
+    end = parser.done_at if not error and parser.done_at is not None else time.perf_counter()
+    times = parser.times
+    return RequestRecord(
+        i=index,
+        start=start - t0,
+        ttft=times[0] - start if times else None,
+        e2e=end - start,
+        t=[t - start for t in times],
+        n=parser.tokens,
+        **{"in": prompt_tokens},
+        out=parser.output_tokens,
+        err=error,
+    )
+
+
+def _unreachable(records: list[RequestRecord], url: str) -> LoadError | None:
+    if records and all(r.error.startswith(ConnectFailed.PREFIX) for r in records):
+        return LoadError(f"{records[0].error}; is the server running at {url}?")
+    return None
+
+
+async def run_load(config: LoadConfig) -> LoadResult:
+    """Measure one cell: warmup, then `num_prompts` requests; see the module docstring."""
+    prompts = make_prompts(config.seed, config.num_prompts, config.input_len)
+    bodies = [request_body(config.api, p, config.output_len, config.model) for p in prompts]
+    offsets = arrival_offsets(config.seed, config.num_prompts, config.request_rate)
+    key = config.api_key.get_secret_value() if config.api_key else None
+    transport = make_transport(config.transport, config.base_url, config.concurrency, key)
+    try:
+        warmup_failed = await _warmup(config, transport)
+        sem = asyncio.Semaphore(config.concurrency)
+
+        async def limited(i: int, t0: float) -> RequestRecord:
+            async with sem:
+                return await _request(
+                    transport, config.api, bodies[i], i, config.input_len,
+                    config.output_len, config.request_timeout_s, t0,
+                )  # fmt: skip
+
+        t0 = time.perf_counter()
+        tasks: list[asyncio.Task[RequestRecord]] = []
+        for i, due in enumerate(offsets):
+            delay = t0 + due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(limited(i, t0)))
+        records = list(await asyncio.gather(*tasks))
+    finally:
+        await transport.aclose()
+    err = _unreachable(records, config.base_url)
+    if err:
+        raise err
+    return LoadResult(records, compute_metrics(records, duration_of(records)), warmup_failed)
+
+
+async def _warmup(config: LoadConfig, transport: Transport) -> int:
+    """Run the warmup requests (at most `concurrency` at once); return how many failed."""
+    n = config.warmup_requests
+    if n == 0:
+        return 0
+    out_len = min(config.output_len, WARMUP_OUTPUT_LEN)
+    prompts = make_warmup_prompts(config.seed, n, config.input_len)
+    sem = asyncio.Semaphore(config.concurrency)
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> RequestRecord:
+        async with sem:
+            body = request_body(config.api, prompts[i], out_len, config.model)
+            return await _request(
+                transport, config.api, body, i, config.input_len, out_len,
+                config.request_timeout_s, t0,
+            )  # fmt: skip
+
+    records = await asyncio.gather(*(one(i) for i in range(n)))
+    failed = [r for r in records if not r.ok]
+    if len(failed) == n:
+        err = _unreachable(failed, config.base_url)
+        raise err or LoadError(
+            f"all {n} warmup requests to {config.base_url} failed, first error: "
+            f"{failed[0].error}; check the server log and the request options"
+        )
+    return len(failed)
+
+
+def run_load_sync(config: LoadConfig) -> LoadResult:
+    """`run_load` on a fresh event loop (uvloop when installed: lower per-event overhead)."""
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is in the "fast" extra
+        factory = asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(run_load(config))
+
+
+def validate_config(**kwargs: object) -> LoadConfig:
+    """Build a `LoadConfig`, turning validation errors into one-sentence `InputError`s."""
+    from pydantic import ValidationError
+
+    try:
+        return LoadConfig.model_validate(kwargs)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"bad load option {where}: {first['msg']}") from None

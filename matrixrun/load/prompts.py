@@ -1,0 +1,73 @@
+"""Random token-id prompts of exact lengths, reproducible from a seed.
+
+No tokenizer is needed: prompts are sent as token ids (`input_ids` for SGLang's native API, a
+list of ints as `prompt` for OpenAI completions), so the server sees exactly `input_len` prompt
+tokens. The same (seed, count, length) gives the same prompts on every machine, arm and run, so
+arms are compared on identical work; prompt i does not depend on how many prompts are drawn,
+so a cell with more prompts extends, rather than reshuffles, a smaller one.
+
+Ids are drawn uniformly from [`VOCAB_LOW`, `VOCAB_HIGH`). Special tokens sit at the two ends of
+every common vocabulary (BOS/EOS/PAD and byte-fallback tokens at 0..~260 in Llama/Mistral-style
+vocabularies; chat and tool markers at the top, e.g. Llama-3 128000+, Qwen/GLM 151000+), while
+every model we target has at least 32000 ordinary tokens. The range therefore avoids control
+tokens on all of them, so `ignore_eos` generation runs its full length and the prompt does not
+trip chat-template or image-token handling.
+
+Measured and warmup prompts come from independent streams of the same seed, so warmup never
+pre-fills the server's prefix cache with a measured prompt.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Lowest token id used (inclusive): above every low special/byte-fallback id.
+VOCAB_LOW = 1000
+#: Highest token id used (exclusive): below every model's added/special tokens.
+VOCAB_HIGH = 30000
+
+# Independent random streams derived from one user seed.
+_STREAM_MEASURED = 0
+_STREAM_WARMUP = 1
+_STREAM_ARRIVALS = 2
+
+
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng([stream, seed])
+
+
+def make_prompts(seed: int, count: int, length: int) -> list[list[int]]:
+    """`count` prompts of exactly `length` token ids: the measured prompts for `seed`."""
+    return _draw(_rng(seed, _STREAM_MEASURED), count, length)
+
+
+def make_warmup_prompts(seed: int, count: int, length: int) -> list[list[int]]:
+    """Warmup prompts: same distribution as the measured ones, disjoint random stream."""
+    return _draw(_rng(seed, _STREAM_WARMUP), count, length)
+
+
+def _draw(rng: np.random.Generator, count: int, length: int) -> list[list[int]]:
+    if count < 0 or length < 1:
+        raise ValueError(f"need count >= 0 and length >= 1, got {count} and {length}")
+    ids = rng.integers(VOCAB_LOW, VOCAB_HIGH, size=(count, length), dtype=np.int64)
+    rows: list[list[int]] = ids.tolist()
+    return rows
+
+
+def arrival_offsets(seed: int, count: int, request_rate: float) -> list[float]:
+    """When each request becomes due, in seconds after the benchmark starts.
+
+    A Poisson process of `request_rate` requests/s (exponential gaps, the first request at 0,
+    as bench_serving sends its first request at once); all zeros for an infinite rate.
+    Absolute offsets rather than gaps let the dispatcher sleep until each one, so its own
+    scheduling delays do not accumulate into a lower rate.
+    """
+    if count == 0:
+        return []
+    if request_rate == float("inf"):
+        return [0.0] * count
+    if not request_rate > 0:
+        raise ValueError(f"request_rate must be > 0 or inf, got {request_rate}")
+    gaps = _rng(seed, _STREAM_ARRIVALS).exponential(1.0 / request_rate, size=count - 1)
+    offsets: list[float] = [0.0, *np.cumsum(gaps).tolist()]
+    return offsets

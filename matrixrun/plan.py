@@ -1,0 +1,258 @@
+"""Expand a Spec into a Plan: server groups (one launch per distinct server config and arm)
+holding their cells, with stable ids and a cost estimate. Pure: no files, clocks or processes.
+
+A *point* is one combination of every axis except the arm (model, hardware, server axes, client
+axes); a *cell* is one arm at one point — the unit that gets measured. Cell ids hash everything
+that defines the measurement (model, hardware, the server's full flags, launch command, the
+workload), so a changed spec never resumes onto stale data, and an unchanged one always does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from matrixrun.spec import CLIENT_AXES, FlagValue, HardwareSpec, ModelSpec, Spec
+
+
+class Cell(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cell_id: str
+    point_id: str
+    arm: str
+    slice: str
+    point: dict[str, Any] = Field(description="Client-side axis values of this cell.")
+    x: Any = Field(description="Value of the main axis (the table's row).")
+    num_prompts: int
+
+
+class ServerGroup(BaseModel):
+    """Everything one server launch needs, and the cells it serves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: str
+    arm: str
+    slice: str
+    model: ModelSpec
+    hardware: HardwareSpec
+    server_axes: dict[str, Any]
+    flags: dict[str, FlagValue] = Field(description="Engine args + hardware args + server axes "
+                                        "+ arm flags, merged in that order.")
+    launch: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cells: list[Cell]
+
+
+class SliceInfo(BaseModel):
+    """One model/hardware/server-axis combination: one comparison table in the report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    model: str
+    hardware: str
+    server_axes: dict[str, Any]
+
+
+class Cost(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    launches: int
+    cells: int
+    runs_first_pass: int
+    runs_worst_case: int
+    launches_worst_case: int
+    launch_s: float | None = None
+    cell_s: float | None = None
+    time_first_pass_s: float | None = None
+    time_worst_case_s: float | None = None
+    budget_s: float | None = None
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str
+    title: str
+    spec_hash: str
+    baseline: str
+    candidates: list[str]
+    axis: str
+    slices: list[SliceInfo]
+    groups: list[ServerGroup]
+    cost: Cost
+
+    def cells(self) -> list[Cell]:
+        return [c for g in self.groups for c in g.cells]
+
+    def group(self, group_id: str) -> ServerGroup:
+        return next(g for g in self.groups if g.group_id == group_id)
+
+
+def short_hash(obj: Any, n: int = 12) -> str:
+    """Stable id: sha256 of the canonical JSON of `obj` (sorted keys, inf as a string)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str,
+                      allow_nan=True).replace("Infinity", '"inf"')
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def point_id(definition: dict[str, Any]) -> str:
+    return short_hash({"kind": "point", **definition})
+
+
+def cell_id(point: str, arm: str, arm_definition: dict[str, Any]) -> str:
+    return short_hash({"kind": "cell", "point": point, "arm": arm, **arm_definition})
+
+
+def _server_points(spec: Spec) -> list[dict[str, Any]]:
+    """Every (model, hardware, server axes) combination before exclude/include."""
+    server_names = list(spec.sweep.server)
+    out = []
+    for model, hw, *values in itertools.product(
+        spec.models, spec.hardwares, *(spec.sweep.server[n] for n in server_names)
+    ):
+        out.append({"model": model.label, "hardware": hw.label,
+                    **{f"server.{n}": v for n, v in zip(server_names, values, strict=True)}})
+    return out
+
+
+def _client_points(spec: Spec) -> list[dict[str, Any]]:
+    axes = spec.axis_values()
+    names = list(CLIENT_AXES)
+    return [dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(axes[n] for n in names))]
+
+
+def _matches(combo: dict[str, Any], full: dict[str, Any]) -> bool:
+    return all(key in full and _same(full[key], value) for key, value in combo.items())
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, str) and b.lower() in ("inf", "infinity"):
+        return math.isinf(a)
+    return bool(a == b)
+
+
+def combinations(spec: Spec) -> list[dict[str, Any]]:
+    """All axis combinations (arm aside) after `exclude` and `include`, in sweep order."""
+    full = [{**s, **c} for s in _server_points(spec) for c in _client_points(spec)]
+    kept = [f for f in full if not any(_matches(ex, f) for ex in spec.exclude)]
+    axes = spec.axis_values()
+    for inc in spec.include:
+        combo = {k: (inc[k] if k in inc else v[0]) for k, v in axes.items()}
+        for k, v in inc.items():  # server axes named only in include
+            combo.setdefault(k, v)
+        if combo["request_rate"] in ("inf", "infinity"):
+            combo["request_rate"] = math.inf
+        if not any(_matches(combo, k) and _matches(k, combo) for k in kept):
+            kept.append(combo)
+    return kept
+
+
+def slice_label(spec: Spec, combo: dict[str, Any]) -> str:
+    """A short label naming only the axes that vary: '' when one model, one hardware and no
+    server axis (the usual case: a single comparison table)."""
+    parts = []
+    if len(spec.models) > 1:
+        parts.append(str(combo["model"]))
+    if len(spec.hardwares) > 1:
+        parts.append(str(combo["hardware"]))
+    parts += [f"{k.removeprefix('server.')}={combo[k]}" for k in sorted(combo)
+              if k.startswith("server.")]
+    return " · ".join(parts)
+
+
+def expand(spec: Spec, spec_hash: str = "") -> Plan:
+    """The plan: groups in run order (arms alternate ABBA across slices, so slow drift of the
+    machine does not line up with one arm), each holding its cells in sweep order."""
+    models = {m.label: m for m in spec.models}
+    hardwares = {h.label: h for h in spec.hardwares}
+    axis = spec.main_axis()
+    w = spec.workload
+    workload_def = {"dataset": w.dataset, "range_ratio": w.range_ratio, "seed": w.seed,
+                    "warmup_requests": w.warmup_requests, "duration": w.duration}
+    arms = list(spec.arms)
+    arms.remove(spec.baseline_arm)
+    arms.insert(0, spec.baseline_arm)
+
+    by_slice: dict[str, list[dict[str, Any]]] = {}
+    for combo in combinations(spec):
+        by_slice.setdefault(slice_label(spec, combo), []).append(combo)
+
+    groups: list[ServerGroup] = []
+    slices: list[SliceInfo] = []
+    for index, (label, combos) in enumerate(by_slice.items()):
+        first = combos[0]
+        model, hw = models[first["model"]], hardwares[first["hardware"]]
+        server_axes = {k.removeprefix("server."): v for k, v in first.items()
+                       if k.startswith("server.")}
+        slices.append(SliceInfo(label=label, model=model.label, hardware=hw.label,
+                                server_axes=server_axes))
+        common_flags = {**spec.engine.args, **hw.args, **server_axes}
+        order = arms if index % 2 == 0 else arms[::-1]
+        for arm in order:
+            arm_spec = spec.arms[arm]
+            flags = {**common_flags, **arm_spec.flags}
+            launch = arm_spec.launch or spec.engine.launch
+            env = {**spec.engine.env, **arm_spec.env}
+            server_def = {"engine": spec.engine.kind, "model": model.path, "gpu": hw.gpu,
+                          "count": hw.count, "flags": flags, "launch": launch,
+                          "env": sorted(env)}
+            group_id = "g" + short_hash({"arm": arm, **server_def}, 8)
+            cells = []
+            for combo in sorted(combos, key=lambda c: [c[a] for a in CLIENT_AXES]):
+                client = {a: combo[a] for a in CLIENT_AXES}
+                num = w.prompts_for(int(client["concurrency"]))
+                pid = point_id({"model": model.path, "gpu": hw.gpu, "count": hw.count,
+                                "common_flags": common_flags, "client": client,
+                                "num_prompts": num, **workload_def})
+                cid = cell_id(pid, arm, {"flags": arm_spec.flags, "launch": launch,
+                                         "env": sorted(env)})
+                cells.append(Cell(cell_id=cid, point_id=pid, arm=arm, slice=label,
+                                  point=client, x=client[axis], num_prompts=num))
+            groups.append(ServerGroup(group_id=group_id, arm=arm, slice=label, model=model,
+                                      hardware=hw, server_axes=server_axes, flags=flags,
+                                      launch=launch, env=env, cells=cells))
+
+    return Plan(experiment=spec.experiment, title=spec.title, spec_hash=spec_hash,
+                baseline=spec.baseline_arm, candidates=spec.candidate_arms, axis=axis,
+                slices=slices, groups=groups, cost=estimate_cost(spec, groups))
+
+
+def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
+    """Launches and runs for the first pass and for the worst case the verify policy allows.
+
+    Worst case: every cell reaches `max_runs`; reruns that cannot share a warm server need a
+    relaunch per round (VERDICTS.md §6), so launches grow to groups × max_runs when fresh-server
+    reruns are on; A/A calibration adds one baseline relaunch per slice. `budget` caps the
+    rerun time when the spec gives per-launch and per-cell estimates.
+    """
+    v = spec.verify
+    cells = sum(len(g.cells) for g in groups)
+    launches = len(groups)
+    runs_worst = cells * v.max_runs
+    launches_worst = launches * v.max_runs if (v.fresh_server and v.max_runs > 1) else launches
+    if v.aa:
+        baseline_groups = [g for g in groups if g.arm == spec.baseline_arm]
+        launches_worst += len(baseline_groups)
+        runs_worst += sum(len(g.cells) for g in baseline_groups)
+    if v.max_runs > 1 and not v.fresh_server:
+        launches_worst = launches * v.max_runs  # stage-2 reruns still need the server back
+    e = spec.estimate
+    cost = Cost(launches=launches, cells=cells, runs_first_pass=cells,
+                runs_worst_case=runs_worst, launches_worst_case=launches_worst,
+                launch_s=e.launch, cell_s=e.cell, budget_s=v.budget)
+    if e.launch is not None and e.cell is not None:
+        first = launches * e.launch + cells * e.cell
+        worst = launches_worst * e.launch + runs_worst * e.cell
+        if v.budget is not None:
+            worst = min(worst, first + v.budget)
+        cost.time_first_pass_s, cost.time_worst_case_s = first, worst
+    return cost

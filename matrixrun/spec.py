@@ -1,0 +1,664 @@
+"""The experiment spec: pydantic models for `spec/*.yaml`, and `load_spec` with file:line errors.
+
+A spec is reviewed in a PR like code, so every mistake must point at its line and say what to
+do. Models use `extra="forbid"`, so a misspelt key is an error (with a did-you-mean), never a
+silently ignored setting or a new sweep axis. `spec/schema.json` is exported from these models
+(`matrixrun schema`) for editors and CI.
+
+Axes: `model` and `hardware` (one or a list), the arms (the compared backends), server-side
+sweep axes (`server.<flag>`: each value another launch) and client-side ones (concurrency,
+input/output length, request rate). Comparisons are always arm vs baseline at equal values of
+all other axes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from matrixrun.errors import SpecError, SpecIssue
+from matrixrun.metrics import MetricName
+from matrixrun.sim.profile import Profile
+from matrixrun.units import Duration, Percent, Rate
+
+FlagValue = Union[str, int, float, bool, None, list[Any], dict[str, Any]]
+Slug = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)]
+
+#: Client-side sweep axes, in the order they nest (the first swept one is the table's rows).
+CLIENT_AXES = ("concurrency", "input_len", "output_len", "request_rate")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _one_or_list(value: Any) -> Any:
+    """`model: {...}` and `model: [{...}, {...}]` both mean a list of entries."""
+    return [value] if isinstance(value, dict) else value
+
+
+class ModelSpec(_Model):
+    """The served model. Several models make a model axis (each another launch)."""
+
+    path: str = Field(description="--model-path: a local directory or a hub id.")
+    name: Slug | None = Field(None, description="Short label for reports; default: last path part.")
+    quantization: str | None = Field(None, description="Documentary, e.g. nvfp4 (pass the engine "
+                                     "flag in engine.args if the engine needs it).")
+    tokenizer: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name or Path(self.path.rstrip("/")).name or self.path
+
+
+class HardwareSpec(_Model):
+    """A hardware configuration. Several make a hardware axis (each another launch)."""
+
+    gpu: str = Field(description="GPU name as nvidia-smi prints it, e.g. NVIDIA H200.")
+    count: int = Field(1, ge=1, description="GPUs the server uses.")
+    name: Slug | None = Field(None, description="Short label; default: '<count>x<gpu>'.")
+    compute_capability: str | None = None
+    node: str | None = Field(None, description="Cluster node type or Slurm constraint, if any.")
+    args: dict[str, FlagValue] = Field(
+        default_factory=dict,
+        description="Server flags that belong to this hardware configuration, e.g. {tp: 4}.",
+    )
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.count}x {self.gpu}"
+
+
+class EngineSpec(_Model):
+    """Which serving engine runs the arms, how to launch it, and which client measures."""
+
+    kind: Literal["sglang", "vllm", "openai", "sim"] = "sglang"
+    args: dict[str, FlagValue] = Field(
+        default_factory=dict,
+        description="Server flags common to every arm, snake_case: {tp: 8} -> --tp 8; true -> "
+        "bare flag; false -> omitted; lists -> repeated values; dicts -> JSON.",
+    )
+    launch: list[str] | None = Field(
+        None,
+        description="Command prefix that starts the server, replacing the engine default "
+        "(e.g. [/opt/venv/bin/python, -m, sglang.launch_server] or a docker run prefix).",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    base_url: str | None = Field(None, description="kind=openai: the running endpoint.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    api: Literal["sglang", "openai"] | None = Field(
+        None, description="Request API the client speaks; default: the engine's own."
+    )
+    client: Literal["builtin", "bench_serving"] = Field(
+        "builtin", description="builtin: matrixrun's streaming client; bench_serving: run "
+        "python -m sglang.bench_serving per cell and parse its output file.",
+    )
+    client_launch: list[str] | None = Field(
+        None, description="Command prefix for bench_serving (default: [python, -m, "
+        "sglang.bench_serving] with the harness's python).",
+    )
+    flush_cache: bool = Field(True, description="POST /flush_cache between cells.")
+    check_hardware: bool = Field(
+        True, description="Compare nvidia-smi with `hardware` before any launch; false records "
+        "the override in the report.",
+    )
+
+
+_ARM_KEYS = {"flags", "launch", "env", "description"}
+
+
+class ArmSpec(_Model):
+    """One compared configuration. Written either as a plain mapping of server flags, or with
+    `flags:` plus `launch`/`env` when arms differ by build (another venv or image)."""
+
+    flags: dict[str, FlagValue] = Field(default_factory=dict)
+    launch: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    description: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if data is None:
+            return {"flags": {}}
+        if isinstance(data, dict) and "flags" not in data:
+            return {"flags": data}
+        return data
+
+
+class SweepSpec(_Model):
+    """Sweep axes. Client-side axes vary the load on one server; `server.<flag>` axes vary a
+    server flag, each value another launch. Write server axes as `server.chunked_prefill_size:
+    [4096, 8192]` or nested under `server:`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"patternProperties": {r"^server\.[a-z0-9_]+$": {"type": "array"}}},
+    )
+
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1], min_length=1, description="--max-concurrency values."
+    )
+    input_len: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
+    output_len: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
+    request_rate: list[Rate] | None = Field(None, min_length=1)
+    server: dict[str, Annotated[list[FlagValue], Field(min_length=1)]] = Field(
+        default_factory=dict, description="Server flag -> values; each value another launch."
+    )
+    axis: Literal["concurrency", "input_len", "output_len", "request_rate"] | None = Field(
+        None, description="The axis shown as table rows; default: the first client axis with "
+        "more than one value.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dotted_server_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        server: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(key, str) and key.startswith("server."):
+                server[key.removeprefix("server.")] = value
+            else:
+                out[key] = value
+        if server:
+            nested = out.get("server")
+            out["server"] = {**(nested if isinstance(nested, dict) else {}), **server}
+        return out
+
+    @field_validator("concurrency", "input_len", "output_len")
+    @classmethod
+    def _unique(cls, values: list[int] | None) -> list[int] | None:
+        if values is not None and len(set(values)) != len(values):
+            raise ValueError("values must not repeat")
+        return values
+
+
+class WorkloadSpec(_Model):
+    """What each cell sends. Sizing: `prompts_per_concurrency` (with `min_prompts`), or
+    `num_prompts`, or `duration` — exactly one."""
+
+    dataset: Literal["random"] = Field(
+        "random", description="random: token-id prompts of exact lengths, generated from `seed`."
+    )
+    input_len: int = Field(512, ge=1)
+    output_len: int = Field(128, ge=1)
+    range_ratio: float = Field(1.0, gt=0, le=1, description="1: every prompt exactly input_len.")
+    request_rate: Rate = Field(math.inf, description="Requests/s (Poisson) or inf.")
+    prompts_per_concurrency: int | None = Field(None, ge=1)
+    min_prompts: int = Field(1, ge=1)
+    num_prompts: int | None = Field(None, ge=1)
+    duration: Duration | None = Field(None, gt=0, description="Send requests for this long.")
+    warmup_requests: int = Field(1, ge=0, description="Unmeasured requests before each cell.")
+    seed: int = Field(1, description="Same seed -> identical prompts for every arm.")
+
+    @model_validator(mode="after")
+    def _one_sizing(self) -> WorkloadSpec:
+        given = [n for n in ("prompts_per_concurrency", "num_prompts", "duration")
+                 if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of prompts_per_concurrency, num_prompts, duration, not "
+                             f"{' and '.join(given)}")
+        if not given:
+            self.prompts_per_concurrency = 4
+        return self
+
+    def prompts_for(self, concurrency: int) -> int:
+        """Number of measured prompts at a concurrency (duration sizing: an upper bound)."""
+        if self.num_prompts is not None:
+            return self.num_prompts
+        per = self.prompts_per_concurrency or 4
+        return max(per * concurrency, self.min_prompts)
+
+
+class MetricsSpec(_Model):
+    primary: MetricName = "output_throughput"
+    secondary: list[MetricName] = Field(default_factory=list)
+
+
+class VerifySpec(_Model):
+    """Repeat-to-verify policy (VERDICTS.md). Fixed before the run; never moved after it."""
+
+    threshold: Percent = Field(0.03, description="Practical margin: smaller changes are 'same'.")
+    surprise: Percent = Field(0.10, description="|change| above this gets an explanation check.")
+    noise: Percent | None = Field(
+        None, description="Declared run-to-run spread, used only when nothing is measured."
+    )
+    max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")
+    budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
+    warm_rerun: bool = Field(True, description="Rerun surprising cells on the still-warm server.")
+    fresh_server: bool = Field(True, description="Rerun on a freshly launched server when needed.")
+    aa: bool = Field(False, description="A/A: rerun the baseline on a fresh server to measure σ.")
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    failure_rate: Percent = Field(0.01, description="An arm failing more requests than this "
+                                  "cannot be called better in that cell.")
+
+
+class LimitsSpec(_Model):
+    startup_timeout: Duration = Field(1800.0, gt=0)
+    cell_timeout: Duration = Field(1200.0, gt=0)
+    request_timeout: Duration = Field(600.0, gt=0)
+
+
+class EstimateSpec(_Model):
+    """Optional time estimates for the plan's cost line."""
+
+    launch: Duration | None = Field(None, description="Server start to healthy.")
+    cell: Duration | None = Field(None, description="One cell measured once.")
+
+
+class CorrectnessSpec(_Model):
+    """Before measuring, every arm answers the same seeded prompts greedily; agreement with the
+    baseline below `floor` marks the arm suspect."""
+
+    enabled: bool = True
+    prompts: int = Field(8, ge=1)
+    input_len: int = Field(64, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
+    floor: Percent = Field(0.9, description="Share of identical tokens required.")
+
+
+class RehearsalSpec(_Model):
+    """How `--rehearse` simulates this experiment."""
+
+    profile: Profile | str | None = Field(
+        None, description="A simulator profile, inline or a file path relative to the spec."
+    )
+    time_scale: float = Field(1.0, ge=1, le=1000, description="Simulator runs this much faster; "
+                              "measured times are converted back (the report says so).")
+    stream_interval: int | None = Field(
+        None, ge=1, description="Tokens per streamed event on the simulator (keeps the client "
+        "off the critical path at high dilated rates; the report says so).",
+    )
+    note: str | None = Field(None, description="Where the profile's numbers come from.")
+
+
+Combination = dict[str, Any]
+
+
+class Spec(_Model):
+    """An experiment proposal."""
+
+    model_config = ConfigDict(extra="forbid", title="matrixrun experiment spec")
+
+    experiment: Slug
+    title: str
+    hypothesis: str | None = None
+    model: Annotated[list[ModelSpec], BeforeValidator(_one_or_list), Field(min_length=1)]
+    hardware: Annotated[list[HardwareSpec], BeforeValidator(_one_or_list), Field(min_length=1)]
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    arms: dict[Slug, ArmSpec] = Field(
+        min_length=2, description="Arm name -> server flags; the first arm is the baseline."
+    )
+    baseline: str | None = Field(None, description="Baseline arm; default: the first arm.")
+    sweep: SweepSpec = Field(default_factory=SweepSpec)
+    exclude: list[Combination] = Field(
+        default_factory=list, description="Combinations to drop, e.g. {concurrency: 1024, "
+        "hardware: 4xH100} (keys: axes, model, hardware; all named keys must match).",
+    )
+    include: list[Combination] = Field(
+        default_factory=list, description="Combinations to add outside the product; unnamed "
+        "axes take their only value.",
+    )
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    verify: VerifySpec = Field(default_factory=VerifySpec)
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    estimate: EstimateSpec = Field(default_factory=EstimateSpec)
+    correctness: CorrectnessSpec = Field(default_factory=CorrectnessSpec)
+    rehearsal: RehearsalSpec = Field(default_factory=RehearsalSpec)
+
+    @property
+    def models(self) -> list[ModelSpec]:
+        return self.model
+
+    @property
+    def hardwares(self) -> list[HardwareSpec]:
+        return self.hardware
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or next(iter(self.arms))
+
+    @property
+    def candidate_arms(self) -> list[str]:
+        return [a for a in self.arms if a != self.baseline_arm]
+
+    def axis_values(self) -> dict[str, list[Any]]:
+        """Every axis with its values: model/hardware labels, server.<flag>, client axes
+        (an unswept client axis has the workload's single value)."""
+        axes: dict[str, list[Any]] = {
+            "model": [m.label for m in self.models],
+            "hardware": [h.label for h in self.hardwares],
+        }
+        for flag, values in self.sweep.server.items():
+            axes[f"server.{flag}"] = list(values)
+        for axis in CLIENT_AXES:
+            values = getattr(self.sweep, axis)
+            if values is None:
+                values = [getattr(self.workload, axis)] if axis != "concurrency" else [1]
+            axes[axis] = list(values)
+        return axes
+
+    def main_axis(self) -> str:
+        if self.sweep.axis:
+            return self.sweep.axis
+        for axis in CLIENT_AXES:
+            values = getattr(self.sweep, axis)
+            if values is not None and len(values) > 1:
+                return axis
+        return "concurrency"
+
+
+def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
+    """Checks across fields, each located by a YAML path (pydantic would only say "the spec")."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+    if spec.baseline is not None and spec.baseline not in spec.arms:
+        found.append((("baseline",), f"{spec.baseline!r} is not one of the arms "
+                      f"({', '.join(spec.arms)}); name one of them"))
+    for kind, items in (("model", spec.models), ("hardware", spec.hardwares)):
+        labels = [i.label for i in items]
+        for i, label in enumerate(labels):
+            if labels.index(label) != i:
+                found.append(((kind, i), f"shares the label {label!r} with entry "
+                              f"{labels.index(label)}; give each entry a distinct name"))
+    if spec.engine.kind == "openai" and not spec.engine.base_url:
+        found.append((("engine", "kind"), "kind openai needs engine.base_url (the endpoint "
+                      "that is already running)"))
+    axes = spec.axis_values()
+    known = sorted(axes)
+    for kind, combos in (("exclude", spec.exclude), ("include", spec.include)):
+        for i, combo in enumerate(combos):
+            for key, value in combo.items():
+                if key not in axes:
+                    hint = _did_you_mean(key, known)
+                    found.append(((kind, i, key), f"not an axis{hint}; axes here: "
+                                  f"{', '.join(known)}"))
+                elif kind == "exclude" and value not in axes[key]:
+                    found.append(((kind, i, key), f"{value!r} is not among its values "
+                                  f"{axes[key]}, so this entry excludes nothing"))
+            if kind == "include":
+                missing = [a for a, vals in axes.items() if a not in combo and len(vals) > 1]
+                if missing:
+                    found.append(((kind, i), f"must name {', '.join(missing)} (axes with "
+                                  "several values); include adds one whole combination"))
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Loading with line numbers
+
+
+def spec_hash(text: str) -> str:
+    """Content hash of the spec file as run (recorded in the run directory)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec; raise SpecError listing every problem as `path:line: key: ...`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError([SpecIssue(str(path), None, "", f"cannot read the spec ({exc.strerror}); "
+                                   "check the path")]) from exc
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, where: str = "<spec>") -> Spec:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        data = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = exc.problem or exc.context or "invalid YAML"
+        raise SpecError([SpecIssue(where, line, "", f"YAML syntax error: {what}; fix the "
+                                   "indentation or quoting there")]) from exc
+    except YAMLError as exc:
+        raise SpecError([SpecIssue(where, None, "", f"YAML error: {exc}")]) from exc
+    if not isinstance(data, dict):
+        raise SpecError([SpecIssue(where, 1, "", "the spec must be a YAML mapping with keys "
+                                   "experiment, title, model, hardware, arms, ...")])
+    plain = _plain(data)
+    try:
+        spec = Spec.model_validate(plain)
+    except ValidationError as exc:
+        raise SpecError(_issues(exc, data, where)) from exc
+    semantic = semantic_issues(spec)
+    if semantic:
+        raise SpecError([SpecIssue(where, _line_of(data, _data_loc(loc, data)),
+                                   ".".join(map(str, _data_loc(loc, data))), msg)
+                         for loc, msg in semantic])
+    if isinstance(spec.rehearsal.profile, str):
+        spec = _with_profile_file(spec, Path(where).parent, where, data)
+    return spec
+
+
+def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
+    from ruamel.yaml import YAML
+
+    assert isinstance(spec.rehearsal.profile, str)
+    profile_path = base / spec.rehearsal.profile
+    line = _line_of(data, ("rehearsal", "profile"))
+    try:
+        raw = YAML(typ="safe").load(profile_path.read_text())
+        profile = Profile.model_validate(raw)
+    except OSError as exc:
+        raise SpecError([SpecIssue(where, line, "rehearsal.profile", f"cannot read "
+                                   f"{profile_path} ({exc.strerror})")]) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SpecError([SpecIssue(where, line, "rehearsal.profile", f"{profile_path}: "
+                                   f"{'.'.join(map(str, first['loc']))}: {first['msg']}")]) from exc
+    return spec.model_copy(update={"rehearsal": spec.rehearsal.model_copy(
+        update={"profile": profile})})
+
+
+def _plain(node: Any) -> Any:
+    """ruamel round-trip containers -> plain dict/list (keeping order)."""
+    if isinstance(node, dict):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest node on `loc` that exists in the YAML."""
+    node, line = data, None
+    for part in loc:
+        try:
+            if isinstance(node, dict) and part in node:
+                line = node.lc.key(part)[0] + 1
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                line = node.lc.item(part)[0] + 1
+            else:
+                return line
+        except (AttributeError, KeyError, TypeError):
+            pass
+        node = node[part]
+    return line
+
+
+_MARKER = re.compile(r"^(function-\w+|union_tag|is-instance|list\[|dict\[|tuple\[|[A-Z]\w*Spec$|"
+                     r"Profile$|str$|int$|float$|bool$|none$)")
+
+
+def _issues(exc: ValidationError, data: Any, where: str) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    seen: set[tuple[int | None, str, str]] = set()
+    for err in exc.errors(include_url=False):
+        loc = _data_loc(err["loc"], data)
+        if loc[:2] == ("rehearsal", "profile") and err["type"] == "string_type":
+            continue  # the other branch of `Profile | str`; its model errors are reported
+        key = ".".join(str(p) for p in loc)
+        line = _line_of(data, loc)
+        message = _message(err, loc, data)
+        ident = (line, key, message)
+        if ident not in seen:
+            seen.add(ident)
+            issues.append(SpecIssue(where, line, key, message))
+    return issues
+
+
+def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Turn a pydantic error location into the path of keys the user wrote in the YAML:
+    drop union/validator markers, the implicit list of a single `model:`/`hardware:` mapping,
+    the implicit `flags` of an arm written as plain flags, and map sweep.server.<flag> back
+    to a dotted `server.<flag>` key when the user wrote it that way."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            out.append(part)
+            node = node[part]
+            continue
+        if isinstance(part, str) and _MARKER.match(part):
+            continue
+        if isinstance(node, dict) and part == 0 and out and out[-1] in ("model", "hardware"):
+            continue
+        if isinstance(node, dict) and part == "flags" and len(out) == 2 and out[0] == "arms":
+            continue
+        if out == ["sweep", "server"] and isinstance(data.get("sweep"), dict) and \
+                f"server.{part}" in data["sweep"]:
+            out = ["sweep", f"server.{part}"]
+            node = data["sweep"][out[-1]]
+            continue
+        out.append(part)
+        if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out)
+
+
+def _message(err: Any, loc: tuple[Any, ...], data: Any) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        hint = _did_you_mean(str(loc[-1]), allowed)
+        where = ".".join(map(str, loc[:-1])) or "the top level"
+        extra = ""
+        if loc[:1] == ("sweep",) and not hint:
+            extra = "; a server flag to sweep is written server.<flag>"
+        if loc[:1] == ("engine",) and loc[-1] not in allowed and not hint:
+            extra = "; a server flag common to all arms goes under engine.args"
+        return (f"unknown key{hint or ''}; keys allowed in {where}: {', '.join(allowed)}{extra}")
+    if kind == "too_short" and loc == ("arms",):
+        return "needs a baseline and at least one candidate arm"
+    if kind == "list_type":
+        return f"expected a list of values, e.g. [{err.get('input')!r}], got {err.get('input')!r}"
+    if kind == "missing":
+        return "required key is missing; add it"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        hint = _did_you_mean(str(err.get("input")), re.findall(r"'([^']+)'", expected))
+        return f"{err['input']!r} is not allowed{hint}; expected {expected}"
+    msg = str(err["msg"])
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return msg[0].lower() + msg[1:] if msg else msg
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names allowed at `loc`, found by walking the model classes along the path."""
+    cls: Any = Spec
+    for part in loc:
+        model = _model_in(cls)
+        if model is None:
+            if isinstance(part, int | str):  # inside a list / dict: step into the item type
+                cls = _item_type(cls)
+                continue
+            return []
+        if part == "server" and model is SweepSpec:
+            return []
+        field = model.model_fields.get(str(part))
+        if field is None:
+            if model is ArmSpec:  # arm shorthand: the loc names a flag
+                return []
+            return []
+        cls = field.annotation
+    model = _model_in(cls)
+    if model is None:
+        item = _item_type(cls)
+        model = _model_in(item)
+    return sorted(model.model_fields) if model is not None else []
+
+
+def _model_in(tp: Any) -> type[BaseModel] | None:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType, Annotated):
+        for arg in typing.get_args(tp):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _item_type(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            if typing.get_origin(arg) in (list, dict):
+                return _item_type(arg)
+        return None
+    if origin is list:
+        return typing.get_args(tp)[0]
+    if origin is dict:
+        return typing.get_args(tp)[1]
+    return None
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec, as committed to spec/schema.json."""
+    schema = Spec.model_json_schema(mode="validation")
+    for key in ("model", "hardware"):  # one entry or a list of entries
+        prop = schema["properties"][key]
+        ref = prop["items"]
+        schema["properties"][key] = {"anyOf": [ref, {**prop}], "title": prop.get("title", key)}
+    arms = schema["properties"]["arms"]
+    (pattern, arm_ref), = arms["patternProperties"].items()
+    flag_value = schema["$defs"]["ArmSpec"]["properties"]["flags"]["additionalProperties"]
+    arms["patternProperties"][pattern] = {"anyOf": [
+        {"type": "object", "description": "server flags of this arm (shorthand)",
+         "not": {"required": ["flags"]}, "additionalProperties": flag_value},
+        {"allOf": [arm_ref, {"required": ["flags"]}]},
+    ]}
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://matrixrun.dev/schema/spec.json"
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=False) + "\n"

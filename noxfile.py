@@ -1,0 +1,57 @@
+"""Developer and CI entry points. `nox -l` lists them.
+
+    nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse   # the main job, on the simulator
+    nox -s tests                                          # the test suite (what CI runs)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the test suite (unit and end-to-end; the simulator runs as a real subprocess)."""
+    session.install("-e", ".[test,fast]")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff (lint + format check) and mypy --strict."""
+    session.install("-e", ".[lint,test,fast]")
+    session.run("ruff", "check", "matrixrun", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "format", "--check", "matrixrun", "tests", "benchmarks", "noxfile.py")
+    session.run("mypy", "matrixrun")
+
+
+@nox.session(python=PYTHON)
+def schema(session: nox.Session) -> None:
+    """Regenerate spec/schema.json from the spec models."""
+    session.install("-e", ".")
+    session.run("matrixrun", "schema", "--out", "spec/schema.json")
+
+
+@nox.session(python=PYTHON)
+def validate(session: nox.Session) -> None:
+    """Validate every spec in spec/ and check the committed schema is current."""
+    session.install("-e", ".")
+    specs = sorted(str(p) for p in Path("spec").glob("*.yaml"))
+    session.run("matrixrun", "validate", *specs)
+    session.run("matrixrun", "schema", "--check", "--out", "spec/schema.json")
+
+
+@nox.session(python=PYTHON)
+def matrix(session: nox.Session) -> None:
+    """Run an experiment: nox -s matrix -- SPEC [--rehearse] [--out DIR] [--resume DIR]."""
+    if not session.posargs:
+        session.error("give a spec: nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse")
+    session.install("-e", ".[fast]")
+    session.run("matrixrun", "run", *session.posargs)

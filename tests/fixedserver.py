@@ -1,0 +1,229 @@
+"""A streaming server whose timing is known, for testing and benchmarking the load client.
+
+Speaks SGLang's native `POST /generate` and OpenAI `POST /v1/completions` over real HTTP/1.1
+(chunked SSE, keep-alive). Token i of a request (0-based) is due at
+`arrival + ttft + i * itl`, on an absolute schedule so delays never accumulate; an event is
+written for token 0, then every `stream_interval` tokens, and for the last token. The server
+measures its own lateness against that schedule (`GET /stats`), so a benchmark can tell the
+client's error from the server's.
+
+Fault injection, each "every N-th request" counting from 1 over measured and warmup requests
+alike: `--fail-every` answers HTTP 500; `--error-every` streams one token then an in-stream
+error event; `--stall-every` streams one token then never finishes (for client timeouts);
+`--truncate-every` streams one token and closes the connection without `[DONE]`.
+
+Written on raw asyncio streams rather than starlette/uvicorn so that one core can drive tens
+of thousands of events per second: the benchmark needs a server faster than the client.
+
+Run: python tests/fixedserver.py --port 0 --ttft-ms 50 --itl-ms 20   (prints "READY <port>")
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+
+class Config(argparse.Namespace):
+    ttft_ms: float
+    itl_ms: float
+    stream_interval: int
+    fail_every: int
+    error_every: int
+    stall_every: int
+    truncate_every: int
+    cumulative_text: bool
+    continuous_usage: bool
+
+
+class State:
+    def __init__(self) -> None:
+        self.requests = 0
+        self.active = 0
+        self.max_active = 0
+        self.events = 0
+        self.late: list[float] = []  # seconds late per event (sampled)
+        self.prompts: list[list[int]] = []  # first 4 ids of each prompt, in arrival order
+
+    def stats(self) -> dict[str, Any]:
+        late = sorted(self.late)
+        return {
+            "requests": self.requests,
+            "active": self.active,
+            "max_active": self.max_active,
+            "events": self.events,
+            "late_mean_ms": statistics.fmean(late) * 1e3 if late else 0.0,
+            "late_p99_ms": late[int(0.99 * (len(late) - 1))] * 1e3 if late else 0.0,
+            "late_max_ms": late[-1] * 1e3 if late else 0.0,
+            "prompts": self.prompts,
+        }
+
+
+def _every(n: int, i: int) -> bool:
+    return n > 0 and i % n == 0
+
+
+class Server:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.state = State()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                if not await self.route(method, path, body, writer):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _plain(self, writer: asyncio.StreamWriter, status: str, body: bytes) -> None:
+        writer.write(
+            f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    async def route(self, method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> bool:
+        if path == "/health":
+            self._plain(w, "200 OK", b"{}")
+        elif path == "/stats":
+            self._plain(w, "200 OK", json.dumps(self.state.stats()).encode())
+        elif path == "/reset":
+            self.state = State()
+            self._plain(w, "200 OK", b"{}")
+        elif method == "POST" and path in ("/generate", "/v1/completions"):
+            return await self.generate(path == "/generate", json.loads(body), w)
+        else:
+            self._plain(w, "404 Not Found", b'{"error": "not found"}')
+        await w.drain()
+        return True
+
+    async def generate(self, native: bool, req: dict[str, Any], w: asyncio.StreamWriter) -> bool:
+        cfg, st = self.cfg, self.state
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        st.requests += 1
+        n = st.requests
+        prompt = req["input_ids"] if native else req["prompt"]
+        st.prompts.append(prompt[:4])
+        out_len = req["sampling_params"]["max_new_tokens"] if native else req["max_tokens"]
+        if _every(cfg.fail_every, n):
+            self._plain(w, "500 Internal Server Error", b'{"error": "injected failure"}')
+            await w.drain()
+            return True
+        st.active += 1
+        st.max_active = max(st.max_active, st.active)
+        w.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+
+        def send(data: bytes) -> None:
+            w.write(b"%x\r\n%s\r\n" % (len(data) + 8, b"data: " + data + b"\n\n"))
+
+        ttft, itl, si = cfg.ttft_ms / 1e3, cfg.itl_ms / 1e3, max(1, cfg.stream_interval)
+        try:
+            for i in range(out_len):
+                last = i == out_len - 1
+                if not (i == 0 or last or i % si == 0):
+                    continue
+                due = arrival + ttft + i * itl
+                delay = due - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                late = loop.time() - due
+                if st.events % 8 == 0:
+                    st.late.append(max(0.0, late))
+                st.events += 1
+                count = i + 1
+                if native:
+                    text = " the" * count if cfg.cumulative_text else " the"
+                    event = {
+                        "text": text,
+                        "meta_info": {
+                            "id": str(n),
+                            "prompt_tokens": len(prompt),
+                            "completion_tokens": count,
+                            "finish_reason": {"type": "length"} if last else None,
+                        },
+                        "index": 0,
+                    }
+                else:
+                    event = {
+                        "id": str(n),
+                        "object": "text_completion",
+                        "choices": [{"index": 0, "text": " the", "finish_reason": None}],
+                        "usage": {"completion_tokens": count} if cfg.continuous_usage else None,
+                    }
+                send(json.dumps(event, separators=(",", ":")).encode())
+                if i == 0 and _every(cfg.error_every, n):
+                    send(b'{"error":{"message":"injected stream error"}}')
+                    break
+                if i == 0 and _every(cfg.stall_every, n):
+                    await w.drain()
+                    await asyncio.sleep(3600)
+                if i == 0 and _every(cfg.truncate_every, n):
+                    await w.drain()
+                    return False
+                if st.events % 16 == 0:
+                    await w.drain()
+            if not native:
+                usage = {"prompt_tokens": len(prompt), "completion_tokens": out_len}
+                send(json.dumps({"choices": [], "usage": usage}).encode())
+            send(b"[DONE]")
+            w.write(b"0\r\n\r\n")
+            await w.drain()
+        finally:
+            st.active -= 1
+        return True
+
+
+async def main(cfg: Config, port: int) -> None:
+    server = Server(cfg)
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=4096)
+    print("READY", srv.sockets[0].getsockname()[1], flush=True)
+    async with srv:
+        await srv.serve_forever()
+
+
+def parse(argv: list[str] | None = None) -> tuple[Config, int]:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--itl-ms", type=float, default=20.0)
+    p.add_argument("--stream-interval", type=int, default=1)
+    p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--error-every", type=int, default=0)
+    p.add_argument("--stall-every", type=int, default=0)
+    p.add_argument("--truncate-every", type=int, default=0)
+    p.add_argument("--no-cumulative-text", dest="cumulative_text", action="store_false")
+    p.add_argument("--continuous-usage", action="store_true")
+    ns = p.parse_args(argv, namespace=Config())
+    return ns, ns.port  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    cfg, port = parse()
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    time.sleep(0)
+    asyncio.run(main(cfg, port))
