@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -115,15 +116,15 @@ async def _request(
     end = parser.done_at if not error and parser.done_at is not None else time.perf_counter()
     times = parser.times
     return RequestRecord(
-        i=index,
+        index=index,
         start=start - t0,
         ttft=times[0] - start if times else None,
         e2e=end - start,
-        t=[t - start for t in times],
-        n=parser.tokens,
-        **{"in": prompt_tokens},
-        out=parser.output_tokens,
-        err=error,
+        chunk_times=[t - start for t in times],
+        chunk_tokens=parser.tokens,
+        prompt_tokens=prompt_tokens,
+        output_tokens=parser.output_tokens,
+        error=error,
     )
 
 
@@ -198,12 +199,13 @@ async def _warmup(config: LoadConfig, transport: Transport) -> int:
 
 def run_load_sync(config: LoadConfig) -> LoadResult:
     """`run_load` on a fresh event loop (uvloop when installed: lower per-event overhead)."""
+    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     try:
         import uvloop
 
         factory = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is in the "fast" extra
-        factory = asyncio.new_event_loop
+        pass
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(run_load(config))
 
