@@ -198,6 +198,26 @@ class SliceResult(_Model):
     candidates: list[CandidateResult]
 
 
+class Rerun(_Model):
+    """A repeat of a cell and what it showed against the cell's first run (VERDICTS.md §6:
+    a warm rerun tests first-run warmup/JIT; a fresh-server rerun tests an odd instance)."""
+
+    slice: str
+    arm: str
+    point_id: str
+    point: dict[str, Any]
+    attempt: int
+    reason: str
+    instance: str
+    same_instance: bool
+    metric: str
+    value: float | None
+    first_value: float | None
+    change_vs_first: float | None
+    matches_first: bool | None = Field(description="Within ±margin of the first run.")
+    text: str
+
+
 class Verdict(_Model):
     """The whole analysis: written as verdict.json and rendered by the report."""
 
@@ -210,6 +230,7 @@ class Verdict(_Model):
     )
     cells_judged: int = 0
     multiplicity: str = Field("", description="How chance flags among many cells are handled.")
+    reruns: list[Rerun] = Field(default_factory=list, description="Primary metric.")
     warnings: list[str] = Field(default_factory=list)
 
 
