@@ -54,7 +54,7 @@ class AnalysisSettings(_Model):
     correctness: dict[str, float] = Field(
         default_factory=dict, description="Output agreement with the baseline per arm, 0..1."
     )
-    correctness_min: float = Field(0.99, ge=0, le=1)
+    correctness_min: float = Field(0.9, ge=0, le=1, description="Spec correctness.floor.")
 
     @model_validator(mode="after")
     def _baseline_not_candidate(self) -> AnalysisSettings:
