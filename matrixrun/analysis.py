@@ -895,6 +895,11 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
     overall_by_cand: dict[str, Overall] = {}
     for cand in candidates:
         per = per_slice_overall[cand]
+        if not all_primary[cand]:
+            warnings.append(
+                f"{cand} shares no measured point with the baseline {settings.baseline!r}: "
+                "nothing to compare."
+            )
         if len(per) == 1:
             ov = per[0][1]
         else:
