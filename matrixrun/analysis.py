@@ -917,8 +917,12 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
                 f"{cand}'s outputs agree with the baseline's on only {100 * agreement:.1f}% of "
                 f"checks (< {100 * settings.correctness_min:g}%): treat its speed as suspect."
             )
-            if len(per) != 1:
-                ov.sentence += " Suspect: its outputs disagree with the baseline's."
+            ov = ov.model_copy(
+                update={
+                    "sentence": ov.sentence + " Suspect: its outputs agree with the baseline's "
+                    f"on only {100 * agreement:.1f}% of checks."
+                }
+            )
         overall_by_cand[cand] = ov
 
     provisional_cells = sum(1 for cells in all_primary.values() for c in cells if c.provisional)

@@ -1,0 +1,595 @@
+"""The verdict engine, by the rules of VERDICTS.md: plain numbers in, verdicts out.
+
+The CuteDSL write-up (shared/examples/000_63e9b5e47fcf52b0.txt) is the reference case; each
+other rule gets a small table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from matrixrun.analysis import (
+    AnalysisSettings,
+    analyse,
+    arm_sample,
+    compare,
+    crossover_estimate,
+    estimate_sigma,
+    format_cell,
+    format_change,
+    format_sigma,
+    inconclusive_cells,
+    interval,
+    judge,
+    limiting_arm,
+    pooled_sigma,
+    quantile,
+    runs_needed,
+    surprising_cells,
+)
+from matrixrun.measurement import Measurement
+from matrixrun.metrics import Metrics
+from matrixrun.verdict import Cell, Verdict
+
+BASE, CAND = "cutlass", "cutedsl"
+X = [1, 10, 64, 256, 1024]
+BASELINE = [10.36, 38.46, 218.74, 718.83, 1603.04]
+CANDIDATE = [10.07, 64.29, 249.23, 515.58, 796.93]
+
+
+def meas(
+    arm: str,
+    x: float,
+    value: float,
+    *,
+    metric: str = "output_throughput",
+    instance: str | None = None,
+    attempt: int = 1,
+    reason: Any = "first",
+    failed: int = 0,
+    completed: int = 100,
+    error: str | None = None,
+    slice: str = "",
+    point: dict[str, Any] | None = None,
+    extra_metrics: dict[str, float] | None = None,
+) -> Measurement:
+    """One measurement with `metric` = value (throughputs default to 1.0 otherwise)."""
+    point = point or {"concurrency": x}
+    data: dict[str, Any] = {
+        "duration": 10.0,
+        "completed": completed,
+        "failed": failed,
+        "total_input_tokens": 1000,
+        "total_output_tokens": 1000,
+        "request_throughput": 1.0,
+        "input_throughput": 1.0,
+        "output_throughput": 1.0,
+        "total_throughput": 1.0,
+    }
+    data[metric] = value
+    data.update(extra_metrics or {})
+    pid = f"{slice}/" + "/".join(f"{k}={v}" for k, v in sorted(point.items()))
+    return Measurement(
+        cell_id=f"{pid}/{arm}",
+        point_id=pid,
+        arm=arm,
+        group_id=arm,
+        slice=slice,
+        point=point,
+        attempt=attempt,
+        instance=instance or f"{arm}#1",
+        reason=reason,
+        metrics=None if error and completed == 0 else Metrics.model_validate(data),
+        error=error,
+    )
+
+
+def writeup(rerun: bool = True) -> list[Measurement]:
+    ms = [meas(BASE, x, v) for x, v in zip(X, BASELINE, strict=True)]
+    ms += [meas(CAND, x, v) for x, v in zip(X, CANDIDATE, strict=True)]
+    if rerun:  # the write-up's warm rerun at 256, to test the JIT-warmup explanation
+        ms.append(meas(CAND, 256, 515.77, attempt=2, reason="surprise"))
+    return ms
+
+
+def settings(**kw: Any) -> AnalysisSettings:
+    return AnalysisSettings(baseline=BASE, **kw)
+
+
+def primary_cells(v: Verdict, slice_index: int = 0, cand_index: int = 0) -> list[Cell]:
+    mr = v.slices[slice_index].candidates[cand_index].metrics[0]
+    return [c for s in mr.series for c in s.cells]
+
+
+# --------------------------------------------------------------------------- the write-up
+
+
+def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
+    """The only σ this data has is one warm repeat pair at 256 (df = 1, within-instance).
+    t(df=1) = 12.7 inflates it, but σ is so small (0.026%) that the large changes still clear
+    the 3% margin; the verdicts say provisional (n = 1) and the σ statement and warnings say
+    within-instance, may understate — the claims go no further than the data."""
+    v = analyse(writeup(), settings())
+    sigma = v.sigma[0]
+    assert sigma.source == "warm" and sigma.df == 1
+    assert sigma.value == pytest.approx(abs(math.log(515.77 / 515.58)) / math.sqrt(2))
+    assert sigma.text == (
+        "σ = 0.026% (df = 1, warm repeats on the same server: within-instance only, may understate)"
+    )
+    texts = [c.text for c in primary_cells(v)]
+    assert texts == [
+        "~ −2.8% [−3.3, −2.3] n=1/1 inconclusive (provisional; small change)",
+        "+67.2% [+66.4, +67.9] n=1/1 better (provisional)",
+        "+13.9% [+13.4, +14.5] n=1/1 better (provisional)",
+        "−28.3% [−28.6, −28.0] n=1/2 worse (provisional)",
+        "−50.3% [−50.5, −50.1] n=1/1 worse (provisional)",
+    ]
+    series = v.slices[0].candidates[0].metrics[0].series[0]
+    assert [r.text for r in series.regimes] == [
+        "inconclusive at concurrency 1",
+        "better at concurrency 10–64",
+        "worse at concurrency 256–1024",
+    ]
+    (cross,) = series.crossovers
+    assert (cross.x_lo, cross.x_hi, cross.direction) == (64, 256, "better_to_worse")
+    assert cross.estimate == pytest.approx(94.6, abs=0.1)
+    assert "interpolated in log concurrency" in cross.text
+    ov = v.overall[CAND]
+    assert ov.verdict == "mixed" and ov.provisional
+    assert "crossover between concurrency 64 and 256 (≈ 95" in ov.sentence
+    assert "Provisional" in ov.sentence
+    assert any("within-instance" in w or "warm repeats" in w for w in v.warnings)
+    assert any("df = 1" in w for w in v.warnings)
+
+
+def test_writeup_rerun_confirms_the_256_slowdown_is_not_warmup() -> None:
+    v = analyse(writeup(), settings())
+    (rerun,) = v.reruns
+    assert rerun.same_instance and rerun.reason == "surprise" and rerun.matches_first
+    assert rerun.change_vs_first == pytest.approx(515.77 / 515.58 - 1)
+    assert "warmup does not explain it" in rerun.text
+    cell_256 = primary_cells(v)[3]
+    assert cell_256.verdict == "worse" and cell_256.candidate.n == 2
+
+
+def test_writeup_without_rerun_or_prior_has_no_noise_estimate() -> None:
+    """n = 1 everywhere and no prior: nothing can be decided, however large the change."""
+    v = analyse(writeup(rerun=False), settings())
+    assert v.sigma[0].source == "none"
+    cells = primary_cells(v)
+    assert all(c.verdict == "inconclusive" and "no noise estimate" in c.notes for c in cells)
+    assert cells[1].text == "~ +67.2% n=1/1 inconclusive (no noise estimate)"
+    assert v.overall[CAND].verdict == "inconclusive"
+    assert "no noise estimate" in v.overall[CAND].sentence
+
+
+def test_writeup_with_only_a_declared_prior_is_still_mixed() -> None:
+    """A declared 2% prior (normal quantile) gives ±5.5% intervals at n = 1/1: the four large
+    changes stay decided; −2.8% at concurrency 1 includes 0, so no 'small change' note."""
+    v = analyse(writeup(rerun=False), settings(noise=0.02))
+    assert v.sigma[0].source == "prior" and v.sigma[0].df is None
+    assert [c.verdict for c in primary_cells(v)] == [
+        "inconclusive",
+        "better",
+        "better",
+        "worse",
+        "worse",
+    ]
+    assert not primary_cells(v)[0].small_change
+    assert v.overall[CAND].verdict == "mixed"
+    assert v.slices[0].candidates[0].metrics[0].series[0].crossovers[0].x_lo == 64
+
+
+def test_writeup_rerun_beats_the_prior_as_sigma_source_and_warns_it_is_smaller() -> None:
+    v = analyse(writeup(), settings(noise=0.02))
+    assert v.sigma[0].source == "warm"
+    assert any("less than half the declared prior" in w for w in v.warnings)
+
+
+# --------------------------------------------------------------------------- cell rules
+
+
+M = math.log1p(0.03)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "verdict", "small"),
+    [
+        (0.04, 0.06, "better", False),
+        (-0.06, -0.04, "worse", False),
+        (-0.02, 0.02, "same", False),
+        (-0.01, 0.05, "inconclusive", False),  # straddles 0 and the margin
+        (0.01, 0.05, "inconclusive", True),  # excludes 0, not yet past the margin
+        (-0.05, -0.01, "inconclusive", True),
+        (0.005, 0.02, "same", False),  # excludes 0 but inside the band: equivalent
+        (M, 0.06, "inconclusive", True),  # touching the margin is not beyond it
+        (-0.05, 0.05, "inconclusive", False),
+    ],
+)
+def test_judge_tost_boundaries(lo: float, hi: float, verdict: str, small: bool) -> None:
+    assert judge(lo, hi, 0.03) == (verdict, small)
+
+
+def sig(value: float | None, df: float | None = 10) -> Any:
+    from matrixrun.verdict import Sigma
+
+    src = "none" if value is None else ("prior" if df is None else "fresh_server")
+    return Sigma(metric="output_throughput", value=value, df=df, source=src, text="")
+
+
+def cell(
+    base: list[float],
+    cand: list[float],
+    sigma: float | None = 0.01,
+    metric: str = "output_throughput",
+    **kw: Any,
+) -> Cell:
+    bs = [meas(BASE, 8, v, metric=metric) for v in base]
+    cs = [meas(CAND, 8, v, metric=metric) for v in cand]
+    return compare(
+        arm_sample(BASE, bs, metric),
+        arm_sample(CAND, cs, metric),
+        metric=metric,
+        sigma=sig(sigma),
+        settings=settings(**kw),
+    )
+
+
+@pytest.mark.parametrize(
+    ("base", "cand", "provisional"),
+    [([100.0], [110.0], True), ([100.0, 100.0], [110.0], True), ([100.0] * 2, [110.0] * 2, False)],
+)
+def test_provisional_when_either_arm_has_n_1(
+    base: list[float], cand: list[float], provisional: bool
+) -> None:
+    c = cell(base, cand)
+    assert c.provisional is provisional
+    assert ("provisional" in c.text) is provisional
+
+
+def test_interval_uses_pooled_sigma_t_and_both_ns() -> None:
+    c = cell([100.0, 100.0], [110.0, 110.0, 110.0], sigma=0.02)
+    half = quantile(0.95, 10) * 0.02 * math.sqrt(1 / 2 + 1 / 3)
+    assert c.d == pytest.approx(math.log(1.1))
+    assert (c.d_lo, c.d_hi) == pytest.approx((math.log(1.1) - half, math.log(1.1) + half))
+    assert c.change_lo == pytest.approx(math.expm1(math.log(1.1) - half))
+    assert interval(0.1, 0.02, 10, 2, 3, 0.95) == pytest.approx((0.1 - half, 0.1 + half))
+
+
+def test_geometric_mean_of_repeats() -> None:
+    c = cell([100.0], [100.0, 121.0])
+    assert c.candidate.mean == pytest.approx(110.0)
+    assert c.change == pytest.approx(0.10)
+
+
+@pytest.mark.parametrize(
+    ("metric", "base", "cand", "verdict", "shown"),
+    [
+        ("mean_ttft_ms", 100.0, 80.0, "better", "−20.0%"),  # latency down is better
+        ("p99_itl_ms", 20.0, 25.0, "worse", "+25.0%"),
+        ("output_throughput", 100.0, 80.0, "worse", "−20.0%"),
+        ("request_throughput", 10.0, 12.5, "better", "+25.0%"),
+    ],
+)
+def test_latency_metrics_signed_so_plus_is_better(
+    metric: str, base: float, cand: float, verdict: str, shown: str
+) -> None:
+    c = cell([base, base], [cand, cand], metric=metric)
+    assert c.verdict == verdict
+    assert (c.d is not None and c.d > 0) is (verdict == "better")
+    assert c.text.startswith(shown)
+    # the shown interval is of the raw ratio, ordered low to high
+    assert c.change_lo is not None and c.change_hi is not None
+    assert c.change_lo < c.change is not None and c.change < c.change_hi
+
+
+@pytest.mark.parametrize(
+    ("cand_failed", "base_failed", "cand_value", "verdict"),
+    [
+        (5, 0, 120.0, "inconclusive"),  # 5% > 1%: cannot be called better
+        (1, 0, 120.0, "better"),  # 1 of 101 ≈ 0.99% ≤ 1%: allowed
+        (5, 0, 80.0, "worse"),  # failing and slower: still worse
+        (0, 5, 80.0, "inconclusive"),  # the baseline cannot be called better either
+        (0, 5, 120.0, "better"),
+    ],
+)
+def test_failure_rate_rule(
+    cand_failed: int, base_failed: int, cand_value: float, verdict: str
+) -> None:
+    bs = [meas(BASE, 8, 100.0, failed=base_failed), meas(BASE, 8, 100.0, failed=base_failed)]
+    cs = [meas(CAND, 8, cand_value, failed=cand_failed)] * 2
+    c = compare(
+        arm_sample(BASE, bs, "output_throughput"),
+        arm_sample(CAND, cs, "output_throughput"),
+        metric="output_throughput",
+        sigma=sig(0.01),
+        settings=settings(),
+    )
+    assert c.verdict == verdict
+    if verdict == "inconclusive":
+        assert "fails too many requests" in c.text
+        assert any("% of requests" in n for n in c.notes)
+
+
+def test_failed_measurement_is_kept_shown_and_blocks_better() -> None:
+    ms = [meas(BASE, 8, 100.0), meas(BASE, 8, 100.0, instance="cutlass#2")]
+    ms += [
+        meas(CAND, 8, 150.0),
+        meas(CAND, 8, 0.0, completed=0, error="server died (OOM)", attempt=2),
+    ]
+    v = analyse(ms, settings())
+    (c,) = primary_cells(v)
+    assert c.candidate.n == 1 and c.candidate.failed_measurements == 1
+    assert c.verdict == "inconclusive"
+    assert any("OOM" in w for w in v.warnings)
+
+
+def test_cell_where_every_candidate_run_failed() -> None:
+    ms = [meas(BASE, 8, 100.0), meas(CAND, 8, 0.0, completed=0, error="timeout")]
+    v = analyse(ms, settings(noise=0.02))
+    (c,) = primary_cells(v)
+    assert c.verdict == "inconclusive" and c.change is None
+    assert c.text == "~ n/a n=1/0 inconclusive (no successful measurement of the candidate)"
+
+
+# --------------------------------------------------------------------------- σ
+
+
+def test_pooled_sigma_sums_squares_and_degrees_of_freedom() -> None:
+    g1 = [0.0, 0.02]
+    g2 = [0.0, 0.01, 0.02]
+    s, df = pooled_sigma([g1, g2, [5.0]])
+    assert df == 1 + 2
+    assert s == pytest.approx(math.sqrt((2 * 0.01**2 + 2 * 0.01**2) / 3))
+    assert pooled_sigma([[1.0], [2.0]]) == (None, 0)
+
+
+def test_sigma_is_pooled_across_cells_on_the_log_scale() -> None:
+    """Two cells at very different scales with the same relative spread pool to one σ."""
+    ms = [meas(BASE, 1, 10.0), meas(BASE, 1, 11.0, attempt=2)]
+    ms += [meas(BASE, 64, 1000.0), meas(BASE, 64, 1100.0, attempt=2)]
+    s = estimate_sigma(ms, "output_throughput")
+    assert s.source == "warm" and s.df == 2
+    assert s.value == pytest.approx(math.log(1.1) / math.sqrt(2))
+
+
+@pytest.mark.parametrize(
+    ("fresh", "warm", "prior", "source"),
+    [
+        (True, True, 0.05, "fresh_server"),
+        (False, True, 0.05, "warm"),
+        (False, False, 0.05, "prior"),
+        (False, False, None, "none"),
+    ],
+)
+def test_sigma_source_preference(fresh: bool, warm: bool, prior: float | None, source: str) -> None:
+    ms = [meas(BASE, 8, 100.0)]
+    if warm:
+        ms.append(meas(BASE, 8, 100.5, attempt=2, reason="surprise"))
+    if fresh:  # an A/A run of the baseline on a relaunched server
+        ms.append(meas(BASE, 8, 104.0, attempt=3, instance="cutlass#2", reason="aa"))
+    s = estimate_sigma(ms, "output_throughput", prior)
+    assert s.source == source
+    if source == "fresh_server":
+        # instance means: mean-log of (100, 100.5) on #1 vs 104 on #2, df = 1
+        m1 = (math.log(100.0) + math.log(100.5)) / 2
+        assert s.df == 1
+        assert s.value == pytest.approx(abs(m1 - math.log(104.0)) / math.sqrt(2))
+        assert s.warm_df == 1  # still reported beside it
+        assert s.text.endswith("(df = 1, fresh-server replicates)")
+    if source == "prior":
+        assert s.value == pytest.approx(math.log1p(0.05)) and s.df is None
+
+
+def test_prior_uses_the_normal_quantile() -> None:
+    assert quantile(0.95, None) == pytest.approx(1.95996, abs=1e-4)
+    assert quantile(0.95, 1) == pytest.approx(12.706, abs=1e-3)
+
+
+# --------------------------------------------------------------------------- along the axis
+
+
+def test_crossover_formula_with_the_writeup_numbers() -> None:
+    d64 = math.log(249.23 / 218.74)
+    d256 = math.log(math.sqrt(515.58 * 515.77) / 718.83)
+    expected = 64 * (256 / 64) ** (d64 / (d64 - d256))
+    assert crossover_estimate(64, 256, d64, d256) == pytest.approx(expected)
+    assert expected == pytest.approx(94.6, abs=0.1)
+    assert crossover_estimate(256, 64, d256, d64) == pytest.approx(expected)
+    assert crossover_estimate(1, 4, 0.1, -0.1) == pytest.approx(2.0)  # midpoint in log x
+    assert crossover_estimate(1, 4, 0.1, 0.2) is None
+    assert crossover_estimate(0, 4, 0.1, -0.1) is None
+
+
+def test_non_monotone_sign_changes_say_re_measure() -> None:
+    values = {1: 130.0, 8: 70.0, 64: 130.0}
+    ms = [meas(BASE, x, 100.0) for x in values] + [meas(CAND, x, v) for x, v in values.items()]
+    v = analyse(ms, settings(noise=0.02))
+    series = v.slices[0].candidates[0].metrics[0].series[0]
+    assert series.non_monotone and len(series.crossovers) == 2
+    assert "non-monotone, re-measure" in series.text
+    assert v.overall[CAND].verdict == "mixed"
+    assert "non-monotone, re-measure" in v.overall[CAND].sentence
+
+
+def test_worse_to_better_crossover_and_confident_cells_only() -> None:
+    """An inconclusive cell between the two regimes sits inside the bracket."""
+    values = {1: 70.0, 8: 101.0, 64: 130.0}
+    ms = [meas(BASE, x, 100.0) for x in values] + [meas(CAND, x, v) for x, v in values.items()]
+    v = analyse(ms, settings(noise=0.02))
+    series = v.slices[0].candidates[0].metrics[0].series[0]
+    (cross,) = series.crossovers
+    assert (cross.direction, cross.x_lo, cross.x_hi) == ("worse_to_better", 1, 64)
+    assert [r.verdict for r in series.regimes] == ["worse", "inconclusive", "better"]
+
+
+def test_other_point_keys_make_separate_series() -> None:
+    ms = []
+    for length in (128, 1024):
+        for x, cand in ((1, 130.0), (64, 70.0 if length == 1024 else 130.0)):
+            p = {"concurrency": x, "input_len": length}
+            ms += [meas(BASE, x, 100.0, point=p), meas(CAND, x, cand, point=p)]
+    v = analyse(ms, settings(noise=0.02))
+    series = v.slices[0].candidates[0].metrics[0].series
+    assert [s.fixed for s in series] == [{"input_len": 128}, {"input_len": 1024}]
+    assert [len(s.crossovers) for s in series] == [0, 1]
+    assert v.overall[CAND].verdict == "mixed"
+
+
+# --------------------------------------------------------------------------- overall
+
+
+def repeated(
+    base: float, cands: dict[int, float], n: int = 3, noise: float = 0.0
+) -> list[Measurement]:
+    """n runs per arm per point, each on its own fresh server, with a fixed small jitter."""
+    out = []
+    for x, c in cands.items():
+        for k in range(n):
+            j = 1 + noise * (k - (n - 1) / 2)
+            out.append(meas(BASE, x, base * j, attempt=k + 1, instance=f"b#{k}"))
+            out.append(meas(CAND, x, c * j, attempt=k + 1, instance=f"c#{k}"))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("cands", "expected"),
+    [
+        ({1: 100.5, 8: 99.8, 64: 100.2}, "same"),
+        ({1: 100.5, 8: 110.0, 64: 120.0}, "better"),
+        ({1: 90.0, 8: 99.9, 64: 80.0}, "worse"),
+        ({1: 90.0, 8: 100.0, 64: 120.0}, "mixed"),
+        ({1: 102.5, 8: 103.0, 64: 102.8}, "inconclusive"),
+    ],
+)
+def test_overall_verdicts(cands: dict[int, float], expected: str) -> None:
+    v = analyse(repeated(100.0, cands, noise=0.01), settings())
+    ov = v.overall[CAND]
+    assert v.sigma[0].source == "fresh_server"
+    assert ov.verdict == expected
+    assert ov.sentence.startswith(expected)
+    assert not ov.provisional
+    if expected == "inconclusive":
+        assert ov.runs_needed is not None and f"about {ov.runs_needed} runs per arm" in ov.sentence
+
+
+def test_runs_needed_estimate() -> None:
+    m = math.log1p(0.03)
+    z = quantile(0.95, None)
+    assert runs_needed(0.01, 0.01, 0.03, 0.95) == math.ceil(2 * (z * 0.01 / (m - 0.01)) ** 2)
+    assert runs_needed(0.05, 0.01, 0.03, 0.95) == max(
+        2, math.ceil(2 * (z * 0.01 / (0.05 - m)) ** 2)
+    )
+    assert runs_needed(0.01, None, 0.03, 0.95) is None
+    assert runs_needed(m, 0.01, 0.03, 0.95) is None  # on the margin: more runs do not settle it
+
+
+def test_bonferroni_over_looks_widens_the_interval() -> None:
+    ms = repeated(100.0, {8: 108.0}, n=3, noise=0.01)
+    assert primary_cells(analyse(ms, settings()))[0].verdict == "better"
+    wide = analyse(ms, settings(looks=20))
+    assert wide.level == pytest.approx(1 - 0.05 / 20)
+    assert primary_cells(wide)[0].verdict == "inconclusive"
+
+
+def test_secondary_metrics_are_judged_but_the_headline_follows_the_primary() -> None:
+    ms = []
+    for k in range(2):
+        for arm, tput, ttft in ((BASE, 100.0, 50.0), (CAND, 120.0, 80.0)):
+            ms.append(
+                meas(
+                    arm,
+                    8,
+                    tput * (1 + 0.005 * k),
+                    instance=f"{arm}#{k}",
+                    attempt=k + 1,
+                    extra_metrics={"median_ttft_ms": ttft * (1 + 0.005 * k)},
+                )
+            )
+    v = analyse(ms, settings(secondary=["median_ttft_ms"]))
+    cand = v.slices[0].candidates[0]
+    assert [m.metric for m in cand.metrics] == ["output_throughput", "median_ttft_ms"]
+    assert [m.overall.verdict for m in cand.metrics] == ["better", "worse"]
+    assert cand.overall.verdict == "better" == v.overall[CAND].verdict
+    assert [s.metric for s in v.sigma] == ["output_throughput", "median_ttft_ms"]
+
+
+def test_slices_are_judged_apart_and_summed_up() -> None:
+    ms = [meas(BASE, 8, 100.0, slice="h100"), meas(CAND, 8, 130.0, slice="h100")]
+    ms += [meas(BASE, 8, 100.0, slice="b200"), meas(CAND, 8, 70.0, slice="b200")]
+    v = analyse(ms, settings(noise=0.02))
+    assert [s.slice for s in v.slices] == ["h100", "b200"]
+    assert [s.candidates[0].overall.verdict for s in v.slices] == ["better", "worse"]
+    assert v.overall[CAND].verdict == "mixed"
+    assert "By slice: h100: better; b200: worse." in v.overall[CAND].sentence
+
+
+def test_suspect_arm_by_correctness() -> None:
+    v = analyse(writeup(), settings(correctness={CAND: 0.5}))
+    assert v.slices[0].candidates[0].suspect
+    assert "Suspect" in v.overall[CAND].sentence
+    assert any("suspect" in w for w in v.warnings)
+
+
+def test_multiplicity_is_stated_with_many_cells() -> None:
+    cands = {x: 100.0 for x in range(1, 13)}
+    v = analyse(repeated(100.0, cands, noise=0.01), settings())
+    assert v.cells_judged == 12
+    assert "about 0.6 may flag by chance" in v.multiplicity
+    assert v.multiplicity in v.warnings
+    assert (
+        analyse(writeup(), settings()).multiplicity not in analyse(writeup(), settings()).warnings
+    )
+
+
+# --------------------------------------------------------------------------- verify helpers
+
+
+def test_surprising_cells_on_the_writeup() -> None:
+    refs = surprising_cells(writeup(), settings())
+    assert [r.point["concurrency"] for r in refs] == [10, 64, 256, 1024]
+    assert all(r.candidate == CAND and r.metric == "output_throughput" for r in refs)
+
+
+def test_inconclusive_cells_name_the_limiting_arm() -> None:
+    refs = inconclusive_cells(writeup(), settings())
+    assert [(r.point["concurrency"], r.limiting_arm) for r in refs] == [(1, "both")]
+    assert refs[0].runs_needed == 2
+    ms = [meas(BASE, 8, 100.0)] + [
+        meas(CAND, 8, 101.0 + k, attempt=k + 1, instance=f"c#{k}") for k in range(3)
+    ]
+    (ref,) = inconclusive_cells(ms, settings())
+    assert (ref.n_baseline, ref.n_candidate, ref.limiting_arm) == (1, 3, "baseline")
+
+
+@pytest.mark.parametrize(
+    ("nb", "nc", "arm"), [(1, 3, "baseline"), (3, 1, "candidate"), (2, 2, "both")]
+)
+def test_limiting_arm(nb: int, nc: int, arm: str) -> None:
+    assert limiting_arm(nb, nc) == arm
+
+
+# --------------------------------------------------------------------------- printing & JSON
+
+
+def test_format_cell_matches_verdicts_md() -> None:
+    assert format_cell(-0.283, -0.310, -0.255, 2, 2, "worse") == "−28.3% [−31.0, −25.5] n=2/2 worse"
+    assert format_cell(0.011, -0.030, 0.054, 3, 3, "same") == "~ +1.1% [−3.0, +5.4] n=3/3 same"
+    assert format_change(-0.0001) == "+0.0%"
+    assert format_change(0.672) == "+67.2%"
+
+
+def test_format_sigma() -> None:
+    assert format_sigma(0.012, 4, "fresh_server") == "σ = 1.2% (df = 4, fresh-server replicates)"
+    assert format_sigma(0.02, None, "prior") == "σ = 2.0% (declared prior, not measured)"
+    assert format_sigma(None, None, "none").startswith("no noise estimate")
+
+
+def test_verdict_round_trips_through_json() -> None:
+    v = analyse(writeup(), settings(secondary=["mean_ttft_ms"], noise=0.02))
+    text = v.model_dump_json()
+    assert "Infinity" not in text and "NaN" not in text
+    assert Verdict.model_validate_json(text) == v
