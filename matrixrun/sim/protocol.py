@@ -1,0 +1,298 @@
+"""The wire formats the simulator speaks: SGLang's native `/generate` and OpenAI `/v1/completions`.
+
+Facts taken from SGLang's server (`entrypoints/http_server.py`, `tokenizer_manager`'s output
+processing, `openai/serving_completions.py`), not its code:
+
+* native stream events are `data: {json}\\n\\n` then `data: [DONE]\\n\\n`; by default `text` and
+  `output_ids` are cumulative (with `--incremental-streaming-output` both are deltas);
+  `meta_info` carries `id`, `finish_reason` (null until the end, then
+  `{"type": "length", "length": N}`), `prompt_tokens`, `weight_version`,
+  `completion_tokens` (cumulative), `cached_tokens`, and `e2e_latency` (seconds) on the last.
+* OpenAI stream chunks carry the text delta in `choices[0].text`, `finish_reason` "length" on
+  the last; with `stream_options.include_usage` a final chunk with `choices: []` and `usage`
+  (`prompt_tokens`, `total_tokens`, `completion_tokens`) precedes `data: [DONE]`.
+* errors are `{"object": "error", "message", "type", "param", "code"}`.
+
+Stream events are rendered by hand into bytes: they are the server's hot path (thousands per
+second), their shape is fixed, and simulated text never needs JSON escaping.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from matrixrun.sim.tokens import text_to_ids
+
+Api = Literal["native", "openai"]
+
+NATIVE_DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
+OPENAI_DEFAULT_MAX_TOKENS = 16  # SGLang's CompletionRequest default
+DONE = b"data: [DONE]\n\n"
+
+
+class BadRequest(ValueError):
+    """A request the simulator (or SGLang) rejects with HTTP 400."""
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """A generation request, whichever API it came from."""
+
+    api: Api
+    prompt_ids: list[int]
+    max_new_tokens: int
+    stream: bool
+    temperature: float
+    rid: str | None = None
+    model: str = ""
+    include_usage: bool = False
+    continuous_usage: bool = False
+    return_token_ids: bool = False
+
+
+def error_body(message: str, code: int) -> dict[str, Any]:
+    kind = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
+    return {
+        "object": "error",
+        "message": message,
+        "type": kind.get(code, str(code)),
+        "param": None,
+        "code": code,
+    }
+
+
+def _ids(value: Any, what: str) -> list[int]:
+    if not isinstance(value, list) or not value:
+        raise BadRequest(f"{what} must be a non-empty list of token ids")
+    if not all(type(x) is int and 0 <= x < 2**62 for x in value):
+        raise BadRequest(f"{what} must contain only non-negative integer token ids")
+    return value
+
+
+def _text(value: Any, what: str) -> list[int]:
+    ids = text_to_ids(value)
+    if not ids:
+        raise BadRequest(f"{what} is empty")
+    return ids
+
+
+def _int(value: Any, what: str, default: int) -> int:
+    if value is None:
+        return default
+    if type(value) is not int or value < 1:
+        raise BadRequest(f"{what} must be a positive integer (the simulator needs >= 1)")
+    return value
+
+
+def _float(value: Any, what: str, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(f"{what} must be a number")
+    return float(value)
+
+
+def parse_native(body: Any) -> GenRequest:
+    """`POST /generate`: `input_ids` or `text`, `sampling_params`, `stream`, optional `rid`."""
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    if body.get("input_ids") is not None:
+        ids = body["input_ids"]
+        if isinstance(ids, list) and ids and isinstance(ids[0], list):
+            if len(ids) != 1:
+                raise BadRequest("the simulator serves one prompt per request, not a batch")
+            ids = ids[0]
+        prompt = _ids(ids, "input_ids")
+    elif body.get("text") is not None:
+        text = body["text"]
+        if isinstance(text, list):
+            if len(text) != 1:
+                raise BadRequest("the simulator serves one prompt per request, not a batch")
+            text = text[0]
+        if not isinstance(text, str):
+            raise BadRequest("text must be a string")
+        prompt = _text(text, "text")
+    else:
+        raise BadRequest("either input_ids or text must be given")
+    sp = body.get("sampling_params") or {}
+    if not isinstance(sp, dict):
+        raise BadRequest("sampling_params must be an object")
+    rid = body.get("rid")
+    return GenRequest(
+        api="native",
+        prompt_ids=prompt,
+        max_new_tokens=_int(
+            sp.get("max_new_tokens"), "max_new_tokens", NATIVE_DEFAULT_MAX_NEW_TOKENS
+        ),
+        stream=bool(body.get("stream", False)),
+        temperature=_float(sp.get("temperature"), "temperature", 1.0),
+        rid=rid if isinstance(rid, str) else None,
+    )
+
+
+def parse_openai(body: Any) -> GenRequest:
+    """`POST /v1/completions`: `prompt` as text, token ids, or a one-element list of either."""
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+        if len(prompt) != 1:
+            raise BadRequest("the simulator serves one prompt per request, not a batch")
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        ids = _text(prompt, "prompt")
+    else:
+        ids = _ids(prompt, "prompt")
+    if body.get("n", 1) not in (1, None):
+        raise BadRequest("the simulator supports n=1 only")
+    opts = body.get("stream_options") or {}
+    if not isinstance(opts, dict):
+        raise BadRequest("stream_options must be an object")
+    model = body.get("model")
+    return GenRequest(
+        api="openai",
+        prompt_ids=ids,
+        max_new_tokens=_int(body.get("max_tokens"), "max_tokens", OPENAI_DEFAULT_MAX_TOKENS),
+        stream=bool(body.get("stream", False)),
+        temperature=_float(body.get("temperature"), "temperature", 1.0),
+        model=model if isinstance(model, str) else "",
+        include_usage=bool(opts.get("include_usage", False)),
+        continuous_usage=bool(opts.get("continuous_usage_stats", False)),
+        return_token_ids=bool(body.get("return_token_ids", False)),
+    )
+
+
+def finish_reason(length: int) -> dict[str, Any]:
+    return {"type": "length", "length": length}
+
+
+# -- streaming events (hand-rendered) ------------------------------------------------------
+
+
+def native_event(
+    rid_json: bytes,
+    prompt_tokens: int,
+    text: bytes,
+    ids: bytes,
+    completion_tokens: int,
+    finished: bool,
+    e2e_latency: float,
+) -> bytes:
+    """One native SSE event; `text`/`ids` are the JSON-ready text and comma-joined ids."""
+    if finished:
+        fin = b'{"type":"length","length":%d}' % completion_tokens
+        tail = b',"e2e_latency":%s}}\n\n' % repr(e2e_latency).encode()
+    else:
+        fin = b"null"
+        tail = b"}}\n\n"
+    return b"".join(
+        (
+            b'data: {"text":"',
+            text,
+            b'","output_ids":[',
+            ids,
+            b'],"meta_info":{"id":',
+            rid_json,
+            b',"finish_reason":',
+            fin,
+            b',"prompt_tokens":%d,"weight_version":"default","completion_tokens":%d,'
+            b'"cached_tokens":0' % (prompt_tokens, completion_tokens),
+            tail,
+        )
+    )
+
+
+def openai_chunk(
+    head: bytes, text: bytes, ids: bytes | None, finished: bool, usage: bytes | None
+) -> bytes:
+    """One OpenAI completion chunk; `head` is the pre-rendered `id/object/created/model` part."""
+    return b"".join(
+        (
+            b'data: {"id":',
+            head,
+            b',"choices":[{"index":0,"text":"',
+            text,
+            b'","logprobs":null,"finish_reason":',
+            b'"length"' if finished else b"null",
+            b',"matched_stop":null',
+            b"" if ids is None else b',"token_ids":[' + ids + b"]",
+            b'}],"usage":',
+            b"null" if usage is None else usage,
+            b"}\n\n",
+        )
+    )
+
+
+def openai_usage(prompt_tokens: int, completion_tokens: int) -> bytes:
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+        prompt_tokens,
+        prompt_tokens + completion_tokens,
+        completion_tokens,
+    )
+
+
+def openai_usage_chunk(head: bytes, prompt_tokens: int, completion_tokens: int) -> bytes:
+    usage = openai_usage(prompt_tokens, completion_tokens)
+    return b'data: {"id":' + head + b',"choices":[],"usage":' + usage + b"}\n\n"
+
+
+def openai_head(cid: str, created: int, model: str) -> bytes:
+    return b'%s,"object":"text_completion","created":%d,"model":%s' % (
+        json.dumps(cid).encode(),
+        created,
+        json.dumps(model).encode(),
+    )
+
+
+# -- whole responses ----------------------------------------------------------------------
+
+
+def native_response(
+    rid: str, prompt_tokens: int, text: str, ids: list[int], e2e_latency: float
+) -> dict[str, Any]:
+    return {
+        "text": text,
+        "output_ids": ids,
+        "meta_info": {
+            "id": rid,
+            "finish_reason": finish_reason(len(ids)),
+            "prompt_tokens": prompt_tokens,
+            "weight_version": "default",
+            "completion_tokens": len(ids),
+            "cached_tokens": 0,
+            "e2e_latency": e2e_latency,
+        },
+    }
+
+
+def openai_response(
+    cid: str,
+    created: int,
+    model: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    text: str,
+    ids: list[int] | None,
+) -> dict[str, Any]:
+    n = completion_tokens
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": text,
+        "logprobs": None,
+        "finish_reason": "length",
+        "matched_stop": None,
+    }
+    if ids is not None:
+        choice["token_ids"] = ids
+    return {
+        "id": cid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n,
+                  "completion_tokens": n},
+        "metadata": {"weight_version": "default"},
+    }

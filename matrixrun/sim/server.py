@@ -1,0 +1,497 @@
+"""The simulator's HTTP face: a raw ASGI app speaking SGLang's native and the OpenAI APIs.
+
+It owns the routes, the failure effects that act on requests (error rate, malformed streams,
+slow start, hang, crash) and the per-request output channel (`Channel`), which the batcher
+feeds and the request's handler drains onto the socket. It is a bare ASGI callable rather than
+a framework app because every streamed event passes through here: no routing tables,
+middleware or response objects per event, one future wake-up and one `send` per event (or per
+several, when a handler falls behind, its pending events go out in one write).
+
+All times it reports (`e2e_latency`, lateness) are wall-clock seconds/milliseconds of this
+process, i.e. modelled time divided by `time_scale`; the harness converts them back.
+
+Endpoints: GET /health (200 once the process serves: liveness), GET /health_generate (503
+while starting or hung, else 200), GET /get_server_info and /server_info, GET /get_model_info,
+GET /v1/models, GET|POST /flush_cache (also resets the lateness window), POST /generate,
+POST /v1/completions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from matrixrun import __version__
+from matrixrun.sim import protocol
+from matrixrun.sim.batcher import Batcher, SimRequest
+from matrixrun.sim.clock import now
+from matrixrun.sim.profile import Curve, Effects, Profile
+from matrixrun.sim.protocol import BadRequest, GenRequest
+from matrixrun.sim.stats import Lateness
+from matrixrun.sim.tokens import TokenSource, prompt_key, render
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+VERSION = f"matrixrun-sim {__version__}"
+_MALFORMED = b'data: {"text": " t1000, "meta_info": \n\n'
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+]
+_FLUSHED = (
+    b"Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    b"waiting requests, the operation will not be performed.)\n"
+)
+
+
+@dataclass
+class SimConfig:
+    """Everything a simulated server is launched with (`cli.py` builds it from argv)."""
+
+    profile: Profile
+    server_args: dict[str, Any] = field(default_factory=dict)
+    time_scale: float = 1.0
+    seed: int = 0
+    started_at: float = field(default_factory=now)
+
+
+class Channel:
+    """One request's output: tokens materialised on demand, events queued for its handler."""
+
+    __slots__ = (
+        "arrival",
+        "deadlines",
+        "disconnected",
+        "done",
+        "finished_at",
+        "head",
+        "ids_buf",
+        "incremental",
+        "malformed",
+        "n",
+        "pending",
+        "req",
+        "rid",
+        "rid_json",
+        "src",
+        "text_buf",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        req: GenRequest,
+        src: TokenSource,
+        rid: str,
+        *,
+        incremental: bool,
+        malformed: bool,
+        created: int,
+        model: str,
+    ) -> None:
+        self.req = req
+        self.src = src
+        self.rid = rid
+        self.rid_json = json.dumps(rid).encode()
+        self.head = protocol.openai_head(rid, created, model) if req.api == "openai" else b""
+        self.incremental = incremental
+        self.malformed = malformed
+        self.arrival = now()
+        self.n = 0
+        self.text_buf = bytearray()
+        self.ids_buf = bytearray()
+        self.pending: list[bytes] = []
+        self.deadlines: list[float] = []
+        self.waiter: asyncio.Future[None] | None = None
+        self.done = False
+        self.disconnected = False
+        self.finished_at = 0.0
+
+    def tokens(self) -> list[int]:
+        return [self.src.token(p) for p in range(self.n)]
+
+    def emit(self, produced: int, finished: bool, deadline: float) -> None:
+        """Called by the batcher: `produced` tokens exist as of `deadline`."""
+        src = self.src
+        new = [src.token(p) for p in range(self.n, produced)]
+        self.n = produced
+        if finished:
+            self.done = True
+            self.finished_at = deadline
+        req = self.req
+        if req.stream:
+            text = b"".join([b" t%d" % t for t in new])
+            ids = b",".join([b"%d" % t for t in new])
+            prompt_len = len(req.prompt_ids)
+            if req.api == "native":
+                if not self.incremental:
+                    self.text_buf += text
+                    if self.ids_buf:
+                        self.ids_buf += b","
+                    self.ids_buf += ids
+                    text, ids = bytes(self.text_buf), bytes(self.ids_buf)
+                event = protocol.native_event(
+                    self.rid_json, prompt_len, text, ids, produced, finished,
+                    deadline - self.arrival,
+                )  # fmt: skip
+            else:
+                usage = protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
+                event = protocol.openai_chunk(
+                    self.head, text, ids if req.return_token_ids else None, finished, usage
+                )
+            self.pending.append(event)
+            self.deadlines.append(deadline)
+            if self.malformed:
+                self.malformed = False
+                self.pending.append(_MALFORMED)
+            if finished:
+                if req.api == "openai" and req.include_usage:
+                    self.pending.append(protocol.openai_usage_chunk(self.head, prompt_len, produced))
+                self.pending.append(protocol.DONE)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done() and (req.stream or finished):
+            waiter.set_result(None)
+
+
+class SimServer:
+    """The ASGI application plus the state behind it (one per process)."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        args = config.server_args
+        self.curve: Curve
+        self.effects: Effects
+        self.curve, self.effects = config.profile.resolve(args)
+        s = config.time_scale
+        self.stream_interval = int(args.get("stream_interval") or config.profile.stream_interval)
+        self.incremental = bool(args.get("incremental_streaming_output", False))
+        max_running = args.get("max_running_requests")
+        eff = self.effects
+        self.ready_at = config.started_at + eff.slow_start_s / s
+        self.crash_at = None if eff.crash_after_s is None else config.started_at + eff.crash_after_s / s
+        hang_at = None if eff.hang_after_s is None else config.started_at + eff.hang_after_s / s
+        self.batcher = Batcher(
+            self.curve,
+            time_scale=s,
+            stream_interval=self.stream_interval,
+            max_running_requests=int(max_running) if max_running else None,
+            seed=config.seed,
+            ready_at=self.ready_at,
+            hang_at=hang_at,
+        )
+        self.model = str(args.get("served_model_name") or args.get("model_path") or "default")
+        self._rng = random.Random(config.seed ^ 0x5EED5EED)
+        self._engine_task: asyncio.Task[None] | None = None
+        self._crash_handle: asyncio.TimerHandle | None = None
+        self.write_lateness = Lateness()
+        self.window_start = now()
+        self.events = 0
+        self.errors_injected = 0
+        self.malformed_injected = 0
+        self.bad_requests = 0
+        self._routes: dict[tuple[str, str], Callable[[Scope, Receive, Send], Awaitable[None]]] = {
+            ("GET", "/health"): self._health,
+            ("GET", "/health_generate"): self._health_generate,
+            ("GET", "/get_server_info"): self._server_info,
+            ("GET", "/server_info"): self._server_info,
+            ("GET", "/get_model_info"): self._model_info,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/flush_cache"): self._flush_cache,
+            ("POST", "/flush_cache"): self._flush_cache,
+            ("POST", "/generate"): self._generate,
+            ("PUT", "/generate"): self._generate,
+            ("POST", "/v1/completions"): self._completions,
+        }
+
+    # -- ASGI -----------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            handler = self._routes.get((scope["method"], scope["path"]))
+            if handler is None:
+                known = any(path == scope["path"] for _, path in self._routes)
+                code, detail = (405, "Method Not Allowed") if known else (404, "Not Found")
+                await _send_json(send, code, {"detail": detail})
+                return
+            await handler(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                self.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def start(self) -> None:
+        """Start the engine loop (and arm the crash effect) on the running loop."""
+        loop = asyncio.get_running_loop()
+        self._engine_task = loop.create_task(self.batcher.run())
+        if self.crash_at is not None:
+            self._crash_handle = loop.call_later(max(0.0, self.crash_at - now()), _crash)
+
+    async def stop(self) -> None:
+        if self._crash_handle is not None:
+            self._crash_handle.cancel()
+        if self._engine_task is not None:
+            self._engine_task.cancel()
+            try:
+                await self._engine_task
+            except asyncio.CancelledError:
+                pass
+
+    # -- plain endpoints ------------------------------------------------------------------
+    async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _send_bytes(send, 200, b"", b"text/plain")
+
+    async def _health_generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ok = self.batcher.ready() and not self.batcher.hung
+        await _send_bytes(send, 200 if ok else 503, b"", b"text/plain")
+
+    async def _server_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _send_json(send, 200, self.server_info())
+
+    async def _model_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        args = self.config.server_args
+        info = {
+            "model_path": args.get("model_path"),
+            "tokenizer_path": args.get("tokenizer_path"),
+            "is_generation": True,
+            "weight_version": "default",
+        }
+        await _send_json(send, 200, info)
+
+    async def _models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        card = {
+            "id": self.model,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "sglang",
+            "root": self.config.server_args.get("model_path"),
+        }
+        await _send_json(send, 200, {"object": "list", "data": [card]})
+
+    async def _flush_cache(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _read_body(receive)
+        self.reset_window()
+        await _send_bytes(send, 200, _FLUSHED, b"text/plain")
+
+    def reset_window(self) -> None:
+        """Start a new lateness window (the harness flushes between cells)."""
+        self.write_lateness = Lateness()
+        self.batcher.engine_lateness = Lateness()
+        self.window_start = now()
+
+    def server_info(self) -> dict[str, Any]:
+        """SGLang's shape (server args, internal_states, version) plus the simulator's state."""
+        b = self.batcher
+        t = now()
+        loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+        stats = {
+            "uptime_s": t - self.config.started_at,
+            "window_s": t - self.window_start,
+            "ready": b.ready(),
+            "hung": b.hung,
+            "requests": b.submitted,
+            "completed": b.completed,
+            "aborted": b.aborted,
+            "errors_injected": self.errors_injected,
+            "malformed_injected": self.malformed_injected,
+            "bad_requests": self.bad_requests,
+            "running": b.running,
+            "waiting": b.waiting,
+            "max_running_seen": b.max_batch,
+            "iterations": b.iteration,
+            "tokens": b.tokens,
+            "events": self.events,
+            "compile_events": b.compile_events,
+            "instance_factor": b.instance_factor,
+            "write_lateness_ms": self.write_lateness.summary(),
+            "engine_lateness_ms": b.engine_lateness.summary(),
+            "loop": loop,
+        }
+        return {
+            **self.config.server_args,
+            "stream_interval": self.stream_interval,
+            "max_running_requests": b.max_running,
+            "version": VERSION,
+            "simulated": True,
+            "time_scale": self.config.time_scale,
+            "sim_seed": self.config.seed,
+            "profile": self.config.profile.name,
+            "sim_profile": {
+                "name": self.config.profile.name,
+                "curve": self.curve.model_dump(),
+                "effects": self.effects.model_dump(),
+                "stream_interval": self.stream_interval,
+            },
+            "internal_states": [
+                {
+                    "max_running_requests": b.max_running,
+                    "num_running_reqs": b.running,
+                    "num_waiting_reqs": b.waiting,
+                }
+            ],
+            "sim_stats": stats,
+        }
+
+    # -- generation -----------------------------------------------------------------------
+    async def _generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._serve_generation(receive, send, protocol.parse_native)
+
+    async def _completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._serve_generation(receive, send, protocol.parse_openai)
+
+    async def _serve_generation(
+        self, receive: Receive, send: Send, parse: Callable[[Any], GenRequest]
+    ) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            req = parse(json.loads(body))
+        except (BadRequest, ValueError) as e:
+            self.bad_requests += 1
+            await _send_json(send, 400, protocol.error_body(str(e), 400))
+            return
+        eff = self.effects
+        if eff.error_rate and self._rng.random() < eff.error_rate:
+            self.errors_injected += 1
+            msg = f"simulated internal error (error_rate={eff.error_rate})"
+            await _send_json(send, 500, protocol.error_body(msg, 500))
+            return
+        malformed = bool(req.stream and eff.malformed_rate)
+        malformed = malformed and self._rng.random() < eff.malformed_rate
+        self.malformed_injected += malformed
+        salt = self._rng.getrandbits(64) if req.temperature > 0 else None
+        src = TokenSource(prompt_key(req.prompt_ids), eff.diverge_after_tokens, salt)
+        prefix = "cmpl-" if req.api == "openai" else ""
+        ch = Channel(
+            req,
+            src,
+            req.rid or prefix + uuid.uuid4().hex,
+            incremental=self.incremental,
+            malformed=malformed,
+            created=int(time.time()),
+            model=req.model or self.model,
+        )
+        sreq = SimRequest(len(req.prompt_ids), req.max_new_tokens, req.stream, ch)
+        loop = asyncio.get_running_loop()
+        watcher = loop.create_task(self._watch_disconnect(receive, ch, sreq))
+        try:
+            self.batcher.submit(sreq)
+            if req.stream:
+                await self._drain_stream(send, ch, loop)
+            else:
+                await self._respond_whole(send, ch, loop)
+        finally:
+            watcher.cancel()
+            self.batcher.abort(sreq)
+
+    async def _watch_disconnect(self, receive: Receive, ch: Channel, sreq: SimRequest) -> None:
+        """Free the request's batch slot when its client goes away mid-generation."""
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                break
+        if not ch.done:
+            ch.disconnected = True
+            self.batcher.abort(sreq)
+            if ch.waiter is not None and not ch.waiter.done():
+                ch.waiter.set_result(None)
+
+    async def _drain_stream(
+        self, send: Send, ch: Channel, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        lateness = self.write_lateness
+        while True:
+            if not ch.pending:
+                if ch.disconnected:
+                    return
+                ch.waiter = loop.create_future()
+                await ch.waiter
+                ch.waiter = None
+                continue
+            chunks, deadlines = ch.pending, ch.deadlines
+            ch.pending, ch.deadlines = [], []
+            done = ch.done
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            await send({"type": "http.response.body", "body": body, "more_body": not done})
+            t = now()
+            for d in deadlines:
+                lateness.record((t - d) * 1000.0)
+            self.events += len(deadlines)
+            if done:
+                return
+
+    async def _respond_whole(
+        self, send: Send, ch: Channel, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        while not ch.done:
+            if ch.disconnected:
+                return
+            ch.waiter = loop.create_future()
+            await ch.waiter
+            ch.waiter = None
+        ids = ch.tokens()
+        text = "".join(render(t) for t in ids)
+        req = ch.req
+        out: dict[str, Any]
+        if req.api == "native":
+            e2e = ch.finished_at - ch.arrival
+            out = protocol.native_response(ch.rid, len(req.prompt_ids), text, ids, e2e)
+        else:
+            out = protocol.openai_response(
+                ch.rid, int(time.time()), req.model or self.model, len(req.prompt_ids),
+                len(ids), text, ids if req.return_token_ids else None,
+            )  # fmt: skip
+        await _send_json(send, 200, out)
+        self.write_lateness.record((now() - ch.finished_at) * 1000.0)
+        self.events += 1
+
+
+def _crash() -> None:
+    """The crash effect: die hard, as an engine process killed by a fault would."""
+    sys.stderr.write("matrixrun-sim: simulated crash (effects.crash_after_s reached)\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None if the client went away first."""
+    parts: list[bytes] = []
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return None
+        parts.append(msg.get("body", b""))
+        if not msg.get("more_body", False):
+            return b"".join(parts)
+
+
+async def _send_bytes(send: Send, status: int, body: bytes, content_type: bytes) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _send_json(send: Send, status: int, obj: Any) -> None:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    await _send_bytes(send, status, body, b"application/json")
