@@ -86,6 +86,83 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from matrixrun.progress import observer_for
+    from matrixrun.runner import run_experiment
+
+    summary = run_experiment(args.spec, out=args.out, resume=args.resume,
+                             rehearse=args.rehearse, observer=observer_for())
+    print(f"run directory: {summary.run_dir}")
+    print(f"measured {summary.measured} (skipped {summary.skipped} already measured), "
+          f"failed measurements in the run: {summary.failed}")
+    if summary.report is not None:
+        target = _publish(summary.report, args)
+        print(f"report: {target}")
+    return EXIT_FAILED if summary.failed else EXIT_OK
+
+
+def _publish(report: Path, args: argparse.Namespace) -> Path:
+    """Copy the report to reports/<spec stem>[.rehearsal].md (or --report)."""
+    if args.report:
+        target = Path(args.report)
+    else:
+        stem = Path(args.spec).stem + (".rehearsal" if args.rehearse else "")
+        target = Path("reports") / f"{stem}.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(report.read_text())
+    return target
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from matrixrun.report import analyse_run_dir, render_run_dir
+    from matrixrun.results import RunDir
+
+    rd = RunDir(args.run_dir)
+    if not rd.results_file.exists():
+        _err(f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
+             "`matrixrun ingest`")
+        return EXIT_INPUT
+    analyse_run_dir(rd)
+    text = render_run_dir(rd, templates=args.templates)
+    if args.output == "-":
+        sys.stdout.write(text)
+        return EXIT_OK
+    out = Path(args.output) if args.output else rd.path / "report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------ ingest
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from matrixrun.ingest_command import ingest
+
+    out = ingest(args.files, baseline=args.baseline, out=args.out, threshold=args.threshold,
+                 arm_field=args.arm_field, axis_field=args.axis_field,
+                 fresh_server=args.fresh_server, argv=sys.argv)
+    print(f"wrote {out} (render it with: matrixrun report {out})")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------ bench-client
+
+
+def cmd_bench_client(args: argparse.Namespace) -> int:
+    from matrixrun.load.command import run as run_bench_client
+
+    print(json.dumps(run_bench_client(args), indent=2))
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------------------- parser
 
 
@@ -103,10 +180,55 @@ def _add_schema(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
 
 
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--rehearse", action="store_true",
+                   help="run on the built-in simulator (reports say SIMULATED)")
+    p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<stem>/<time>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run: skip what is measured")
+    p.add_argument("--report", metavar="FILE",
+                   help="where to copy the report (default reports/<stem>[.rehearsal].md)")
+
+
+def _add_report(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write here (default RUN_DIR/report.md; - for stdout)")
+    p.add_argument("--templates", metavar="DIR", help="override templates from this directory")
+
+
+def _add_ingest(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="sglang.bench_serving --output-file JSONL files")
+    p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
+    p.add_argument("--threshold", default="3%", help="practical margin (default 3%%)")
+    p.add_argument("--arm-field", default="tag",
+                   help="line field naming the arm (default tag, else the file name)")
+    p.add_argument("--axis-field", default="max_concurrency",
+                   help="line field giving the sweep point (default max_concurrency)")
+    p.add_argument("--fresh-server", action="store_true",
+                   help="repeated lines came from freshly launched servers (default: the same "
+                   "server, i.e. warm reruns)")
+
+
+def _add_bench_client(p: argparse.ArgumentParser) -> None:
+    from matrixrun.load.command import add_arguments
+
+    add_arguments(p)
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
     "validate": ("check spec files (exit 2 on any error)", _add_validate, cmd_validate),
     "plan": ("show the server groups, cells and cost of a spec", _add_plan, cmd_plan),
     "schema": ("write the spec's JSON Schema to spec/schema.json", _add_schema, cmd_schema),
+    "run": ("launch, measure, verify, analyse and report a spec", _add_run, cmd_run),
+    "report": ("analyse a run directory and render its verdict document", _add_report,
+               cmd_report),
+    "ingest": ("build a run directory from sglang.bench_serving output files", _add_ingest,
+               cmd_ingest),
+    "bench-client": ("measure a running server with the built-in client; print JSON",
+                     _add_bench_client, cmd_bench_client),
 }
 
 

@@ -1,0 +1,404 @@
+"""Orchestration: launch each server group, measure its cells, verify, analyse, report.
+
+The runner owns the order of work and the run directory; it decides nothing about statistics.
+What to rerun comes from `verify.py` (a pure policy over the measurements so far), verdicts
+from `analysis.py`, the document from `report.py`. Every measurement is appended to
+results.jsonl the moment it completes, so an interrupted run loses at most the cell in flight,
+and `--resume` continues from what is there (a resumed run replays the same policy over the
+same measurements, so it asks for the same reruns).
+
+Failure handling: a failing cell (timeout, errors, a server that died under it) is recorded as
+a failed measurement with its reason and the run goes on; a server that died is relaunched for
+the group's remaining cells; a server that will not start marks the group's cells failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from matrixrun.engines.base import Engine, ServerProcess, free_port, get_json, post_ok
+from matrixrun.environment import capture_environment
+from matrixrun.errors import EngineError, LoadError, MatrixError
+from matrixrun.load.client import LoadConfig, run_load
+from matrixrun.load.records import write_jsonl
+from matrixrun.measurement import Measurement, Reason
+from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.results import RunDir, now_iso
+from matrixrun.spec import Spec, spec_hash
+
+HOST = "127.0.0.1"
+
+
+class Observer(Protocol):
+    """Progress sink (the CLI's rich display, or nothing). Never affects what is measured."""
+
+    def start(self, total_runs: int) -> None: ...
+
+    def status(self, text: str) -> None: ...
+
+    def measured(self, m: Measurement, note: str) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+class NullObserver:
+    def start(self, total_runs: int) -> None:
+        pass
+
+    def status(self, text: str) -> None:
+        pass
+
+    def measured(self, m: Measurement, note: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+@dataclass
+class RunOptions:
+    rehearse: bool = False
+    time_scale: float = 1.0
+    observer: Observer = field(default_factory=NullObserver)
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    measured: int
+    failed: int
+    skipped: int
+    report: Path | None
+
+
+@dataclass
+class Instance:
+    """A live server of one group: which launch of the group it is and its process."""
+
+    group: ServerGroup
+    name: str
+    server: ServerProcess
+    base_url: str
+
+
+class Runner:
+    def __init__(self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine,
+                 options: RunOptions) -> None:
+        self.spec = spec
+        self.spec_text = spec_text
+        self.run_dir = run_dir
+        self.engine = engine
+        self.options = options
+        self.plan: Plan = expand(spec, spec_hash(spec_text))
+        self.measurements: list[Measurement] = run_dir.measurements()
+        self.launch_counts: dict[str, int] = {}
+        for m in self.measurements:  # instance names continue after a resume
+            number = int(m.instance.rsplit("#", 1)[-1]) if "#" in m.instance else 0
+            self.launch_counts[m.group_id] = max(self.launch_counts.get(m.group_id, 0), number)
+        self.new_measurements = 0
+        self.skipped = 0
+        self.servers: dict[str, dict[str, Any]] = {}
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def attempts(self, cell: Cell) -> list[Measurement]:
+        return [m for m in self.measurements if m.cell_id == cell.cell_id]
+
+    def record(self, m: Measurement, note: str = "") -> None:
+        self.run_dir.append(m)
+        self.measurements.append(m)
+        self.new_measurements += 1
+        self.options.observer.measured(m, note)
+
+    # -- servers ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def launched(self, group: ServerGroup) -> Iterator[Instance]:
+        number = self.launch_counts.get(group.group_id, 0) + 1
+        self.launch_counts[group.group_id] = number
+        name = f"{group.group_id}#{number}"
+        launch = self.engine.launch(group, HOST, free_port(HOST))
+        server = ServerProcess(launch, self.run_dir.log_file(name), self.run_dir.pid_file(name),
+                               name=f"{self.engine.name} server {name} ({group.arm})")
+        self.options.observer.status(f"launching {group.arm} ({name})")
+        self.run_dir.event("launch", instance=name, group=group.group_id, arm=group.arm,
+                           argv=_redact_argv(launch.argv), port=launch.port)
+        server.start()
+        try:
+            startup = server.wait_healthy(self.engine.health_path,
+                                          self.spec.limits.startup_timeout / self._scale)
+            info = get_json(launch.base_url, self.engine.info_paths)
+            self.servers[name] = {
+                "group": group.group_id, "arm": group.arm, "slice": group.slice,
+                "startup_s": round(startup, 3), "version": self.engine.version(info),
+                "args": self.engine.effective_args(info), "argv": _redact_argv(launch.argv),
+            }
+            self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
+            self._write_env()
+            yield Instance(group, name, server, launch.base_url)
+        finally:
+            code = server.stop()
+            self.run_dir.event("stop", instance=name, returncode=code)
+
+    @property
+    def _scale(self) -> float:
+        return self.options.time_scale
+
+    # -- measuring ----------------------------------------------------------------------
+    def measure(self, inst: Instance, cell: Cell, reason: Reason) -> Measurement:
+        attempt = len(self.attempts(cell)) + 1
+        s, w = self._scale, self.spec.workload
+        if self.spec.engine.flush_cache:
+            flushed = post_ok(inst.base_url, "/flush_cache")
+            self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=flushed)
+        self.options.observer.status(f"{inst.group.arm} {self.plan.axis}={cell.x} "
+                                     f"attempt {attempt} ({reason}) on {inst.name}")
+        rate = float(cell.point["request_rate"])
+        config = LoadConfig(
+            base_url=inst.base_url, api=self.spec.engine.api or self.engine.api,
+            model=inst.group.model.path, num_prompts=cell.num_prompts,
+            input_len=int(cell.point["input_len"]), output_len=int(cell.point["output_len"]),
+            concurrency=int(cell.point["concurrency"]),
+            request_rate=rate if math.isinf(rate) else rate * s,
+            warmup_requests=w.warmup_requests, seed=w.seed,
+            request_timeout_s=self.spec.limits.request_timeout / s,
+        )
+        base = dict(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
+                    group_id=inst.group.group_id, slice=cell.slice, point=cell.point,
+                    attempt=attempt, instance=inst.name, reason=reason,
+                    simulated=self.options.rehearse, time_scale=s, started_at=now_iso())
+        error: str | None = None
+        metrics = None
+        requests_file = None
+        try:
+            result = asyncio.run(asyncio.wait_for(
+                run_load(config), self.spec.limits.cell_timeout / s))
+            metrics = result.metrics.undilated(s)
+            path = self.run_dir.requests_file(cell.cell_id, attempt)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_jsonl(path, result.records)
+            requests_file = str(path.relative_to(self.run_dir.path))
+            if metrics.completed == 0:
+                first = next((r.error for r in result.records if r.error), "no request completed")
+                error = f"every request failed: {first}"
+        except TimeoutError:
+            error = (f"cell timed out after {self.spec.limits.cell_timeout:.0f}s "
+                     "(limits.cell_timeout)")
+        except LoadError as exc:
+            error = str(exc)
+        if not inst.server.alive():
+            code = inst.server.proc.returncode if inst.server.proc else None
+            error = (f"server {inst.name} died (exit code {code}) during the cell; last log "
+                     f"lines: {inst.server.log_tail(5)}")
+        return Measurement(**base, metrics=metrics, error=error, finished_at=now_iso(),
+                           requests_file=requests_file)
+
+    def run_cells(self, group: ServerGroup, cells: list[tuple[Cell, Reason]],
+                  after: Any = None) -> None:
+        """Measure `cells` on one launch of `group`, relaunching if the server dies. `after`
+        (instance -> list of (cell, reason)) may add warm reruns while the server is up."""
+        queue = list(cells)
+        while queue:
+            try:
+                with self.launched(group) as inst:
+                    while queue:
+                        cell, reason = queue.pop(0)
+                        m = self.measure(inst, cell, reason)
+                        self.record(m)
+                        if not inst.server.alive():
+                            break  # relaunch for the rest
+                        if not queue and after is not None:
+                            queue.extend(after(inst))
+            except EngineError as exc:
+                for cell, reason in queue:
+                    self.record(self._failed(group, cell, reason, str(exc)))
+                queue.clear()
+
+    def _failed(self, group: ServerGroup, cell: Cell, reason: Reason, error: str) -> Measurement:
+        number = self.launch_counts.get(group.group_id, 0)
+        return Measurement(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
+                           group_id=group.group_id, slice=cell.slice, point=cell.point,
+                           attempt=len(self.attempts(cell)) + 1,
+                           instance=f"{group.group_id}#{number}", reason=reason, error=error,
+                           simulated=self.options.rehearse, time_scale=self._scale,
+                           started_at=now_iso(), finished_at=now_iso())
+
+    # -- the whole run ------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        from matrixrun import verify
+
+        rd = self.run_dir.create()
+        rd.write_text("spec.yaml", self.spec_text)
+        rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
+        rd.write_json("plan.json", self.plan.model_dump(mode="json"))
+        self._write_env()
+        policy = verify.Policy(self.spec, self.plan)
+        obs = self.options.observer
+        obs.start(policy.expected_runs())
+        rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
+
+        # Stage 1: every cell once per arm; surprising cells rerun while their server is warm.
+        for group in self.plan.groups:
+            todo = [c for c in group.cells if not self.attempts(c)]
+            self.skipped += len(group.cells) - len(todo)
+            if not todo:
+                continue
+
+            def warm(inst: Instance, group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
+                picks = policy.warm_reruns(group, self.measurements)
+                for cell, why in picks:
+                    rd.event("verify", stage=1, cell=cell.cell_id, arm=cell.arm, x=cell.x,
+                             reason="surprise", why=why, instance=inst.name)
+                return [(cell, "surprise") for cell, _ in picks]
+
+            self.run_cells(group, [(c, "first") for c in todo], after=warm)
+
+        # Stage 2: planned rounds of reruns on relaunched servers (ABBA), within the budget.
+        for round_no in range(1, policy.rounds + 1):
+            batch = policy.next_round(round_no, self.measurements)
+            if not batch:
+                break
+            for group, cells in batch:
+                for cell, reason, why in cells:
+                    rd.event("verify", stage=2, round=round_no, cell=cell.cell_id, arm=cell.arm,
+                             x=cell.x, reason=reason, why=why)
+                self.run_cells(group, [(c, r) for c, r, _ in cells])
+
+        obs.status("analysing")
+        report = finish(rd)
+        rd.event("run_end", measured=self.new_measurements)
+        obs.finish()
+        failed = sum(1 for m in self.measurements if not m.ok)
+        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report)
+
+    def _write_env(self) -> None:
+        env = capture_environment(self.spec, rehearse=self.options.rehearse,
+                                  time_scale=self._scale)
+        env["servers"] = self.servers
+        previous = self.run_dir.path / "env.json"
+        if previous.exists():  # a resumed run keeps the servers of earlier sessions
+            with contextlib.suppress(ValueError, OSError):
+                old = json.loads(previous.read_text()).get("servers", {})
+                env["servers"] = {**old, **self.servers}
+        self.run_dir.write_json("env.json", env)
+
+
+def finish(rd: RunDir) -> Path | None:
+    """Analyse and render from the run directory alone (the same path as `matrixrun report`)."""
+    from matrixrun.report import analyse_run_dir, render_run_dir
+
+    analyse_run_dir(rd)
+    text = render_run_dir(rd)
+    return rd.write_text("report.md", text)
+
+
+def _redact_argv(argv: list[str]) -> list[str]:
+    """Hide values of flags that look secret (api keys, tokens) before they reach a log."""
+    out: list[str] = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append("***")
+            hide = False
+            continue
+        lowered = arg.lower()
+        if lowered.startswith("--") and any(s in lowered for s in ("key", "token", "secret",
+                                                                     "password")):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=***")
+            else:
+                out.append(arg)
+                hide = True
+            continue
+        out.append(arg)
+    return out
+
+
+def rehearsal_engine(spec: Spec, seed_material: str) -> tuple[Engine, float]:
+    """The sglang engine pointed at the built-in simulator: the same flag rendering, launch,
+    health, server info, flush and teardown code path as on a GPU node."""
+    from matrixrun.engines.sglang import SGLangEngine
+    from matrixrun.sim.profile import Profile
+
+    profile = spec.rehearsal.profile
+    if not isinstance(profile, Profile):
+        profile = Profile()
+    extra = ["--profile-json", profile.model_dump_json(), "--time-scale",
+             str(spec.rehearsal.time_scale)]
+    if spec.rehearsal.stream_interval:
+        extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
+    engine = SimEngine([sys.executable, "-m", "matrixrun.sim"], extra, seed_material)
+    return engine, spec.rehearsal.time_scale
+
+
+class SimEngine:
+    """SGLangEngine with the simulator's own arguments; each launch gets its own seed so a
+    fresh server is a fresh instance (instance noise), as on real hardware."""
+
+    name = "simulator"
+
+    def __init__(self, prefix: list[str], extra: list[str], seed_material: str) -> None:
+        from matrixrun.engines.sglang import SGLangEngine
+
+        self._inner = SGLangEngine(prefix, extra)
+        self._seed_material = seed_material
+        self._launches = 0
+        self.api = self._inner.api
+        self.health_path = self._inner.health_path
+        self.info_paths = self._inner.info_paths
+
+    def launch(self, group: ServerGroup, host: str, port: int) -> Any:
+        self._launches += 1
+        seed = int(hashlib.sha256(f"{self._seed_material}:{group.group_id}:{self._launches}"
+                                  .encode()).hexdigest()[:8], 16)
+        launch = self._inner.launch(group, host, port)
+        launch.argv.extend(["--seed", str(seed)])
+        return launch
+
+    def version(self, info: dict[str, Any]) -> str | None:
+        return self._inner.version(info)
+
+    def effective_args(self, info: dict[str, Any]) -> dict[str, Any]:
+        return self._inner.effective_args(info)
+
+
+def run_experiment(spec_path: str | Path, out: str | Path | None = None,
+                   resume: str | Path | None = None, rehearse: bool = False,
+                   observer: Observer | None = None) -> RunSummary:
+    from matrixrun.engines import for_spec
+    from matrixrun.spec import load_spec
+
+    spec_path = Path(spec_path)
+    spec = load_spec(spec_path)
+    text = spec_path.read_text()
+    if resume is not None:
+        rd = RunDir(resume)
+        if not rd.exists():
+            raise MatrixError(f"--resume {resume}: not a run directory (no plan.json); give the "
+                              "directory a previous run printed")
+        old = (rd.path / "spec.yaml")
+        if old.exists() and old.read_text() != text:
+            rd.event("spec_changed_on_resume")
+    else:
+        stem = spec_path.stem + (".rehearsal" if rehearse else "")
+        rd = RunDir(Path(out) if out else Path("runs") / stem / time.strftime("%Y%m%d-%H%M%S"))
+        if rd.exists():
+            raise MatrixError(f"{rd.path} already holds a run; use --resume {rd.path} to "
+                              "continue it or --out for a new directory")
+    if rehearse:
+        engine, scale = rehearsal_engine(spec, spec.experiment)
+    else:
+        engine, scale = for_spec(spec.engine.kind), 1.0
+    options = RunOptions(rehearse=rehearse, time_scale=scale,
+                         observer=observer or NullObserver())
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    return Runner(spec, text, rd, engine, options).run()
