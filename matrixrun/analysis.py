@@ -60,6 +60,7 @@ __all__ = [
     "format_sigma",
     "inconclusive_cells",
     "interval",
+    "iter_cells",
     "judge",
     "limiting_arm",
     "pooled_sigma",

@@ -282,8 +282,8 @@ def test_latency_metrics_signed_so_plus_is_better(
     assert (c.d is not None and c.d > 0) is (verdict == "better")
     assert c.text.startswith(shown)
     # the shown interval is of the raw ratio, ordered low to high
-    assert c.change_lo is not None and c.change_hi is not None
-    assert c.change_lo < c.change is not None and c.change < c.change_hi
+    assert c.change is not None and c.change_lo is not None and c.change_hi is not None
+    assert c.change_lo < c.change < c.change_hi
 
 
 @pytest.mark.parametrize(

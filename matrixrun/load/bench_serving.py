@@ -133,7 +133,11 @@ def _metrics(data: dict[str, Any], details: RequestDetails | None, where: str) -
     for key in ("completed", "total_input_tokens", "total_output_tokens"):
         v = values[key]
         if isinstance(v, float) and v.is_integer():
-            values[key] = int(v)
+            values[key] = v = int(v)
+        if not isinstance(v, int) or v < 0:
+            raise _bad(where, f"{key!r} is {v!r}, not a count", "fix or remove the line")
+    if values["duration"] <= 0:
+        raise _bad(where, f"'duration' is {values['duration']!r}", "fix or remove the line")
     total = _finite(data.get("total_throughput"))
     # Older bench_serving versions write no total_throughput: it is input + output by definition.
     values["total_throughput"] = (
