@@ -635,6 +635,10 @@ def overall(
             sentence += "."
     if provisional:
         sentence += " Provisional: it rests on cells with n = 1."
+    if verdict != "inconclusive" and sigma.source == "warm":
+        sentence += " σ comes from warm repeats only (within-instance), which may understate."
+    elif verdict != "inconclusive" and sigma.source == "prior":
+        sentence += " σ is the declared prior, not measured."
     return Overall(
         verdict=verdict,
         provisional=provisional,

@@ -141,6 +141,9 @@ def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
     assert ov.verdict == "mixed" and ov.provisional
     assert "crossover between concurrency 64 and 256 (≈ 95" in ov.sentence
     assert "Provisional" in ov.sentence
+    assert ov.sentence.endswith(
+        "σ comes from warm repeats only (within-instance), which may understate."
+    )
     assert any("within-instance" in w or "warm repeats" in w for w in v.warnings)
     assert any("df = 1" in w for w in v.warnings)
 
