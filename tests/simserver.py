@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import httpx
@@ -50,10 +50,8 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
         except ProcessLookupError:
             pass
     else:  # the leader died (crash tests); reap anything left in its group
-        try:
+        with suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from simserver import start_sim
 
-from matrixrun.sim.tokens import reference_token, prompt_key, render, text_to_ids
+from matrixrun.sim.tokens import prompt_key, reference_token, render, text_to_ids
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,7 +77,9 @@ async def timed_stream(client: httpx.AsyncClient, path: str, body: dict[str, Any
     return times
 
 
-def run_streams(base: str, bodies: list[dict[str, Any]], path: str = "/generate") -> list[list[float]]:
+def run_streams(
+    base: str, bodies: list[dict[str, Any]], path: str = "/generate"
+) -> list[list[float]]:
     async def go() -> list[list[float]]:
         limits = httpx.Limits(max_connections=len(bodies) + 4)
         async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as c:
@@ -162,7 +164,8 @@ def test_openai_stream_chunks_and_usage_last(sim: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "prompt", [" ".join(f"t{i}" for i in range(1000, 1010)), [list(range(10))], ["a b c d e f g h i j"]]
+    "prompt",
+    [" ".join(f"t{i}" for i in range(1000, 1010)), [list(range(10))], ["a b c d e f g h i j"]],
 )
 def test_openai_prompt_forms_and_non_streaming(sim: str, prompt: Any) -> None:
     body = {"prompt": prompt, "max_tokens": 3, "return_token_ids": True}
@@ -279,7 +282,10 @@ def test_flags_recorded_and_rules_select_the_curve() -> None:
 def test_divergence_after_k_tokens() -> None:
     eff = [{"when": {"attention_backend": "buggy"}, "set": {"diverge_after_tokens": 5}}]
     args = profile(((1, 2),), effect_rules=eff)
-    with start_sim(args) as (_, ref), start_sim([*args, "--attention-backend", "buggy"]) as (_, bad):
+    with (
+        start_sim(args) as (_, ref),
+        start_sim([*args, "--attention-backend", "buggy"]) as (_, bad),
+    ):
         a = httpx.post(ref + "/generate", json=native(20, stream=False)).json()["output_ids"]
         b = httpx.post(bad + "/generate", json=native(20, stream=False)).json()["output_ids"]
         assert a[:5] == b[:5]
@@ -351,7 +357,7 @@ def test_client_disconnect_frees_the_slot() -> None:
 
 
 def test_sigterm_exits_cleanly() -> None:
-    with start_sim(profile()) as (proc, base):
+    with start_sim(profile()) as (proc, _):
         assert "Uvicorn running on http://127.0.0.1:" in proc.log()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0

@@ -133,7 +133,8 @@ def load_profile(path: str | None, inline: str | None) -> Profile:
     try:
         data = json.loads(text)
     except ValueError:
-        from ruamel.yaml import YAML, YAMLError
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
 
         try:
             data = YAML(typ="safe").load(text)
@@ -163,7 +164,9 @@ def parse_launch(argv: list[str]) -> LaunchArgs:
         raise UsageError("--time-scale must be positive (S > 1 runs the model S times faster)")
     path = own.get("profile")
     inline = own.get("profile_json")
-    profile = load_profile(None if path is None else str(path), None if inline is None else str(inline))
+    profile = load_profile(
+        None if path is None else str(path), None if inline is None else str(inline)
+    )
     server_args = {**DEFAULT_ARGS, **flags}
     server_args.setdefault("tokenizer_path", server_args["model_path"])
     server_args.setdefault("served_model_name", server_args["model_path"])

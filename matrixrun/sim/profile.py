@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 FlagScalar = str | int | float | bool | None
 
@@ -43,7 +43,9 @@ class Curve(BaseModel):
         0.0, ge=0, description="Relative sd of a per-launch speed factor (server-to-server spread)."
     )
     compile_penalty_ms: float = Field(
-        0.0, ge=0, description="One-off cost the first time a batch-size bucket (power of two) "
+        0.0,
+        ge=0,
+        description="One-off cost the first time a batch-size bucket (power of two) "
         "is seen: models first-time JIT compilation.",
     )
     max_running_requests: int | None = Field(
@@ -76,7 +78,11 @@ class Curve(BaseModel):
         return max(y0 + (y1 - y0) * (batch - x0) / (x1 - x0), 1e-3)
 
     def prefill_time_ms(self, prompt_tokens: int) -> float:
-        return self.prefill_base_ms + self.prefill_ms_per_token * prompt_tokens if prompt_tokens else 0.0
+        return (
+            self.prefill_base_ms + self.prefill_ms_per_token * prompt_tokens
+            if prompt_tokens
+            else 0.0
+        )
 
 
 class Rule(BaseModel):
@@ -93,13 +99,17 @@ class Effects(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    slow_start_s: float = Field(0.0, ge=0, description="Seconds before /health answers 200.")
+    slow_start_s: float = Field(
+        0.0, ge=0, description="Seconds before /health_generate answers 200."
+    )
     crash_after_s: float | None = Field(None, gt=0, description="Process exits after this.")
     hang_after_s: float | None = Field(None, gt=0, description="Stops emitting tokens after this.")
     error_rate: float = Field(0.0, ge=0, le=1, description="Share of requests answered 500.")
     malformed_rate: float = Field(0.0, ge=0, le=1, description="Share of streams with bad JSON.")
     diverge_after_tokens: int | None = Field(
-        None, ge=0, description="Greedy output departs from the reference tokens after this many: "
+        None,
+        ge=0,
+        description="Greedy output departs from the reference tokens after this many: "
         "models an arm that computes something else (the correctness gate must catch it).",
     )
 
@@ -120,6 +130,27 @@ class Profile(BaseModel):
         1, ge=1, description="Tokens per SSE event unless the server flag --stream-interval is set."
     )
 
+    @model_validator(mode="after")
+    def _rules_apply(self) -> Profile:
+        # Catch a typo'd or invalid override when the profile loads, not when an arm whose
+        # flags happen to match it launches (each rule is checked applied alone to the base).
+        for kind, rules, model, base in (
+            ("rules", self.rules, Curve, self.base.model_dump()),
+            ("effect_rules", self.effect_rules, Effects, self.effects.model_dump()),
+        ):
+            for i, rule in enumerate(rules):
+                unknown = sorted(set(rule.set) - set(model.model_fields))
+                if unknown:
+                    raise ValueError(
+                        f"{kind}[{i}].set: unknown field(s) {', '.join(unknown)}; "
+                        f"known: {', '.join(model.model_fields)}"
+                    )
+                try:
+                    model.model_validate({**base, **rule.set})
+                except ValidationError as e:
+                    raise ValueError(f"{kind}[{i}].set: {e.errors()[0]['msg']}") from e
+        return self
+
     def resolve(self, flags: dict[str, Any]) -> tuple[Curve, Effects]:
         """The curve and effects for a server launched with `flags` (names in snake_case)."""
         curve = self.base.model_dump()
@@ -133,8 +164,21 @@ class Profile(BaseModel):
         return Curve.model_validate(curve), Effects.model_validate(effects)
 
 
-def _matches(when: dict[str, FlagScalar], flags: dict[str, Any]) -> bool:
-    def norm(v: Any) -> str:
+def _norm(v: Any) -> str:
+    """Compare flag values as a command line would spell them: `8`, `8.0` and `"8"` are equal,
+    booleans and strings ignore case."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    try:
+        return repr(float(v))
+    except (TypeError, ValueError):
         return str(v).lower()
 
-    return all(key in flags and norm(flags[key]) == norm(val) for key, val in when.items())
+
+def _matches(when: dict[str, FlagScalar], flags: dict[str, Any]) -> bool:
+    """Every `when` flag (dashes or underscores) is set to the given value."""
+    for key, val in when.items():
+        name = key.replace("-", "_")
+        if name not in flags or _norm(flags[name]) != _norm(val):
+            return False
+    return True

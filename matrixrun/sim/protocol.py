@@ -141,10 +141,7 @@ def parse_openai(body: Any) -> GenRequest:
         if len(prompt) != 1:
             raise BadRequest("the simulator serves one prompt per request, not a batch")
         prompt = prompt[0]
-    if isinstance(prompt, str):
-        ids = _text(prompt, "prompt")
-    else:
-        ids = _ids(prompt, "prompt")
+    ids = _text(prompt, "prompt") if isinstance(prompt, str) else _ids(prompt, "prompt")
     if body.get("n", 1) not in (1, None):
         raise BadRequest("the simulator supports n=1 only")
     opts = body.get("stream_options") or {}
@@ -292,7 +289,10 @@ def openai_response(
         "created": created,
         "model": model,
         "choices": [choice],
-        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n,
-                  "completion_tokens": n},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + n,
+            "completion_tokens": n,
+        },
         "metadata": {"weight_version": "default"},
     }

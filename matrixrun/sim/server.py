@@ -19,6 +19,7 @@ POST /v1/completions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -146,7 +147,9 @@ class Channel:
                     deadline - self.arrival,
                 )  # fmt: skip
             else:
-                usage = protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
+                usage = (
+                    protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
+                )
                 event = protocol.openai_chunk(
                     self.head, text, ids if req.return_token_ids else None, finished, usage
                 )
@@ -157,7 +160,9 @@ class Channel:
                 self.pending.append(_MALFORMED)
             if finished:
                 if req.api == "openai" and req.include_usage:
-                    self.pending.append(protocol.openai_usage_chunk(self.head, prompt_len, produced))
+                    self.pending.append(
+                        protocol.openai_usage_chunk(self.head, prompt_len, produced)
+                    )
                 self.pending.append(protocol.DONE)
         waiter = self.waiter
         if waiter is not None and not waiter.done() and (req.stream or finished):
@@ -179,7 +184,9 @@ class SimServer:
         max_running = args.get("max_running_requests")
         eff = self.effects
         self.ready_at = config.started_at + eff.slow_start_s / s
-        self.crash_at = None if eff.crash_after_s is None else config.started_at + eff.crash_after_s / s
+        self.crash_at = (
+            None if eff.crash_after_s is None else config.started_at + eff.crash_after_s / s
+        )
         hang_at = None if eff.hang_after_s is None else config.started_at + eff.hang_after_s / s
         self.batcher = Batcher(
             self.curve,
@@ -251,10 +258,8 @@ class SimServer:
             self._crash_handle.cancel()
         if self._engine_task is not None:
             self._engine_task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._engine_task
-            except asyncio.CancelledError:
-                pass
 
     # -- plain endpoints ------------------------------------------------------------------
     async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -416,9 +421,7 @@ class SimServer:
             if ch.waiter is not None and not ch.waiter.done():
                 ch.waiter.set_result(None)
 
-    async def _drain_stream(
-        self, send: Send, ch: Channel, loop: asyncio.AbstractEventLoop
-    ) -> None:
+    async def _drain_stream(self, send: Send, ch: Channel, loop: asyncio.AbstractEventLoop) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         lateness = self.write_lateness
         while True:
