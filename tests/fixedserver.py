@@ -151,26 +151,22 @@ class Server:
                     st.late.append(max(0.0, late))
                 st.events += 1
                 count = i + 1
+                # Hand-built JSON (same bytes json.dumps would give, compact): the server must
+                # stay much faster than the client it measures.
                 if native:
                     text = " the" * count if cfg.cumulative_text else " the"
-                    event = {
-                        "text": text,
-                        "meta_info": {
-                            "id": str(n),
-                            "prompt_tokens": len(prompt),
-                            "completion_tokens": count,
-                            "finish_reason": {"type": "length"} if last else None,
-                        },
-                        "index": 0,
-                    }
+                    finish = '{"type":"length"}' if last else "null"
+                    event = (
+                        f'{{"text":"{text}","meta_info":{{"id":"{n}","prompt_tokens":{len(prompt)},'
+                        f'"completion_tokens":{count},"finish_reason":{finish}}},"index":0}}'
+                    )
                 else:
-                    event = {
-                        "id": str(n),
-                        "object": "text_completion",
-                        "choices": [{"index": 0, "text": " the", "finish_reason": None}],
-                        "usage": {"completion_tokens": count} if cfg.continuous_usage else None,
-                    }
-                send(json.dumps(event, separators=(",", ":")).encode())
+                    usage = f'{{"completion_tokens":{count}}}' if cfg.continuous_usage else "null"
+                    event = (
+                        f'{{"id":"{n}","object":"text_completion","choices":[{{"index":0,'
+                        f'"text":" the","finish_reason":null}}],"usage":{usage}}}'
+                    )
+                send(event.encode())
                 if i == 0 and _every(cfg.error_every, n):
                     send(b'{"error":{"message":"injected stream error"}}')
                     break

@@ -130,7 +130,7 @@ async def _request(
 
 def _unreachable(records: list[RequestRecord], url: str) -> LoadError | None:
     if records and all(r.error.startswith(ConnectFailed.PREFIX) for r in records):
-        return LoadError(f"{records[0].error}; is the server running at {url}?")
+        return LoadError(f"{records[0].error}; is the server running?")
     return None
 
 
@@ -143,6 +143,7 @@ async def run_load(config: LoadConfig) -> LoadResult:
     transport = make_transport(config.transport, config.base_url, config.concurrency, key)
     try:
         warmup_failed = await _warmup(config, transport)
+        await transport.prepare(min(config.concurrency, config.num_prompts))
         sem = asyncio.Semaphore(config.concurrency)
 
         async def limited(i: int, t0: float) -> RequestRecord:
@@ -219,4 +220,18 @@ def validate_config(**kwargs: object) -> LoadConfig:
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"bad load option {where}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise InputError(f"bad load option {_FLAGS.get(where, where)}: {msg}") from None
+
+
+#: LoadConfig fields by the bench-client flag a user typed.
+_FLAGS = {
+    "base_url": "--url",
+    "num_prompts": "--num-prompts",
+    "input_len": "--input-len",
+    "output_len": "--output-len",
+    "concurrency": "--concurrency",
+    "request_rate": "--request-rate",
+    "warmup_requests": "--warmup-requests",
+    "request_timeout_s": "--timeout",
+}

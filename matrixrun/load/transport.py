@@ -48,6 +48,8 @@ class HTTPStatusFailed(Exception):
 class Transport(Protocol):
     async def post_stream(self, path: str, body: bytes, sink: StreamParser) -> None: ...
 
+    async def prepare(self, connections: int) -> None: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -82,6 +84,9 @@ class HttpxTransport:
         except httpx.ConnectError as e:
             raise ConnectFailed(self._url, e) from None
         sink.finish(time.perf_counter())
+
+    async def prepare(self, connections: int) -> None:
+        """httpx opens connections on demand; nothing to do."""
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -212,6 +217,15 @@ class RawTransport:
         if conn.status != 200:
             raise HTTPStatusFailed(conn.status, bytes(conn.error_body))
         sink.finish(time.perf_counter())
+
+    async def prepare(self, connections: int) -> None:
+        """Open idle connections up to `connections` before the benchmark clock starts, so a
+        burst of requests at t=0 does not time TCP handshakes (bench_serving even connects
+        per request; a real serving client keeps its connections)."""
+        missing = connections - len(self._idle)
+        if missing > 0:
+            opened = await asyncio.gather(*(self._connect() for _ in range(missing)))
+            self._idle.extend(opened)
 
     async def aclose(self) -> None:
         for conn in self._all:

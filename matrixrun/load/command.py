@@ -1,0 +1,75 @@
+"""`matrixrun bench-client`: run the built-in load client once against a running server.
+
+The CLI (`cli.py`) owns printing and exit codes; this module only declares the options and
+turns them into a measurement, returned as the `Metrics` dict (bench_serving's field names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from matrixrun.load.client import run_load_sync, validate_config
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'inf', got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (or inf), got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare bench-client's options (names follow bench_serving's where they overlap)."""
+    parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    parser.add_argument(
+        "--api",
+        choices=("sglang", "openai"),
+        default="sglang",
+        help="sglang: native POST /generate; openai: POST /v1/completions (default: sglang)",
+    )
+    parser.add_argument("--concurrency", type=int, required=True, help="most requests in flight")
+    parser.add_argument("--num-prompts", type=int, required=True, help="measured requests")
+    parser.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
+    parser.add_argument("--output-len", type=int, required=True, help="output tokens per request")
+    parser.add_argument(
+        "--request-rate",
+        type=_rate,
+        default=math.inf,
+        help="Poisson arrival rate in requests/s (default: inf, all at once)",
+    )
+    parser.add_argument("--warmup-requests", type=int, default=1, help="unmeasured (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="prompt and arrival seed (default 0)")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="per-request timeout in seconds (default 600)"
+    )
+    parser.add_argument(
+        "--model", default=None, help="served model name for --api openai (default: 'default')"
+    )
+    parser.add_argument(
+        "--api-key", default=None, help="bearer token, if the server wants one (never logged)"
+    )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Measure once; return the metrics as a JSON-ready dict. Raises InputError/LoadError."""
+    config = validate_config(
+        base_url=args.url,
+        api=args.api,
+        model=args.model,
+        num_prompts=args.num_prompts,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        concurrency=args.concurrency,
+        request_rate=args.request_rate,
+        warmup_requests=args.warmup_requests,
+        seed=args.seed,
+        request_timeout_s=args.timeout,
+        api_key=getattr(args, "api_key", None),
+    )
+    result = run_load_sync(config)
+    return result.metrics.model_dump()
