@@ -1,0 +1,673 @@
+"""The verdict document: run directories built from synthetic measurements, rendered, parsed
+with markdown-it-py, and checked for behaviours (not whole documents).
+
+The reference case is the CuteDSL write-up (shared/examples/000_63e9b5e47fcf52b0.txt): five
+concurrencies, a mixed verdict, a crossover between 64 and 256, and a warm rerun at 256
+(515.77 vs 515.58 tok/s) that falsified the JIT-warmup explanation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+
+from matrixrun.measurement import Measurement
+from matrixrun.metrics import Metrics
+from matrixrun.plan import Cell, Plan, expand
+from matrixrun.report import check_markdown, render, render_run_dir, table_cells
+from matrixrun.report_context import (
+    build_context,
+    effective_arg_differences,
+    fmt_value,
+    verify_whys,
+)
+from matrixrun.results import RunDir
+from matrixrun.spec import parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_TEXT = (ROOT / "spec" / "glm5_cutedsl.yaml").read_text()
+MULTI_TEXT = (ROOT / "tests" / "specs" / "multi.yaml").read_text()
+
+BASE, CAND = "flashinfer_cutlass", "flashinfer_cutedsl"
+X = [1, 10, 64, 256, 1024]
+BASELINE = [10.36, 38.46, 218.74, 718.83, 1603.04]
+CANDIDATE = [10.07, 64.29, 249.23, 515.58, 796.93]
+#: mean TPOT (ms) per concurrency, made up: lower is better.
+TPOT = {BASE: [95.0, 120.0, 250.0, 300.0, 600.0], CAND: [97.0, 80.0, 230.0, 458.51, 1100.0]}
+
+WARM_WHY = (
+    "change -28.3% vs flashinfer_cutlass exceeds the surprise threshold 10%: a warm "
+    "rerun tests first-run JIT compile/warmup"
+)
+
+
+# --------------------------------------------------------------------------- building runs
+
+
+def metrics(value: float, *, tpot: float = 100.0, failed: int = 0, completed: int = 64) -> Metrics:
+    return Metrics(
+        duration=10.0,
+        completed=completed,
+        failed=failed,
+        total_input_tokens=512 * completed,
+        total_output_tokens=128 * completed,
+        request_throughput=completed / 10.0,
+        input_throughput=value * 4,
+        output_throughput=value,
+        total_throughput=value * 5,
+        mean_tpot_ms=tpot,
+        mean_itl_ms=tpot,
+        p99_ttft_ms=1000.0,
+    )
+
+
+def measurement(
+    cell: Cell,
+    group: str,
+    value: float,
+    *,
+    attempt: int = 1,
+    instance: str = "",
+    reason: Any = "first",
+    tpot: float = 100.0,
+    simulated: bool = False,
+    time_scale: float = 1.0,
+    failed: int = 0,
+    error: str | None = None,
+    client: str = "builtin",
+) -> Measurement:
+    return Measurement(
+        cell_id=cell.cell_id,
+        point_id=cell.point_id,
+        arm=cell.arm,
+        group_id=group,
+        slice=cell.slice,
+        point=cell.point,
+        attempt=attempt,
+        instance=instance or f"{group}#1",
+        reason=reason,
+        metrics=None if error else metrics(value, tpot=tpot, failed=failed),
+        error=error,
+        simulated=simulated,
+        time_scale=time_scale,
+        client=client,
+    )
+
+
+def write_run(
+    path: Path,
+    spec_text: str,
+    measurements: list[Measurement],
+    env: dict[str, Any] | None = None,
+    events: list[dict[str, Any]] | None = None,
+) -> RunDir:
+    rd = RunDir(path).create()
+    spec = parse_spec(spec_text)
+    rd.write_text("spec.yaml", spec_text)
+    rd.write_json("plan.json", expand(spec).model_dump(mode="json"))
+    rd.write_json("env.json", env or {})
+    for m in measurements:
+        rd.append(m)
+    for e in events or []:
+        rd.event(e.pop("event"), **e)
+    return rd
+
+
+def with_spec(text: str, **changes: Any) -> str:
+    """The spec text with top-level keys replaced (round-trip YAML, so the rest is as written)."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    data = yaml.load(text)
+    for key, value in changes.items():
+        data[key] = value
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def plan_of(spec_text: str) -> Plan:
+    return expand(parse_spec(spec_text))
+
+
+def writeup_run(
+    tmp_path: Path,
+    *,
+    rerun: bool = True,
+    simulated: bool = False,
+    time_scale: float = 1.0,
+    spec_text: str = SPEC_TEXT,
+    env: dict[str, Any] | None = None,
+    extra: list[Measurement] | None = None,
+) -> RunDir:
+    """The write-up's numbers as a run directory of the glm5_cutedsl spec."""
+    plan = plan_of(spec_text)
+    ms: list[Measurement] = []
+    events: list[dict[str, Any]] = []
+    values = {BASE: BASELINE, CAND: CANDIDATE}
+    for g in plan.groups:
+        for cell, value, tpot in zip(g.cells, values[g.arm], TPOT[g.arm], strict=True):
+            ms.append(
+                measurement(
+                    cell, g.group_id, value, tpot=tpot, simulated=simulated, time_scale=time_scale
+                )
+            )
+    if rerun:
+        g = next(g for g in plan.groups if g.arm == CAND)
+        cell = next(c for c in g.cells if c.x == 256)
+        events.append(
+            {
+                "event": "verify",
+                "stage": 1,
+                "cell": cell.cell_id,
+                "arm": CAND,
+                "x": 256,
+                "reason": "surprise",
+                "why": WARM_WHY,
+                "instance": f"{g.group_id}#1",
+            }
+        )
+        ms.append(
+            measurement(
+                cell,
+                g.group_id,
+                515.77,
+                attempt=2,
+                reason="surprise",
+                tpot=458.4,
+                simulated=simulated,
+                time_scale=time_scale,
+            )
+        )
+    ms += extra or []
+    servers = {
+        f"{g.group_id}#1": {
+            "group": g.group_id,
+            "arm": g.arm,
+            "slice": g.slice,
+            "version": "0.5.4.post1",
+            "startup_s": 412.5,
+            "args": {
+                "tp_size": 8,
+                "moe_runner_backend": g.flags["moe_runner_backend"],
+                "port": 30000 + i,
+                "random_seed": i,
+            },
+        }
+        for i, g in enumerate(plan.groups)
+    }
+    base_env = {
+        "harness": {"name": "matrixrun", "version": "0.1.0"},
+        "python": "3.11.9",
+        "platform": "Linux-6.8-x86_64",
+        "git_sha": "abc1234",
+        "engine": "sglang",
+        "client": "builtin",
+        "simulated": simulated,
+        "time_scale": time_scale,
+        "servers": servers,
+        "gpus": [
+            {
+                "name": "NVIDIA RTX PRO 6000 Blackwell",
+                "driver_version": "575.51",
+                "memory_total": "97887 MiB",
+            }
+        ]
+        * 8,
+    }
+    return write_run(
+        tmp_path / "runs" / "glm5_cutedsl" / "20260101-000000",
+        spec_text,
+        ms,
+        {**base_env, **(env or {})},
+        events,
+    )
+
+
+# --------------------------------------------------------------------------- reading output
+
+
+def tables(doc: str) -> list[list[list[str]]]:
+    """Every table in the document as rows of cell texts (header first), via markdown-it."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(doc)
+    out: list[list[list[str]]] = []
+    row: list[str] = []
+    inside = False
+    for tok in tokens:
+        if tok.type == "table_open":
+            out.append([])
+            inside = True
+        elif tok.type == "table_close":
+            inside = False
+        elif tok.type == "tr_open":
+            row = []
+        elif tok.type == "inline" and inside:
+            row.append(tok.content)
+        elif tok.type == "tr_close":
+            out[-1].append(row)
+    return out
+
+
+def comparison_table(doc: str, header_start: str = "concurrency") -> list[list[str]]:
+    return next(t for t in tables(doc) if t[0][0] == header_start)
+
+
+def section(doc: str, title: str) -> str:
+    """The text of one `## title` section."""
+    match = re.search(rf"^## {re.escape(title)}.*?(?=^## |\Z)", doc, re.M | re.S)
+    assert match, f"no section {title!r}"
+    return match.group(0)
+
+
+# --------------------------------------------------------------------------- the write-up
+
+
+def test_writeup_document_parses_and_its_table_matches_the_writeup(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    assert check_markdown(doc) == []
+    rows = comparison_table(doc)
+    assert rows[0] == ["concurrency", f"`{BASE}` (tok/s)", f"`{CAND}` (tok/s)", "change", "verdict"]
+    body = rows[1:]
+    assert [r[0] for r in body] == ["1", "10", "64", "256", "1024"]  # the sweep value first
+    assert [r[1] for r in body] == ["10.36", "38.46", "218.7", "718.8", "1,603"]
+    # 256: geometric mean of 515.58 and 515.77
+    assert [r[2] for r in body] == ["10.07", "64.29", "249.2", "515.7", "796.9"]
+    assert [r[3] for r in body] == ["−2.8%", "+67.2%", "+13.9%", "−28.3%", "−50.3%"]
+    assert body[3][4].startswith("−28.3% [") and body[3][4].endswith("n=1/2 worse (provisional)")
+    assert body[0][4].startswith("~ −2.8%") and body[0][4].endswith(
+        "inconclusive (provisional; small change)"
+    )
+
+
+def test_writeup_headline_regimes_and_crossover(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    head = doc.split("## ", 1)[0]
+    assert head.startswith("# CuteDSL vs CUTLASS")
+    assert "SIMULATED" not in doc
+    assert f"**`{CAND}` vs `{BASE}` (baseline)**: mixed on output_throughput" in head
+    assert "Provisional" in head
+    comparison = section(doc, "Comparison")
+    assert (
+        "Along concurrency: inconclusive at 1, better at 10 and 64, worse at 256 and 1024; "
+        "crossover between 64 and 256, ≈ 95 interpolated in log concurrency."
+    ) in comparison
+
+
+def test_inconclusive_cells_are_never_called_better(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    row_1 = comparison_table(doc)[1]
+    assert "better" not in " ".join(row_1)
+    undecided = section(doc, "Comparison").split("Undecided:", 1)[1]
+    line = next(x for x in undecided.splitlines() if x.startswith("- at concurrency 1:"))
+    assert "better" not in line
+    assert "would settle it" in line or "more runs alone may not settle it" in line
+
+
+def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    log = section(doc, "Repeat-to-verify log")
+    assert (
+        "the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run "
+        "515.58 tok/s (+0.04%, within ±3%)" in log
+    )
+    assert "JIT/warmup explanation is falsified" in log
+    assert "**Falsified.**" in log
+    assert "surprising change; same warm server" in log
+    assert "Why: change -28.3% vs flashinfer_cutlass exceeds the surprise threshold" in log
+
+
+def test_no_reruns_are_said_plainly_with_the_reason(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path, rerun=False))
+    log = section(doc, "Repeat-to-verify log")
+    assert "No reruns." in log
+    assert "surprising or inconclusive, but no rerun was recorded" in log
+    one_run = with_spec(SPEC_TEXT, verify={"threshold": "3%", "max_runs": 1})
+    doc = render_run_dir(writeup_run(tmp_path / "one", rerun=False, spec_text=one_run))
+    assert "verify.max_runs: 1" in section(doc, "Repeat-to-verify log")
+
+
+def test_sigma_statement_names_source_df_and_looks(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    noise = section(doc, "Noise and confidence")
+    assert (
+        "σ = 0.026% (df = 1, warm repeats on the same server: within-instance only, may "
+        "understate)" in noise
+    )
+    assert (
+        "95% confidence over 3 planned looks (Bonferroni): each interval is a 98.33% "
+        "interval" in noise
+    )
+    doc = render_run_dir(writeup_run(tmp_path / "none", rerun=False))
+    assert "no noise estimate" in section(doc, "Noise and confidence")
+
+
+def test_simulated_only_when_simulated(tmp_path: Path) -> None:
+    real = render_run_dir(writeup_run(tmp_path / "real"))
+    assert "SIMULATED" not in real and "--rehearse" not in real
+    spec_text = with_spec(SPEC_TEXT, rehearsal={"time_scale": 20, "stream_interval": 8})
+    sim = render_run_dir(
+        writeup_run(tmp_path / "sim", simulated=True, time_scale=20.0, spec_text=spec_text)
+    )
+    first_line = sim.splitlines()[0]
+    assert first_line.startswith("# SIMULATED — ")
+    assert "the simulator ran 20× faster; times converted back" in sim
+    assert "8 tokens per event" in sim
+    assert "nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse" in sim
+    assert check_markdown(sim) == []
+
+
+def test_reproduce_commands(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    repro = section(doc, "Reproduce")
+    assert "nox -s matrix -- spec/glm5_cutedsl.yaml\n" in repro
+    assert "matrixrun report runs/glm5_cutedsl/20260101-000000" in repro
+    assert str(tmp_path) not in doc  # no machine-local paths
+
+
+def test_setup_shows_only_the_flags_the_arms_differ_in(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    setup = section(doc, "Setup")
+    flags = next(t for t in tables(doc) if t[0][0] == "flag")
+    assert flags == [
+        ["flag", f"`{BASE}` (baseline)", f"`{CAND}`"],
+        ["`--moe-runner-backend`", BASE, CAND],
+    ]
+    assert "common args `--tp 8`" in setup
+    assert "512 / 128 tokens" in setup and "inf (all at once)" in setup
+    assert "built-in streaming client" in setup
+    assert "Warning" not in setup  # effective args differ only in asked-for keys, port, seed
+    assert "flashinfer_cutedsl JIT-compiles kernels" in section(doc, "Hypothesis")
+
+
+def test_warning_when_effective_args_differ_in_something_not_asked(tmp_path: Path) -> None:
+    rd = writeup_run(tmp_path)
+    env = rd.read_json("env.json")
+    for info in env["servers"].values():
+        if info["arm"] == CAND:
+            info["args"]["attention_backend"] = "triton"
+        else:
+            info["args"]["attention_backend"] = "fa3"
+    rd.write_json("env.json", env)
+    setup = section(render_run_dir(rd), "Setup")
+    assert "**Warning:**" in setup
+    assert f"`attention_backend`: `{BASE}` = fa3, `{CAND}` = triton" in setup
+
+
+def test_effective_arg_differences_ignores_asked_keys_ports_and_seeds() -> None:
+    servers = {
+        "a#1": {
+            "arm": "a",
+            "args": {
+                "x": 1,
+                "port": 1,
+                "random_seed": 1,
+                "flag": "p",
+                "sim_profile": {"k": 1},
+                "y": [1],
+            },
+        },
+        "b#1": {
+            "arm": "b",
+            "args": {
+                "x": 1,
+                "port": 2,
+                "random_seed": 2,
+                "flag": "q",
+                "sim_profile": {"k": 2},
+                "y": [2],
+            },
+        },
+        "b#2": {"arm": "b", "args": {"x": 2, "port": 3, "flag": "q", "y": [2]}},
+    }
+    diffs = effective_arg_differences(servers, ["a", "b"], asked={"flag"})
+    assert [(d["key"], d["values"]) for d in diffs] == [
+        ("x", ["1", "1 / 2"]),
+        ("y", ["[1]", "[2]"]),
+    ]
+
+
+def test_failures_listed_with_cell_arm_attempt_and_error(tmp_path: Path) -> None:
+    plan = plan_of(SPEC_TEXT)
+    g = next(g for g in plan.groups if g.arm == CAND)
+    cell = next(c for c in g.cells if c.x == 1024)
+    extra = [
+        measurement(
+            cell,
+            g.group_id,
+            0.0,
+            attempt=2,
+            reason="fresh_server",
+            instance=f"{g.group_id}#2",
+            error="server g#2 died (exit code -9) during the cell: CUDA OOM",
+        )
+    ]
+    doc = render_run_dir(writeup_run(tmp_path, extra=extra))
+    fail = section(doc, "Failures")
+    failed = next(t for t in tables(doc) if t[0][0] == "cell")
+    assert failed[1][:3] == ["concurrency 1024", f"`{CAND}`", "2"]
+    assert "CUDA OOM" in failed[1][5]
+    assert "Failed requests: none." in fail
+    # the 1024 cell notes the failed run beside the candidate's value
+    row = comparison_table(doc)[5]
+    assert row[2] == "796.9 (1 run(s) failed)"
+    assert "better" not in row[4]
+
+
+def test_failed_requests_beside_metrics_and_none_when_none(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    assert "Failed measurements: none." in doc and "Failed requests: none." in doc
+    plan = plan_of(SPEC_TEXT)
+    ms = []
+    for g in plan.groups:
+        for cell in g.cells:
+            ms.append(
+                measurement(
+                    cell,
+                    g.group_id,
+                    100.0 if g.arm == BASE else 130.0,
+                    failed=3 if g.arm == CAND and cell.x == 64 else 0,
+                )
+            )
+    doc = render_run_dir(write_run(tmp_path / "f", SPEC_TEXT, ms))
+    row = next(r for r in comparison_table(doc)[1:] if r[0] == "64")
+    assert row[2] == "130.0 (3/67 req failed)"
+    assert "3 of 67 requests failed (4.5%)" in section(doc, "Failures")
+
+
+def test_latency_tables_have_the_same_shape_and_verdicts(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    lat = section(doc, "Latency and secondary metrics")
+    assert "### `mean_tpot_ms` (ms, lower is better)" in lat
+    tpot = next(t for t in tables(doc) if t[0][0] == "concurrency" and "(ms)" in t[0][1])
+    assert tpot[0] == ["concurrency", f"`{BASE}` (ms)", f"`{CAND}` (ms)", "change", "verdict"]
+    assert [r[0] for r in tpot[1:]] == ["1", "10", "64", "256", "1024"]
+    assert tpot[5][3] == "+83.3%"  # 1100 / 600 − 1: latency up
+    assert "Verdict:" in lat  # each secondary metric's verdict sentence
+
+
+def test_environment_lists_servers_versions_startup_and_gpus(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path, env={"hardware_check": "override: 8x vs 4x"}))
+    env = section(doc, "Environment")
+    assert "0.1.0" in env and "3.11.9" in env and "abc1234" in env
+    assert "8× NVIDIA RTX PRO 6000 Blackwell (driver 575.51, 97887 MiB)" in env
+    assert "override: 8x vs 4x" in env
+    servers = next(t for t in tables(doc) if t[0][0] == "server instance")
+    assert servers[0] == ["server instance", "arm", "engine version", "startup"]
+    assert len(servers) == 3 and all(
+        r[2] == "0.5.4.post1" and r[3] == "412.5 s" for r in servers[1:]
+    )
+
+
+def test_correctness_gate_marks_suspects(tmp_path: Path) -> None:
+    doc = render_run_dir(writeup_run(tmp_path))
+    assert "No output-agreement check" in section(doc, "Correctness gate")
+    doc = render_run_dir(writeup_run(tmp_path / "c", env={"correctness": {CAND: 0.62}}))
+    gate = next(t for t in tables(doc) if t[0][0] == "arm")
+    assert gate[1][:3] == [f"`{CAND}`", "62.0%", "90%"]
+    assert "suspect" in gate[1][3]
+    assert "**Suspect**" in doc.split("## ", 1)[0]
+
+
+def test_multi_slice_run_has_one_section_per_slice(tmp_path: Path) -> None:
+    plan = plan_of(MULTI_TEXT)
+    ms = [
+        measurement(c, g.group_id, 100.0 if g.arm == "base" else 120.0)
+        for g in plan.groups
+        for c in g.cells
+    ]
+    doc = render_run_dir(write_run(tmp_path, MULTI_TEXT, ms))
+    assert check_markdown(doc) == []
+    comparison = section(doc, "Comparison")
+    headings = re.findall(r"^### (.+)$", comparison, re.M)
+    assert len(headings) == len(plan.slices) == 6  # 2×2×2 minus excluded, plus included
+    assert all("model `" in h and "hardware `" in h for h in headings)
+    assert any("`--chunked-prefill-size 8192`" in h for h in headings)
+    assert comparison.count("| concurrency |") == 6
+    assert "No reruns." in doc
+
+
+def test_several_candidates_get_a_table_each(tmp_path: Path) -> None:
+    text = SPEC_TEXT.replace(
+        "  flashinfer_cutedsl: {moe_runner_backend: flashinfer_cutedsl}\n",
+        "  flashinfer_cutedsl: {moe_runner_backend: flashinfer_cutedsl}\n"
+        "  triton: {moe_runner_backend: triton}\n",
+    )
+    plan = plan_of(text)
+    value = {BASE: 100.0, CAND: 150.0, "triton": 60.0}
+    ms = [measurement(c, g.group_id, value[g.arm]) for g in plan.groups for c in g.cells]
+    doc = render_run_dir(write_run(tmp_path, text, ms))
+    assert check_markdown(doc) == []
+    assert f"**`{CAND}` vs `{BASE}`**" in doc and f"**`triton` vs `{BASE}`**" in doc
+    assert sum(1 for t in tables(doc) if t[0][0] == "concurrency" and "tok/s" in t[0][1]) == 2
+    flags = next(t for t in tables(doc) if t[0][0] == "flag")
+    assert flags[1] == ["`--moe-runner-backend`", BASE, CAND, "triton"]
+
+
+def test_ingested_run_renders_from_settings_and_ingest_json(tmp_path: Path) -> None:
+    from matrixrun.verdict import AnalysisSettings
+
+    rd = RunDir(tmp_path / "ingested").create()
+    settings = AnalysisSettings(baseline="cutlass", candidates=["cutedsl"])
+    rd.write_json("settings.json", settings.model_dump(mode="json"))
+    command = "matrixrun ingest a.jsonl b.jsonl --baseline cutlass --out runs/x"
+    rd.write_json("ingest.json", {"files": ["a.jsonl", "b.jsonl"], "command": command})
+    rd.write_json(
+        "env.json",
+        {
+            "client": "bench_serving",
+            "servers": {
+                "cutlass#1": {
+                    "arm": "cutlass",
+                    "version": "0.5.4",
+                    "args": {"moe_runner_backend": "flashinfer_cutlass"},
+                },
+                "cutedsl#1": {
+                    "arm": "cutedsl",
+                    "version": "0.5.4",
+                    "args": {"moe_runner_backend": "flashinfer_cutedsl"},
+                },
+            },
+        },
+    )
+    for arm, vals in (("cutlass", BASELINE), ("cutedsl", CANDIDATE)):
+        for x, v in zip(X, vals, strict=True):
+            rd.append(
+                Measurement(
+                    cell_id=f"{x}/{arm}",
+                    point_id=str(x),
+                    arm=arm,
+                    group_id=arm,
+                    point={"concurrency": x},
+                    instance=f"{arm}#1",
+                    metrics=metrics(v),
+                    client="bench_serving",
+                    extra={
+                        "dataset_name": "random",
+                        "random_input_len": 512,
+                        "random_output_len": 128,
+                        "backend": "sglang",
+                        "server_version": "0.5.4",
+                    },
+                )
+            )
+    doc = render_run_dir(rd)
+    assert check_markdown(doc) == []
+    assert "Hypothesis" not in doc
+    assert "512 / 128 tokens" in doc and "sglang.bench_serving" in doc
+    assert command in section(doc, "Reproduce")
+    assert f"matrixrun report {rd.path}" in section(doc, "Reproduce")
+    assert [r[0] for r in comparison_table(doc)[1:]] == ["1", "10", "64", "256", "1024"]
+    flags = next(t for t in tables(doc) if t[0][0] == "flag")
+    assert flags[1] == ["`moe_runner_backend`", "flashinfer_cutlass", "flashinfer_cutedsl"]
+    assert "input files hold one run per cell" in section(doc, "Repeat-to-verify log")
+
+
+# --------------------------------------------------------------------------- size and form
+
+
+def test_size_budget_drops_detail_in_order_and_says_so(tmp_path: Path) -> None:
+    context = build_context(writeup_run(tmp_path))
+    full = render(context)
+    assert len(full) < 65_536 and "Shortened" not in full
+    limit = len(full) - 200
+    short = render(context, limit=limit)
+    assert len(short) <= limit
+    assert "Shortened to fit one GitHub comment" in short
+    assert "the per-instance server table" in short
+    assert check_markdown(short, limit) == []
+    tiny = render(context, limit=len(full) // 2)
+    assert len(tiny) <= len(full) // 2
+    assert "the `mean_tpot_ms` tables" in tiny or "Cut at" in tiny
+
+
+def test_check_markdown_finds_ragged_tables_and_html() -> None:
+    good = "| a | b |\n|---|---|\n| 1 | 2 \\| 3 |\n"
+    assert check_markdown(good) == []
+    ragged = "| a | b |\n|---|---|\n| 1 | 2 | 3 |\n"
+    assert any("3 cells, the header 2" in p for p in check_markdown(ragged))
+    assert any("raw HTML" in p for p in check_markdown("text <b>bold</b>\n"))
+    assert table_cells("| a | `x \\| y` |") == 2
+
+
+def test_verify_whys_match_events_to_reruns_in_order() -> None:
+    plan = plan_of(SPEC_TEXT)
+    g = plan.groups[0]
+    cell = g.cells[0]
+    ms = [
+        measurement(cell, g.group_id, 1.0),
+        measurement(cell, g.group_id, 1.0, attempt=2, reason="surprise"),
+        measurement(cell, g.group_id, 1.0, attempt=3, reason="inconclusive"),
+    ]
+    events = [
+        {"event": "verify", "cell": cell.cell_id, "reason": "surprise", "why": "w1"},
+        {"event": "verify", "cell": cell.cell_id, "reason": "inconclusive", "why": "w2"},
+    ]
+    assert verify_whys(events, ms) == {(cell.cell_id, 2): "w1", (cell.cell_id, 3): "w2"}
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1603.04, "1,603"),
+        (515.58, "515.6"),
+        (10.36, "10.36"),
+        (0.012345, "0.01235"),
+        (16030.4, "16,030"),
+        (-2.5, "−2.500"),
+        (None, "n/a"),
+    ],
+)
+def test_values_have_four_significant_digits(value: float | None, text: str) -> None:
+    assert fmt_value(value) == text
+
+
+def test_example_context_is_json_serialisable(tmp_path: Path) -> None:
+    """The context is plain data: a custom template (or another tool) can rely on that."""
+    json.dumps(build_context(writeup_run(tmp_path)))
