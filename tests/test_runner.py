@@ -1,0 +1,178 @@
+"""End to end through the real CLI: the simulator as real server subprocesses, the real load
+client, the run directory, resume after an interruption, and failing servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from matrixrun.measurement import Measurement
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
+
+pytestmark = pytest.mark.slow
+
+
+def mr(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def read_results(run_dir: Path) -> list[Measurement]:
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return [Measurement.model_validate_json(line) for line in lines if line.strip()]
+
+
+def no_live_servers(run_dir: Path) -> bool:
+    return not list((run_dir / "pids").glob("*.pid"))
+
+
+def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
+    run_dir, report = tmp_path / "run", tmp_path / "tiny.md"
+    res = mr("run", "tests/specs/tiny.yaml", "--rehearse", "--out", str(run_dir),
+             "--report", str(report))
+    assert res.returncode == 0, res.stderr[-3000:]
+    for name in ("spec.yaml", "spec.sha256", "plan.json", "env.json", "results.jsonl",
+                 "events.jsonl", "verdict.json", "report.md"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "spec.yaml").read_text() == TINY
+    ms = read_results(run_dir)
+    firsts = [m for m in ms if m.reason == "first"]
+    assert len(firsts) == 4 and {m.arm for m in firsts} == {"slow", "fast"}
+    assert all(m.ok and m.simulated and m.time_scale == 2 for m in ms)
+    # the fast arm's modelled step is half the slow one's: about twice the throughput
+    by = {(m.arm, m.point["concurrency"]): m.metrics.output_throughput
+          for m in firsts if m.metrics}
+    for c in (1, 4):
+        assert 1.6 < by[("fast", c)] / by[("slow", c)] < 2.4
+    # every measurement's per-request records are there and parse back
+    from matrixrun.load.records import read_jsonl
+
+    for m in ms:
+        assert m.requests_file is not None
+        records = read_jsonl(run_dir / m.requests_file)
+        assert len(records) == 8 and all(r.output_tokens == 8 for r in records)
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["simulated"] is True and env["time_scale"] == 2
+    servers = env["servers"]
+    assert len(servers) >= 2
+    assert all("sim" in (s["version"] or "") for s in servers.values())
+    assert {s["args"].get("moe_runner_backend") for s in servers.values()} == {"slow", "fast"}
+    assert no_live_servers(run_dir)
+    logs = list((run_dir / "logs").glob("*.log"))
+    assert len(logs) == len(servers)
+    events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events.count("launch") == events.count("stop") == len(servers)
+    assert "flush_cache" in events
+    text = report.read_text()
+    assert text == (run_dir / "report.md").read_text()
+    assert "SIMULATED" in text.split("\n\n", 2)[0] + text.split("\n\n", 2)[1]
+
+
+def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended early: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.05)
+    raise AssertionError("no measurement appeared in time")
+
+
+def test_interrupt_then_resume_measures_only_what_is_missing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "matrixrun", "run", "tests/specs/tiny.yaml", "--rehearse",
+         "--out", str(run_dir), "--report", str(tmp_path / "r.md")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for_lines(run_dir / "results.jsonl", 1, proc, 120)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    assert no_live_servers(run_dir)
+    before = read_results(run_dir)
+    assert 1 <= len(before) < 4 + 2
+
+    res = mr("run", "tests/specs/tiny.yaml", "--rehearse", "--resume", str(run_dir),
+             "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    after = read_results(run_dir)
+    assert after[: len(before)] == before  # nothing measured is lost or rewritten
+    firsts = [m for m in after if m.reason == "first"]
+    assert sorted(m.cell_id for m in firsts) == sorted({m.cell_id for m in firsts})
+    assert len(firsts) == 4
+    # instance names continue: a resumed launch never reuses an earlier instance's name
+    inst_before = {m.instance for m in before}
+    assert not inst_before & {m.instance for m in after[len(before):]}
+    assert "skipped" in res.stdout
+
+
+def _spec_with(tmp_path: Path, old: str, new: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(TINY.replace(old, new))
+    return path
+
+
+def test_server_that_cannot_start_fails_its_cells_with_the_log_tail(tmp_path: Path) -> None:
+    launch = json.dumps([sys.executable, "-c", "import sys; print('CUDA out of memory: boom');"
+                         " sys.exit(3)"])
+    spec = _spec_with(tmp_path, "engine: {kind: sglang, args: {tp: 1}}",
+                      f"engine: {{kind: sglang, args: {{tp: 1}}, launch: {launch}}}")
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 1, res.stderr[-2000:]
+    ms = read_results(run_dir)
+    assert len(ms) == 4 and not any(m.ok for m in ms)
+    assert all("exited with code 3" in (m.error or "") for m in ms)
+    assert all("CUDA out of memory: boom" in (m.error or "") for m in ms)
+    report = (tmp_path / "r.md").read_text()
+    assert "CUDA out of memory" in report
+
+
+def test_sglang_engine_path_against_the_simulator(tmp_path: Path) -> None:
+    """No rehearsal: the sglang engine's own launch (engine.launch pointing at the simulator),
+    flag rendering, /health_generate, server info and /flush_cache."""
+    launch = json.dumps([sys.executable, "-m", "matrixrun.sim"])
+    spec = _spec_with(tmp_path, "engine: {kind: sglang, args: {tp: 1}}",
+                      f"engine: {{kind: sglang, args: {{tp: 1, enable_mixed_chunk: true, "
+                      f"disable_radix_cache: false}}, launch: {launch}}}")
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    ms = read_results(run_dir)
+    assert all(m.ok and not m.simulated for m in ms)
+    env = json.loads((run_dir / "env.json").read_text())
+    args = next(iter(env["servers"].values()))["args"]
+    assert args["enable_mixed_chunk"] is True and "disable_radix_cache" not in args
+    assert args["tp"] == 1 or args.get("tp_size") == 1
+
+
+def test_server_dying_mid_run_is_relaunched_and_recorded(tmp_path: Path) -> None:
+    spec = _spec_with(
+        tmp_path, "    rules:\n",
+        "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
+        "        set: {crash_after_s: 0.6}\n    rules:\n",
+    )
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--rehearse", "--out", str(run_dir),
+             "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 1
+    ms = read_results(run_dir)
+    failed = [m for m in ms if not m.ok]
+    assert failed and all(m.arm == "fast" for m in failed)
+    assert any("died" in (m.error or "") or "failed" in (m.error or "") for m in failed)
+    slow = [m for m in ms if m.arm == "slow" and m.reason == "first"]
+    assert len(slow) == 2 and all(m.ok for m in slow)
+    assert no_live_servers(run_dir)
+    assert os.path.exists(tmp_path / "r.md")
