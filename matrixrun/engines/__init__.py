@@ -1,15 +1,39 @@
 """Engines: how to start a serving engine's server, know it is ready, read what it runs, and
-which request API to speak. One small module per engine; `for_spec` picks one."""
+which request API to speak. One small module per engine; `for_spec` picks one.
+
+Adding an engine is one module with a class that has the `Engine` attributes (name, api,
+launches, health_path, info_paths, flush_path, launch, version, effective_args) and one branch
+here.
+"""
 
 from __future__ import annotations
 
 from matrixrun.engines.base import Engine
+from matrixrun.errors import EngineError
+from matrixrun.spec import EngineSpec
 
 
-def for_spec(kind: str) -> Engine:
-    """The engine for `engine.kind` in a spec (rehearsals wrap it: see engines/sim.py)."""
-    if kind in ("sglang", "sim"):
+def for_spec(engine: EngineSpec | str) -> Engine:
+    """The engine for a spec's `engine:` section (or just its kind, for the launched engines).
+
+    Rehearsals wrap the sglang engine around the simulator instead (`runner.rehearsal_engine`).
+    """
+    spec = engine if isinstance(engine, EngineSpec) else EngineSpec(kind=engine)
+    if spec.kind in ("sglang", "sim"):
         from matrixrun.engines.sglang import SGLangEngine
 
         return SGLangEngine()
-    raise KeyError(kind)
+    if spec.kind == "vllm":
+        from matrixrun.engines.vllm import VLLMEngine
+
+        return VLLMEngine()
+    if spec.kind == "openai":
+        from matrixrun.engines.openai import OpenAIEngine
+
+        if not spec.base_url:
+            raise EngineError(
+                "engine.kind openai needs engine.base_url (the running endpoint, "
+                "e.g. http://10.0.0.5:8000); add it to the spec"
+            )
+        return OpenAIEngine(spec.base_url, spec.api_key_env)
+    raise KeyError(spec.kind)

@@ -1,17 +1,43 @@
 """SGLang: `python -m sglang.launch_server --model-path M --host H --port P` plus flags.
 
-Flags come from the spec as snake_case keys and render the way SGLang's argparse reads them
-(`python/sglang/srt/server_args.py`): `moe_runner_backend: x` -> `--moe-runner-backend x`,
-`true` -> bare flag, `false`/None -> omitted, lists -> one flag followed by the values, dicts ->
-JSON. Ready when `/health_generate` answers 200 (it runs a one-token generation, so a server
-that accepts connections but cannot generate is not "ready"); `/get_server_info` (older and
-newer builds also `/server_info`) reports the version and effective server args.
+Flags come from the spec as snake_case keys and render the way SGLang's argparse reads them.
+Checked against `python/sglang/srt/server_args.py` and `arg_groups/arg_utils.py`, where every
+`ServerArgs` field becomes `--field-name`:
+
+* `moe_runner_backend: x` -> `--moe-runner-backend x`;
+* `true` -> the bare flag (bool fields are `store_true`); `false`/None -> omitted, i.e. the
+  engine default (a default-on feature is turned off with its own `disable_*` flag);
+* a list -> one flag followed by every value (`List[...]` fields are `nargs="+"`, and argparse
+  keeps only the last occurrence of a repeated flag, so repeating the flag would silently drop
+  values); an empty list is omitted (`nargs="+"` needs a value);
+* a dict -> compact JSON (e.g. `--json-model-override-args`), as are dicts inside a list.
+
+Short parallelism keys are rewritten to the declared flag: `tp`/`dp`/`pp`/`ep` -> `--tp-size`
+etc. SGLang declares `--tp-size` (alias `--tensor-parallel-size`), `--dp-size`, `--pp-size`
+and `--ep-size` (alias `--ep`); `--tp` only works through argparse's prefix matching, which
+turns into "ambiguous option" as soon as another `tp_*` field appears (`--pp` already is
+ambiguous: `pp_size`, `pp_max_micro_batch_size`, `pp_async_batch_depth`).
+
+Endpoints (`srt/entrypoints/http_server.py`): ready when GET `/health_generate` answers 200 (503
+while the server is starting; otherwise it runs a one-token generation, so a server that accepts
+connections but cannot generate is not ready). Server info: GET `/server_info` in current builds
+(server args + scheduler info + `internal_states` + `version`); `/get_server_info` is the older
+name, deprecated with a warning in new builds, so it is the fallback. Cache: GET|POST
+`/flush_cache` (200, or 400 while requests are running).
+
+Arms that differ by build set their own launch prefix (`ServerGroup.launch`): a venv's python
+(`[/opt/sgl-b/bin/python, -m, sglang.launch_server]`) or a container (`[docker, run, --rm,
+--gpus, all, --network, host, IMAGE, python3, -m, sglang.launch_server]`); the model, host,
+port and flags append after the prefix. The group's environment reaches a container through
+`-e NAME` options inserted after `run` (the value travels in the docker client's environment,
+never on the command line or in the log).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import PurePath
 from typing import Any
 
 from matrixrun.engines.base import Api, Launch
@@ -19,49 +45,98 @@ from matrixrun.plan import ServerGroup
 
 DEFAULT_LAUNCH = [sys.executable, "-m", "sglang.launch_server"]
 
-#: Keys of /get_server_info that are state, not configuration.
-_NOT_ARGS = {"version", "internal_states", "status", "simulated", "sim_stats", "profile",
-             "time_scale", "max_total_num_tokens", "max_req_input_len"}
+#: Spec shorthands -> the flag SGLang declares (see the module docstring).
+ALIASES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "ep": "ep_size"}
+
+#: Keys of the server-info response that are state, not configuration.
+_NOT_ARGS = {
+    "version",
+    "internal_states",
+    "status",
+    "simulated",
+    "sim_stats",
+    "profile",
+    "sim_profile",
+    "sim_seed",
+    "time_scale",
+    "max_total_num_tokens",
+    "max_req_input_len",
+}
+
+#: Container CLIs whose `run` needs `-e NAME` to pass environment variables into the container.
+_CONTAINER_CLIS = {"docker", "podman", "nerdctl"}
 
 
-def flag_name(key: str) -> str:
+def flag_name(key: str, aliases: dict[str, str] | None = None) -> str:
+    """`moe_runner_backend` -> `--moe-runner-backend` (after resolving a shorthand alias)."""
+    key = (aliases or {}).get(key, key)
     return "--" + key.replace("_", "-")
 
 
-def render_flags(flags: dict[str, Any]) -> list[str]:
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def render_flags(flags: dict[str, Any], aliases: dict[str, str] | None = None) -> list[str]:
+    """Spec flags -> argv, by the rules in the module docstring (shared by argparse engines)."""
     argv: list[str] = []
     for key, value in flags.items():
-        if value is None or value is False:
+        if value is None or value is False or (isinstance(value, list) and not value):
             continue
-        name = flag_name(key)
+        name = flag_name(key, aliases)
         if value is True:
             argv.append(name)
         elif isinstance(value, list):
-            argv += [name, *(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)]
-        elif isinstance(value, dict):
-            argv += [name, json.dumps(value, separators=(",", ":"))]
+            argv += [name, *(_value(v) for v in value)]
         else:
-            argv += [name, str(value)]
+            argv += [name, _value(value)]
     return argv
 
 
+def with_container_env(prefix: list[str], env: dict[str, str]) -> tuple[list[str], bool]:
+    """Insert `-e NAME` after `run` when `prefix` starts a container; (argv, inserted?).
+
+    Variables set only on the docker client would never reach the server inside the container,
+    so a per-arm `env` would silently do nothing; `-e NAME` (without `=value`) makes docker copy
+    the value from its own environment, keeping secrets out of argv and the log.
+    """
+    if not prefix or not env or PurePath(prefix[0]).name not in _CONTAINER_CLIS:
+        return list(prefix), False
+    try:
+        at = prefix.index("run") + 1
+    except ValueError:
+        return list(prefix), False
+    opts = [x for name in env for x in ("-e", name)]
+    return [*prefix[:at], *opts, *prefix[at:]], True
+
+
 class SGLangEngine:
+    """SGLang's conventions; `launch_prefix` (e.g. the simulator) overrides the group's."""
+
     name = "sglang"
     api: Api = "sglang"
+    launches = True
     health_path = "/health_generate"
-    info_paths = ("/get_server_info", "/server_info")
+    info_paths: tuple[str, ...] = ("/server_info", "/get_server_info")
+    flush_path: str | None = "/flush_cache"
 
-    def __init__(self, launch_prefix: list[str] | None = None,
-                 extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, launch_prefix: list[str] | None = None, extra_args: list[str] | None = None
+    ) -> None:
         self.launch_prefix = launch_prefix
         self.extra_args = extra_args or []
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch:
-        prefix = self.launch_prefix or group.launch or DEFAULT_LAUNCH
-        argv = [*prefix, "--model-path", group.model.path, "--host", host, "--port", str(port),
-                *render_flags(group.flags), *self.extra_args]
-        return Launch(argv=argv, env=dict(group.env), base_url=f"http://{host}:{port}",
-                      port=port)
+        prefix, _ = with_container_env(
+            self.launch_prefix or group.launch or DEFAULT_LAUNCH, group.env
+        )
+        argv = [*prefix, "--model-path", group.model.path, "--host", host, "--port", str(port)]
+        if group.model.tokenizer:
+            argv += ["--tokenizer-path", group.model.tokenizer]
+        argv += [*render_flags(group.flags, ALIASES), *self.extra_args]
+        return Launch(argv=argv, env=dict(group.env), base_url=f"http://{host}:{port}", port=port)
 
     def version(self, info: dict[str, Any]) -> str | None:
         value = info.get("version")
