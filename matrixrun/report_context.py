@@ -226,6 +226,8 @@ def simulation_of(
     scales = sorted({m.time_scale for m in simulated}) or [float(env.get("time_scale") or 1.0)]
     stream = spec.rehearsal.stream_interval if spec is not None else None
     note = spec.rehearsal.note if spec is not None else None
+    if note and not note.rstrip().endswith((".", "!", "?")):
+        note = note.rstrip() + "."
     if scales == [1.0]:
         speed = "the simulator ran in real time"
     else:
@@ -414,7 +416,7 @@ def setup_of(spec: Spec, plan: Plan | None, measurements: Sequence[Measurement])
             for h in spec.hardwares
         ],
         "engine": spec.engine.kind,
-        "common_args": args_text(common) or "(none)",
+        "common_args": args_text(common),
         "launch": " ".join(spec.engine.launch) if spec.engine.launch else None,
         "workload": workload,
         "sweep": sweep or ["(a single point)"],
@@ -535,7 +537,7 @@ def metric_tables(
             u = f" ({mr.unit})" if mr.unit else ""
             for index, series in enumerate(mr.series):
                 rows = []
-                undecided = []
+                undecided: dict[str, list[str]] = {}  # what would settle it -> sweep values
                 for c in series.cells:
                     x = fmt_x(c.x) if c.x is not None else _fixed_label(c.point, set(c.point))
                     rows.append(
@@ -548,7 +550,7 @@ def metric_tables(
                         ]
                     )
                     if c.verdict == "inconclusive":
-                        undecided.append(f"at {axis} {x}: {_verdict_words(c)}")
+                        undecided.setdefault(_verdict_words(c), []).append(x)
                 out.append(
                     {
                         "slice": sl.slice,
@@ -566,7 +568,10 @@ def metric_tables(
                         ],
                         "rows": [[table_cell(v) for v in row] for row in rows],
                         "regimes": _regime_sentence(series, axis, settings.margin),
-                        "undecided": undecided,
+                        "undecided": [
+                            f"at {axis} {join_words(xs)}: {words}"
+                            for words, xs in undecided.items()
+                        ],
                         # The slice's verdict on this metric, once, under its last table.
                         "overall": mr.overall.sentence if index == len(mr.series) - 1 else "",
                     }

@@ -671,3 +671,35 @@ def test_values_have_four_significant_digits(value: float | None, text: str) -> 
 def test_example_context_is_json_serialisable(tmp_path: Path) -> None:
     """The context is plain data: a custom template (or another tool) can rely on that."""
     json.dumps(build_context(writeup_run(tmp_path)))
+
+
+def test_non_monotone_series_says_re_measure(tmp_path: Path) -> None:
+    text = with_spec(SPEC_TEXT, verify={"threshold": "3%", "noise": "1%", "max_runs": 1})
+    plan = plan_of(text)
+    ratio = dict(zip(X, [1.2, 0.8, 1.2, 0.8, 1.2], strict=True))
+    ms = [
+        measurement(c, g.group_id, 100.0 * (ratio[c.x] if g.arm == CAND else 1.0))
+        for g in plan.groups
+        for c in g.cells
+    ]
+    doc = render_run_dir(write_run(tmp_path, text, ms))
+    comparison = section(doc, "Comparison")
+    assert "non-monotone, re-measure" in comparison
+    assert "crossover between" not in comparison.split("Along concurrency:", 1)[1]
+    assert "declared prior, not measured" in section(doc, "Noise and confidence")
+
+
+def test_other_client_axes_make_labelled_series_tables(tmp_path: Path) -> None:
+    text = with_spec(SPEC_TEXT, sweep={"concurrency": [1, 64], "input_len": [512, 4096]})
+    plan = plan_of(text)
+    ms = [
+        measurement(c, g.group_id, 100.0 if g.arm == BASE else 150.0)
+        for g in plan.groups
+        for c in g.cells
+    ]
+    doc = render_run_dir(write_run(tmp_path, text, ms))
+    assert check_markdown(doc) == []
+    assert f"**`{CAND}` vs `{BASE}` · input_len 512**" in doc
+    assert f"**`{CAND}` vs `{BASE}` · input_len 4096**" in doc
+    first_cells = [r[0] for t in tables(doc) if t[0][0] == "concurrency" for r in t[1:]]
+    assert set(first_cells) == {"1", "64"}
