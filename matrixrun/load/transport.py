@@ -224,8 +224,11 @@ class RawTransport:
         per request; a real serving client keeps its connections)."""
         missing = connections - len(self._idle)
         if missing > 0:
-            opened = await asyncio.gather(*(self._connect() for _ in range(missing)))
-            self._idle.extend(opened)
+            opened = await asyncio.gather(
+                *(self._connect() for _ in range(missing)), return_exceptions=True
+            )
+            # A connect failure here is reported by the requests that hit it, per request.
+            self._idle.extend(c for c in opened if isinstance(c, _Connection))
 
     async def aclose(self) -> None:
         for conn in self._all:

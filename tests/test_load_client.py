@@ -1,0 +1,236 @@
+"""The load client against real servers over real HTTP: `tests/fixedserver.py` (timing known
+exactly) in a subprocess, and once against the simulator.
+
+Tolerances are for a loaded 2-core machine: means are checked tightly where the server's
+absolute schedule makes them robust (ITL), loosely upwards where scheduling delay only adds
+(TTFT, e2e).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matrixrun.errors import InputError, LoadError
+from matrixrun.load import LoadConfig, run_load_sync
+from matrixrun.load import command as bench_client
+from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
+
+pytestmark = pytest.mark.timeout(60)
+
+SERVER = Path(__file__).resolve().parent / "fixedserver.py"
+TTFT, ITL = 40.0, 10.0  # ms, the fixed server's default timing in these tests
+
+
+@contextmanager
+def fixed_server(*args: str) -> Iterator[str]:
+    cmd = [sys.executable, str(SERVER), "--port", "0", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline().split()
+        assert ready and ready[0] == "READY", ready
+        yield f"http://127.0.0.1:{ready[1]}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def stats(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/stats") as r:
+        data: dict[str, Any] = json.loads(r.read())
+        return data
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with fixed_server("--ttft-ms", str(TTFT), "--itl-ms", str(ITL)) as url:
+        yield url
+
+
+def config(url: str, **kw: Any) -> LoadConfig:
+    base: dict[str, Any] = dict(
+        base_url=url, num_prompts=8, input_len=32, output_len=20, concurrency=4,
+        warmup_requests=0, request_timeout_s=20,
+    )  # fmt: skip
+    return LoadConfig(**(base | kw))
+
+
+def check_timing(m: Any, output_len: int, waves: int) -> None:
+    assert TTFT - 1 <= m.mean_ttft_ms <= TTFT + 30
+    assert m.mean_itl_ms == pytest.approx(ITL, abs=1.5)
+    assert m.median_itl_ms == pytest.approx(ITL, abs=3)
+    assert m.mean_tpot_ms == pytest.approx(ITL, abs=1.5)
+    e2e = TTFT + (output_len - 1) * ITL
+    assert e2e - 1 <= m.mean_e2e_latency_ms <= e2e + 40
+    assert waves * e2e / 1e3 - 0.01 <= m.duration <= waves * e2e / 1e3 + 0.3
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+def test_timing_and_token_counts(server: str, api: str) -> None:
+    res = run_load_sync(config(server, api=api, model="m"))
+    m = res.metrics
+    assert (m.completed, m.failed) == (8, 0)
+    assert m.total_output_tokens == 8 * 20 and m.total_input_tokens == 8 * 32
+    for r in res.records:
+        assert r.ok and r.output_tokens == 20 and r.chunk_tokens == [1] * 20
+        assert r.chunk_times[0] == r.ttft and r.chunk_times == sorted(r.chunk_times)
+    check_timing(m, 20, waves=2)
+    assert m.concurrency == pytest.approx(4, abs=0.5)
+    assert m.output_throughput == pytest.approx(160 / m.duration)
+
+
+def test_httpx_transport_measures_the_same(server: str) -> None:
+    m = run_load_sync(config(server, transport="httpx")).metrics
+    assert (m.completed, m.failed) == (8, 0)
+    check_timing(m, 20, waves=2)
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+def test_multi_token_chunks_split_itl(api: str) -> None:
+    # events at tokens 0, 4, 8, 12, 16 and the last (19); per-chunk usage makes openai exact
+    with fixed_server("--ttft-ms", str(TTFT), "--itl-ms", str(ITL), "--stream-interval", "4",
+                      "--continuous-usage") as url:  # fmt: skip
+        res = run_load_sync(config(url, api=api, num_prompts=4))
+    for r in res.records:
+        assert r.chunk_tokens == [1, 4, 4, 4, 4, 3] and r.output_tokens == 20
+    check_timing(res.metrics, 20, waves=1)
+
+
+def test_openai_without_per_chunk_usage_counts_chunks_like_bench_serving() -> None:
+    with fixed_server("--ttft-ms", "5", "--itl-ms", "2", "--stream-interval", "4") as url:
+        res = run_load_sync(config(url, api="openai", num_prompts=2))
+    r = res.records[0]
+    assert r.chunk_tokens == [1] * 6 and r.output_tokens == 20  # total from the final usage
+    assert res.metrics.mean_itl_ms == pytest.approx(19 * 2 / 5, abs=1.5)  # one gap per chunk
+
+
+@pytest.mark.parametrize(
+    ("flag", "expect"),
+    [
+        ("--fail-every", "HTTP 500: "),
+        ("--error-every", "server error in stream: injected stream error"),
+        ("--truncate-every", "closed the connection"),
+        ("--stall-every", "timed out after 0.6 s (1 tokens received)"),
+    ],
+)
+def test_per_request_errors_are_recorded_not_raised(flag: str, expect: str) -> None:
+    with fixed_server("--ttft-ms", "5", "--itl-ms", "2", flag, "3") as url:
+        res = run_load_sync(config(url, num_prompts=6, concurrency=6, request_timeout_s=0.6))
+    failed = [r for r in res.records if not r.ok]
+    assert len(failed) == 2, [r.error for r in res.records]
+    assert all(expect in r.error for r in failed), failed[0].error
+    m = res.metrics
+    assert (m.completed, m.failed) == (4, 2)
+    assert m.total_output_tokens == 4 * 20  # failed requests' partial tokens are not counted
+    if flag == "--stall-every":
+        assert all(r.e2e == pytest.approx(0.6, abs=0.2) for r in failed)
+        assert m.duration >= 0.59  # the timeout ends the benchmark (ms timer resolution)
+
+
+def test_connection_refused_raises_one_sentence() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for warmup in (0, 2):
+        with pytest.raises(LoadError, match=r"could not connect to .*; is the server running\?"):
+            run_load_sync(config(f"http://127.0.0.1:{port}", warmup_requests=warmup))
+
+
+def test_warmup_runs_first_and_is_not_measured() -> None:
+    with fixed_server("--ttft-ms", "5", "--itl-ms", "2") as url:
+        res = run_load_sync(config(url, num_prompts=5, warmup_requests=3, seed=11))
+        seen = stats(url)["prompts"]
+    assert len(res.records) == 5 and res.metrics.completed == 5
+    assert len(seen) == 8
+    warm = [p[:4] for p in make_warmup_prompts(11, 3, 32)]
+    measured = [p[:4] for p in make_prompts(11, 5, 32)]
+    assert sorted(seen[:3]) == sorted(warm)
+    assert sorted(seen[3:]) == sorted(measured)
+    assert min(r.start for r in res.records) < 0.01  # the clock starts after warmup
+
+
+def test_all_warmup_failing_is_a_load_error() -> None:
+    with fixed_server("--fail-every", "1") as url, pytest.raises(LoadError, match="warmup"):
+        run_load_sync(config(url, warmup_requests=2))
+
+
+def test_same_seed_same_prompts_across_runs() -> None:
+    with fixed_server("--ttft-ms", "1", "--itl-ms", "1") as url:
+        run_load_sync(config(url, seed=5, output_len=2))
+        run_load_sync(config(url, seed=5, output_len=2))
+        run_load_sync(config(url, seed=6, output_len=2))
+        seen = [tuple(p) for p in stats(url)["prompts"]]
+    assert sorted(seen[:8]) == sorted(seen[8:16])
+    assert not set(seen[:8]) & set(seen[16:])
+
+
+def test_poisson_rate_is_respected() -> None:
+    rate, n = 50.0, 50
+    with fixed_server("--ttft-ms", "2", "--itl-ms", "1") as url:
+        res = run_load_sync(
+            config(url, num_prompts=n, output_len=4, concurrency=64, request_rate=rate, seed=2)
+        )
+    due = arrival_offsets(2, n, rate)
+    starts = [r.start for r in sorted(res.records, key=lambda r: r.index)]
+    lags = [s - d for s, d in zip(starts, due, strict=True)]
+    assert min(lags) >= -3e-3  # the event loop's timers have millisecond resolution
+    assert sum(lags) / n < 0.01 and max(lags) < 0.1
+    assert res.metrics.request_throughput == pytest.approx(n / due[-1], rel=0.3)
+
+
+def test_bench_client_command(server: str) -> None:
+    parser = argparse.ArgumentParser()
+    bench_client.add_arguments(parser)
+    argv = ["--url", server, "--concurrency", "2", "--num-prompts", "4", "--input-len", "16",
+            "--output-len", "8", "--seed", "3", "--api", "openai", "--model", "m"]  # fmt: skip
+    out = bench_client.run(parser.parse_args(argv))
+    assert out["completed"] == 4 and out["total_output_tokens"] == 32
+    assert json.loads(json.dumps(out)) == out
+    with pytest.raises(InputError, match="--concurrency"):
+        bench_client.run(parser.parse_args([*argv, "--concurrency", "0"]))
+    with pytest.raises(InputError, match="--url"):
+        bench_client.run(parser.parse_args([*argv, "--url", "localhost:1"]))
+    with pytest.raises(SystemExit):
+        parser.parse_args([*argv, "--request-rate", "-1"])
+
+
+def _sim_available() -> bool:
+    return importlib.util.find_spec("matrixrun.sim.__main__") is not None
+
+
+def sim_profile(step_ms: float) -> list[str]:
+    """A flat profile: every decode step takes `step_ms`, no prefill cost, no effects."""
+    data = {
+        "name": "flat",
+        "stream_interval": 1,
+        "base": {"step_ms": [[1, step_ms], [64, step_ms]], "prefill_ms_per_token": 0.0},
+        "rules": [],
+        "effects": {},
+        "effect_rules": [],
+    }
+    return ["--profile-json", json.dumps(data)]
+
+
+@pytest.mark.skipif(not _sim_available(), reason="simulator not present")
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+def test_against_the_simulator(api: str) -> None:
+    from simserver import start_sim
+
+    with start_sim(["--model-path", "sim/m", *sim_profile(10.0)]) as (_, url):
+        res = run_load_sync(config(url, api=api, model="sim/m", num_prompts=8, output_len=16))
+    m = res.metrics
+    assert (m.completed, m.failed, m.total_output_tokens) == (8, 0, 8 * 16), res.records[0].error
+    assert m.mean_itl_ms == pytest.approx(10, abs=2.5)
+    assert m.mean_tpot_ms == pytest.approx(10, abs=2.5)
