@@ -20,7 +20,7 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from matrixrun.analysis import analyse, iter_cells
@@ -210,3 +210,57 @@ class Policy:
                 out.append((g, cells))
         return out
 
+
+
+#: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
+After = Callable[[], list[tuple[Cell, Reason]]]
+#: Measure `cells` on one launch of `group` (appending to the shared measurement list), then
+#: keep asking `after` (when given) for more cells on the same server until it has none.
+RunCells = Callable[[ServerGroup, list[tuple[Cell, Reason]], After | None], None]
+#: Told about every rerun the policy asks for: (stage, round, cell, reason, why).
+Note = Callable[[int, int, Cell, Reason, str], None]
+
+
+def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
+    """Stage-2 rounds already (at least partly) run, read from the measurements alone: each
+    round relaunches a group at most once, so the most fresh instances any group spent on
+    reruns only is the number of rounds begun. A resumed run continues after it."""
+    instances: dict[str, set[str]] = {}
+    first: set[str] = set()
+    for m in ms:
+        if m.reason == "first":
+            first.add(m.instance)
+        else:
+            instances.setdefault(m.group_id, set()).add(m.instance)
+    return max((len(names - first) for names in instances.values()), default=0)
+
+
+def drive(policy: Policy, ms: list[Measurement], run_cells: RunCells,
+          note: Note | None = None) -> None:
+    """The order of work, shared by the runner and the scoring benchmark so both run exactly
+    the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
+    on the same warm server, by its warm reruns; then the planned stage-2 rounds, each group in
+    a round on one fresh launch. `ms` is the live list `run_cells` appends to."""
+    measured = {m.cell_id for m in ms}
+    for group in policy.plan.groups:
+        todo = [c for c in group.cells if c.cell_id not in measured]
+        if not todo:
+            continue
+
+        def warm(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
+            picks = policy.warm_reruns(group, ms)
+            for cell, why in picks:
+                if note is not None:
+                    note(1, 0, cell, "surprise", why)
+            return [(cell, "surprise") for cell, _ in picks]
+
+        run_cells(group, [(c, "first") for c in todo], warm)
+    for round_no in range(rounds_done(policy, ms) + 1, policy.rounds + 1):
+        batch = policy.next_round(round_no, ms)
+        if not batch:
+            break
+        for group, cells in batch:
+            for cell, reason, why in cells:
+                if note is not None:
+                    note(2, round_no, cell, reason, why)
+            run_cells(group, [(c, r) for c, r, _ in cells], None)

@@ -1,0 +1,398 @@
+"""Score the verify policy (VERDICTS.md §6) on simulated matrices whose truth is known.
+
+Why: the policy decides how much GPU time an experiment spends and how sure its verdicts are;
+"looks reasonable" is not evidence. Here every matrix has known true effects, so each strategy's
+cell verdicts can be scored against them, and its runs and launches counted:
+
+- ``1 run (analysis, no σ)``: what the write-up measured, judged by our analysis — with no
+  replicate and no declared prior there is no σ, so every cell is inconclusive;
+- ``1 run, read as-is``: what the write-up *did* with it: better/worse when |change| > margin,
+  otherwise same (no notion of noise);
+- ``1 run + prior σ``: one run, σ from a declared 3% prior (a fixed guess, as a user would);
+- ``fixed 3 runs``: vLLM's sweep default: each arm launched three times, every cell measured
+  once per launch, judged by the same analysis (one look);
+- ``policy``: the real `matrixrun.verify.Policy`, driven by the same `verify.drive` the runner
+  uses, against a simulated measurement function (no HTTP, no processes).
+
+The world (drawn per matrix, seeded): 3–6 concurrency points, 1–2 candidates; true effects
+linear along the axis between two endpoints in −60%..+60% (so crossovers occur), a quarter of
+the cells an exact tie and some matrices all ties (a flag that changes nothing); within-instance
+noise σ_w in 1–8% (log scale), a between-instance factor σ_b = σ_w × U(0, 1) drawn per server
+launch; in some matrices one candidate pays a first-run compile penalty (its first measurement
+of a cell on each new server is 5–25% slower). The truth is the warm, steady-state effect.
+
+Scoring: a cell is *decided correctly* when its verdict matches the truth against the margin
+(|true| > m → better/worse with the right sign; |true| ≤ m → same); *wrong-decisive* when it
+is better/worse/same and does not match; *inconclusive* is neither (reported apart). *False
+alarms* are better/worse verdicts on exact ties (must stay ≤ 5%).
+
+    python benchmarks/verdicts.py                    # 300 matrices, seed 1
+    python benchmarks/verdicts.py --matrices 1000 --seed 7 --write docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from matrixrun.analysis import analyse, iter_cells  # noqa: E402
+from matrixrun.measurement import Measurement, Reason  # noqa: E402
+from matrixrun.metrics import Metrics  # noqa: E402
+from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
+from matrixrun.spec import Spec, parse_spec  # noqa: E402
+from matrixrun.verdict import AnalysisSettings  # noqa: E402
+from matrixrun.verify import After, Policy, drive, settings_for  # noqa: E402
+
+CONCURRENCY = [1, 4, 16, 64, 256, 1024]
+LAUNCH_S = 12 * 60.0  # the glm5 spec's estimate block: a launch 12 min, a cell 4 min
+CELL_S = 4 * 60.0
+MARGIN = 0.03
+PRIOR = 0.03
+EPOCH = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+SPEC = """
+experiment: bench
+title: verify-policy scoring matrix
+model: {{path: /models/m}}
+hardware: {{gpu: H200, count: 1}}
+arms:
+{arms}
+sweep: {{concurrency: {points}}}
+workload: {{input_len: 512, output_len: 128, num_prompts: 64, seed: 1}}
+metrics: {{primary: output_throughput}}
+verify: {verify}
+estimate: {{launch: 12m, cell: 4m}}
+correctness: {{enabled: false}}
+"""
+POLICY_VERIFY = "{threshold: 3%, surprise: 10%, max_runs: 3, fresh_server: true}"
+
+
+# --------------------------------------------------------------------------- the world
+
+
+@dataclass
+class World:
+    """One matrix's truth and noise. `effect[arm][x]` is the true relative change vs the
+    baseline (0 for the baseline itself)."""
+
+    effect: dict[str, dict[int, float]]
+    sigma_w: float
+    sigma_b: float
+    penalty_arm: str | None
+    penalty: float
+    rng: np.random.Generator
+    clock: float = 0.0
+
+    def base(self, x: int) -> float:
+        return 100.0 * x**0.7
+
+
+@dataclass
+class Instance:
+    name: str
+    factor: float
+    seen: set[str] = field(default_factory=set)
+
+
+def draw_world(rng: np.random.Generator) -> tuple[World, list[int], list[str]]:
+    points = CONCURRENCY[: int(rng.integers(3, 7))]
+    candidates = ["cand_a"] if rng.random() < 0.7 else ["cand_a", "cand_b"]
+    all_ties = rng.random() < 0.15
+    effect: dict[str, dict[int, float]] = {"base": dict.fromkeys(points, 0.0)}
+    for cand in candidates:
+        lo, hi = rng.uniform(-0.6, 0.6, size=2)
+        row = {}
+        for i, x in enumerate(points):
+            e = lo + (hi - lo) * i / (len(points) - 1)
+            row[x] = 0.0 if all_ties or rng.random() < 0.25 else float(e)
+        effect[cand] = row
+    sigma_w = float(rng.uniform(0.01, 0.08))
+    sigma_b = sigma_w * float(rng.uniform(0.0, 1.0))
+    penalty_arm = str(rng.choice(candidates)) if rng.random() < 0.15 else None
+    penalty = float(rng.uniform(0.05, 0.25))
+    return World(effect, sigma_w, sigma_b, penalty_arm, penalty, rng), points, candidates
+
+
+def spec_for(points: list[int], candidates: list[str], verify: str) -> Spec:
+    arms = "\n".join(f"  {a}: {{backend: {a}}}" for a in ["base", *candidates])
+    return parse_spec(SPEC.format(arms=arms, points=points, verify=verify))
+
+
+def metrics(value: float, cell: Cell) -> Metrics:
+    """A minimal valid Metrics whose output throughput is `value` tok/s."""
+    out = cell.num_prompts * 128
+    duration = out / value
+    return Metrics(duration=duration, completed=cell.num_prompts,
+                   total_input_tokens=cell.num_prompts * 512, total_output_tokens=out,
+                   request_throughput=cell.num_prompts / duration,
+                   input_throughput=cell.num_prompts * 512 / duration,
+                   output_throughput=value, total_throughput=(out + cell.num_prompts * 512)
+                   / duration)  # fmt: skip
+
+
+def stamp(seconds: float) -> str:
+    return (EPOCH + dt.timedelta(seconds=seconds)).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Lab:
+    """The simulated GPU node: launches instances, measures cells, keeps the books."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.ms: list[Measurement] = []
+        self.launches = 0
+        self.counts: dict[str, int] = {}
+
+    def launch(self, group: ServerGroup) -> Instance:
+        self.launches += 1
+        self.world.clock += LAUNCH_S
+        number = self.counts.get(group.group_id, 0) + 1
+        self.counts[group.group_id] = number
+        factor = float(self.world.rng.normal(0.0, self.world.sigma_b))
+        return Instance(f"{group.group_id}#{number}", factor)
+
+    def measure(self, group: ServerGroup, inst: Instance, cell: Cell, reason: Reason) -> None:
+        w = self.world
+        x = int(cell.point["concurrency"])
+        log_v = (math.log(w.base(x)) + math.log1p(w.effect[cell.arm][x]) + inst.factor
+                 + float(w.rng.normal(0.0, w.sigma_w)))
+        if cell.arm == w.penalty_arm and cell.cell_id not in inst.seen:
+            log_v += math.log1p(-w.penalty)
+        inst.seen.add(cell.cell_id)
+        start = w.clock
+        w.clock += CELL_S
+        attempt = 1 + sum(1 for m in self.ms if m.cell_id == cell.cell_id)
+        self.ms.append(Measurement(
+            cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm, group_id=group.group_id,
+            slice=cell.slice, point=cell.point, attempt=attempt, instance=inst.name,
+            reason=reason, metrics=metrics(math.exp(log_v), cell), simulated=True,
+            started_at=stamp(start), finished_at=stamp(w.clock)))
+
+    def run_cells(self, group: ServerGroup, cells: list[tuple[Cell, Reason]],
+                  after: After | None) -> None:
+        """The runner's `run_cells`, minus processes: one launch, the queue, then warm picks."""
+        inst = self.launch(group)
+        queue = list(cells)
+        while queue:
+            cell, reason = queue.pop(0)
+            self.measure(group, inst, cell, reason)
+            if not queue and after is not None:
+                queue.extend(after())
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+@dataclass
+class Outcome:
+    verdicts: list[tuple[float, str]]  # (true effect, verdict) per judged cell
+    runs: int
+    launches: int
+    cell_arms: int
+
+    @property
+    def gpu_s(self) -> float:
+        return self.launches * LAUNCH_S + self.runs * CELL_S
+
+
+def judged(ms: list[Measurement], settings: AnalysisSettings, world: World) -> list[
+        tuple[float, str]]:
+    verdict = analyse(ms, settings)
+    out = []
+    for _, cand, _, cell in iter_cells(verdict, settings.primary):
+        assert cell.x is not None
+        out.append((world.effect[cand][int(cell.x)], cell.verdict))
+    return out
+
+
+def read_as_is(ms: list[Measurement], settings: AnalysisSettings, world: World) -> list[
+        tuple[float, str]]:
+    out = []
+    verdict = analyse(ms, settings)
+    for _, cand, _, cell in iter_cells(verdict, settings.primary):
+        assert cell.x is not None and cell.change is not None
+        c = cell.change
+        v = "same" if abs(c) <= MARGIN else ("better" if c > 0 else "worse")
+        out.append((world.effect[cand][int(cell.x)], v))
+    return out
+
+
+Strategy = Callable[[np.random.Generator], Outcome]
+
+
+def one_run(world: World, spec: Spec, plan: Plan, reader: str) -> Outcome:
+    lab = Lab(world)
+    for g in plan.groups:
+        lab.run_cells(g, [(c, "first") for c in g.cells], None)
+    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    read = read_as_is if reader == "as_is" else judged
+    return Outcome(read(lab.ms, settings, world), len(lab.ms), lab.launches,
+                   len(plan.cells()))
+
+
+def fixed(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
+    lab = Lab(world)
+    for rep in range(n):
+        order = plan.groups if rep % 2 == 0 else plan.groups[::-1]
+        for g in order:
+            lab.run_cells(g, [(c, "first" if rep == 0 else "fresh_server") for c in g.cells],
+                          None)
+    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches,
+                   len(plan.cells()))
+
+
+def policy_run(world: World, spec: Spec, plan: Plan) -> Outcome:
+    lab = Lab(world)
+    policy = Policy(spec, plan)
+    drive(policy, lab.ms, lab.run_cells)
+    return Outcome(judged(lab.ms, policy.settings, world), len(lab.ms), lab.launches,
+                   len(plan.cells()))
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+@dataclass
+class Score:
+    cells: int = 0
+    correct: int = 0
+    wrong: int = 0
+    inconclusive: int = 0
+    ties: int = 0
+    tie_alarms: int = 0
+    runs: int = 0
+    launches: int = 0
+    cell_arms: int = 0
+    gpu_s: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, o: Outcome) -> None:
+        for true, v in o.verdicts:
+            self.cells += 1
+            if true == 0.0:
+                self.ties += 1
+                self.tie_alarms += v in ("better", "worse")
+            if abs(true) <= MARGIN:
+                want = "same"
+            else:
+                want = "better" if true > 0 else "worse"
+            if v == "inconclusive":
+                self.inconclusive += 1
+            elif v == want:
+                self.correct += 1
+            else:
+                self.wrong += 1
+        self.runs += o.runs
+        self.launches += o.launches
+        self.cell_arms += o.cell_arms
+        self.gpu_s += o.gpu_s
+
+
+STRATEGIES = ["1 run (analysis, no σ)", "1 run, read as-is (write-up)", "1 run + 3% prior σ",
+              "fixed 3 runs (vLLM sweep)", "policy"]
+
+
+def score(matrices: int, seed: int, verify: str) -> dict[str, Score]:
+    scores = {name: Score() for name in STRATEGIES}
+    for i in range(matrices):
+        for name in STRATEGIES:
+            # Every strategy measures the same world with its own noise stream.
+            world, points, cands = draw_world(np.random.default_rng([seed, i]))
+            world.rng = np.random.default_rng([seed, i, STRATEGIES.index(name)])
+            t0 = time.perf_counter()
+            if name == "policy":
+                spec = spec_for(points, cands, verify)
+                o = policy_run(world, spec, expand(spec))
+            elif name.startswith("fixed"):
+                spec = spec_for(points, cands, "{threshold: 3%, max_runs: 1}")
+                o = fixed(world, spec, expand(spec), 3)
+            else:
+                prior = ", noise: 3%" if "prior" in name else ""
+                spec = spec_for(points, cands, "{threshold: 3%, max_runs: 1" + prior + "}")
+                o = one_run(world, spec, expand(spec), "as_is" if "as-is" in name else "")
+            scores[name].add(o)
+            scores[name].seconds += time.perf_counter() - t0
+    return scores
+
+
+def pct(a: float, b: float) -> str:
+    return f"{100 * a / b:.1f}%" if b else "—"
+
+
+def table(scores: dict[str, Score]) -> str:
+    ref = scores["fixed 3 runs (vLLM sweep)"]
+    lines = [
+        "| strategy | decided correctly | wrong-decisive | inconclusive | false better/worse "
+        "on ties | runs per cell·arm | launches per matrix | GPU time vs fixed 3 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in scores.items():
+        lines.append(
+            f"| {name} | {pct(s.correct, s.cells)} | {pct(s.wrong, s.cells)} | "
+            f"{pct(s.inconclusive, s.cells)} | {pct(s.tie_alarms, s.ties)} | "
+            f"{s.runs / s.cell_arms:.2f} ({pct(s.runs, ref.runs)} of fixed 3) | "
+            f"{s.launches / (ref.launches / 3 if ref.launches else 1):.2f}× groups | "
+            f"{pct(s.gpu_s, ref.gpu_s)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--matrices", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--verify", default=POLICY_VERIFY, help="the policy's verify block (YAML)")
+    ap.add_argument("--write", type=Path, help="replace the scoring section of this Markdown file")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    scores = score(args.matrices, args.seed, args.verify)
+    s = scores["policy"]
+    text = table(scores)
+    cells = s.cells
+    head = (f"{args.matrices} matrices, {cells} candidate cells "
+            f"({s.ties} exact ties), seed {args.seed}, policy verify: `{args.verify}`; "
+            f"{time.perf_counter() - t0:.0f}s")
+    print(head)
+    print()
+    print(text)
+    ref = scores["fixed 3 runs (vLLM sweep)"]
+    ok = s.correct >= ref.correct and s.runs <= 0.6 * ref.runs and s.tie_alarms <= 0.05 * s.ties
+    print()
+    print(f"target (≥ fixed 3's correct, ≤ 60% of its runs, ≤ 5% false alarms): "
+          f"{'met' if ok else 'MISSED'}")
+    if args.write:
+        write_section(args.write, args, head, text, ok)
+    return 0
+
+
+def write_section(path: Path, args: argparse.Namespace, head: str, text: str, ok: bool) -> None:
+    section = (
+        "## Verify policy scoring\n\n"
+        f"`python benchmarks/verdicts.py --matrices {args.matrices} --seed {args.seed}` "
+        f"(nox -s bench-verdicts), {dt.date.today().isoformat()}: {head}.\n\n"
+        f"{text}\n\n"
+        f"Target (at least fixed 3's share decided correctly with at most 60% of its runs, "
+        f"false alarms on ties ≤ 5%): **{'met' if ok else 'missed'}**.\n"
+    )
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(r"## Verify policy scoring\n.*?(?=\n## |\Z)", re.S)
+    new = pattern.sub(section, old) if pattern.search(old) else old.rstrip() + "\n\n" + section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
