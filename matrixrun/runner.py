@@ -109,6 +109,9 @@ class Runner:
         self.new_measurements = 0
         self.skipped = 0
         self.servers: dict[str, dict[str, Any]] = {}
+        #: Instances whose server info says they are a simulator: their numbers are labelled
+        #: simulated even outside --rehearse (e.g. engine.launch pointed at matrixrun.sim).
+        self.simulated_instances: set[str] = set()
 
     # -- bookkeeping --------------------------------------------------------------------
     def attempts(self, cell: Cell) -> list[Measurement]:
@@ -137,6 +140,8 @@ class Runner:
             startup = server.wait_healthy(self.engine.health_path,
                                           self.spec.limits.startup_timeout / self._scale)
             info = get_json(launch.base_url, self.engine.info_paths)
+            if info.get("simulated"):
+                self.simulated_instances.add(name)
             self.servers[name] = {
                 "group": group.group_id, "arm": group.arm, "slice": group.slice,
                 "startup_s": round(startup, 3), "version": self.engine.version(info),
@@ -175,7 +180,8 @@ class Runner:
         base = dict(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
                     group_id=inst.group.group_id, slice=cell.slice, point=cell.point,
                     attempt=attempt, instance=inst.name, reason=reason,
-                    simulated=self.options.rehearse, time_scale=s, started_at=now_iso())
+                    simulated=self.options.rehearse or inst.name in self.simulated_instances,
+                    time_scale=s, started_at=now_iso())
         error: str | None = None
         metrics = None
         requests_file = None
