@@ -437,6 +437,9 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = exc.problem or exc.context or "invalid YAML"
+        dup = re.match(r'found duplicate key "([^"]+)"', what)
+        if dup:
+            what = f"duplicate key {dup.group(1)!r} (a key may appear once per mapping)"
         raise SpecError([SpecIssue(where, line, "", f"YAML syntax error: {what}; fix the "
                                    "indentation or quoting there")]) from exc
     except YAMLError as exc:
