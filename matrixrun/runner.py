@@ -176,6 +176,7 @@ class Runner:
             request_rate=rate if math.isinf(rate) else rate * s,
             warmup_requests=w.warmup_requests, seed=w.seed,
             request_timeout_s=self.spec.limits.request_timeout / s,
+            duration_s=w.duration / s if w.duration is not None else None,
         )
         base = dict(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
                     group_id=inst.group.group_id, slice=cell.slice, point=cell.point,

@@ -208,7 +208,9 @@ class WorkloadSpec(_Model):
     prompts_per_concurrency: int | None = Field(None, ge=1)
     min_prompts: int = Field(1, ge=1)
     num_prompts: int | None = Field(None, ge=1)
-    duration: Duration | None = Field(None, gt=0, description="Send requests for this long.")
+    duration: Duration | None = Field(
+        None, gt=0, description="Send requests for this long (at most 64 per concurrency slot)."
+    )
     warmup_requests: int = Field(1, ge=0, description="Unmeasured requests before each cell.")
     seed: int = Field(1, description="Same seed -> identical prompts for every arm.")
 
@@ -224,9 +226,12 @@ class WorkloadSpec(_Model):
         return self
 
     def prompts_for(self, concurrency: int) -> int:
-        """Number of measured prompts at a concurrency (duration sizing: an upper bound)."""
+        """Number of measured prompts at a concurrency. With `duration` sizing this is an
+        upper bound (64 per concurrency slot): the client stops sending when the time is up."""
         if self.num_prompts is not None:
             return self.num_prompts
+        if self.duration is not None:
+            return max(64 * concurrency, self.min_prompts)
         per = self.prompts_per_concurrency or 4
         return max(per * concurrency, self.min_prompts)
 

@@ -234,3 +234,13 @@ def test_against_the_simulator(api: str) -> None:
     assert (m.completed, m.failed, m.total_output_tokens) == (8, 0, 8 * 16), res.records[0].error
     assert m.mean_itl_ms == pytest.approx(10, abs=2.5)
     assert m.mean_tpot_ms == pytest.approx(10, abs=2.5)
+
+
+def test_duration_sizing_stops_sending_when_the_time_is_up(server: str) -> None:
+    # each request takes TTFT + 19 ITL; at concurrency 4 about 4 requests per wave
+    e2e = (TTFT + 19 * ITL) / 1e3
+    res = run_load_sync(config(server, num_prompts=400, duration_s=2.5 * e2e))
+    m = res.metrics
+    assert 8 <= m.completed <= 16  # 3 waves started within the duration, not 400 requests
+    assert max(r.start for r in res.records) < 2.5 * e2e + 0.05
+    assert m.duration < 4 * e2e

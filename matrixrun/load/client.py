@@ -57,6 +57,10 @@ class LoadConfig(BaseModel):
     warmup_requests: int = Field(1, ge=0)
     seed: int = 0
     request_timeout_s: float = Field(600.0, gt=0)
+    duration_s: float | None = Field(
+        None, gt=0, description="stop sending new requests this long after the start "
+        "(num_prompts is then an upper bound); requests in flight finish and count",
+    )
     api_key: SecretStr | None = None
     transport: Literal["raw", "httpx"] = "raw"
 
@@ -146,21 +150,26 @@ async def run_load(config: LoadConfig) -> LoadResult:
         await transport.prepare(min(config.concurrency, config.num_prompts))
         sem = asyncio.Semaphore(config.concurrency)
 
-        async def limited(i: int, t0: float) -> RequestRecord:
+        async def limited(i: int, t0: float) -> RequestRecord | None:
             async with sem:
+                if stop_at is not None and time.perf_counter() >= stop_at:
+                    return None  # duration-sized cell: the time is up, never sent
                 return await _request(
                     transport, config.api, bodies[i], i, config.input_len,
                     config.output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
         t0 = time.perf_counter()
-        tasks: list[asyncio.Task[RequestRecord]] = []
+        stop_at = t0 + config.duration_s if config.duration_s is not None else None
+        tasks: list[asyncio.Task[RequestRecord | None]] = []
         for i, due in enumerate(offsets):
+            if config.duration_s is not None and due >= config.duration_s:
+                break
             delay = t0 + due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(limited(i, t0)))
-        records = list(await asyncio.gather(*tasks))
+        records = [r for r in await asyncio.gather(*tasks) if r is not None]
     finally:
         await transport.aclose()
     err = _unreachable(records, config.base_url)
