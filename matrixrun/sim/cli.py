@@ -21,6 +21,7 @@ faster than the model; default 1), `--seed N` (noise and effect draws; default 0
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import signal
@@ -238,6 +239,11 @@ def serve(launch: LaunchArgs) -> None:
         f"loop {loop}, http {http})"
     )
     signal.signal(signal.SIGTERM, _terminated)
+    # Everything allocated so far (uvicorn, pydantic, the profile) lives for the whole run:
+    # keep it out of the cyclic GC's full collections, which otherwise stall the loop for
+    # milliseconds under load (the same reason SGLang freezes its GC).
+    gc.collect()
+    gc.freeze()
     server.run(sockets=[sock])
 
 
