@@ -20,17 +20,33 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from statistics import NormalDist
 
-from matrixrun.analysis import analyse, iter_cells
+from matrixrun.analysis import analyse, iter_cells, quantile
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup
 from matrixrun.spec import Spec
-from matrixrun.verdict import AnalysisSettings
+from matrixrun.verdict import AnalysisSettings, Verdict
 from matrixrun.verdict import Cell as CellResult
 
 Pick = tuple[Cell, Reason, str]
+
+#: A rerun is planned only if it has at least this predicted chance of settling the cell by
+#: `max_runs` (a futility rule fixed before the run, like the number of looks): an interval
+#: that cannot shrink inside ±margin, or past it, in the runs allowed buys nothing.
+FUTILITY = 0.10
+
+#: Fresh-server degrees of freedom a round tops σ up to (or every cell, in a small matrix).
+#: The analysis judges every cell with the fresh-server σ as soon as one exists, so a lone
+#: fresh replicate would leave σ with df = 1 (t ≈ 38 at 98.3%) and decide nothing.
+MIN_FRESH_DF = 6
+
+#: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
+_PRIORITY: dict[str, int] = {"aa": 0, "fresh_server": 1, "calibration": 2, "crossover": 3,
+                             "inconclusive": 4}
 
 
 def settings_for(spec: Spec, plan: Plan) -> AnalysisSettings:
@@ -54,6 +70,25 @@ def looks(spec: Spec) -> int:
     return 1 + rounds(spec)
 
 
+def decide_chance(d: float, sigma: float, n_baseline: int, n_candidate: int, n_max: int,
+                  margin: float, q: float) -> float:
+    """Predicted chance that the cell's interval decides (better, worse or same) once both
+    arms have `n_max` runs, given its estimate d now (flat prior: the final estimate is
+    normal around d with variance σ²(1/n_b + 1/n_c) − σ²·2/n_max) and the final half-width
+    q·σ·√(2/n_max). 0 when no more runs are allowed."""
+    m = math.log1p(margin)
+    v_end = sigma**2 * 2 / n_max
+    spread = math.sqrt(max(sigma**2 * (1 / n_baseline + 1 / n_candidate) - v_end, 0.0))
+    if spread == 0:
+        return 0.0
+    h = q * math.sqrt(v_end)
+    z = NormalDist()
+    p = z.cdf((d - m - h) / spread) + z.cdf((-m - h - d) / spread)
+    if h < m:
+        p += max(z.cdf((m - h - d) / spread) - z.cdf((-m + h - d) / spread), 0.0)
+    return min(p, 1.0)
+
+
 def _seconds(m: Measurement) -> float:
     if not (m.started_at and m.finished_at):
         return 0.0
@@ -64,6 +99,8 @@ def _seconds(m: Measurement) -> float:
 
 
 class Policy:
+    """The spec's verify block as a pure function of the measurements so far."""
+
     def __init__(self, spec: Spec, plan: Plan) -> None:
         self.spec = spec
         self.plan = plan
@@ -74,74 +111,124 @@ class Policy:
         self.by_point_arm = {(c.slice, c.point_id, c.arm): c for c in plan.cells()}
 
     def expected_runs(self) -> int:
+        """Runs the progress display starts with: the first pass (reruns add to it)."""
         return len(self.cells)
 
     # -- helpers -------------------------------------------------------------------------
     def _n(self, cell: Cell, ms: Sequence[Measurement]) -> int:
         return sum(1 for m in ms if m.cell_id == cell.cell_id)
 
-    def _primary_cells(self, ms: Sequence[Measurement]) -> list[tuple[str, str, CellResult]]:
-        verdict = analyse(ms, self.settings)
+    def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
+        return analyse(ms, self.settings)
+
+    def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, CellResult]]:
         return [(s, c, cell) for s, c, _, cell in iter_cells(verdict, self.settings.primary)]
 
     def _has(self, cell: Cell, ms: Sequence[Measurement], reason: str) -> bool:
         return any(m.cell_id == cell.cell_id and m.reason == reason for m in ms)
 
     def rerun_time_spent(self, ms: Sequence[Measurement]) -> float:
-        return sum(_seconds(m) for m in ms if m.reason != "first")
+        """GPU time the reruns have spent: their cells, plus a launch (the spec's estimate)
+        for every server instance that served reruns only (a stage-2 relaunch)."""
+        first = {m.instance for m in ms if m.reason == "first"}
+        relaunched = {m.instance for m in ms if m.reason != "first"} - first
+        launch = self.spec.estimate.launch or 0.0
+        return sum(_seconds(m) for m in ms if m.reason != "first") + launch * len(relaunched)
+
+    def _worth(self, res: CellResult, verdict: Verdict) -> float:
+        """Predicted chance that more runs settle `res` within max_runs (1 with no σ yet:
+        then runs are needed to measure σ at all)."""
+        sigma = next(s for s in verdict.sigma if s.metric == self.settings.primary)
+        if sigma.value is None or res.d is None:
+            return 1.0
+        # Optimistic on purpose (normal quantile: df grows with the runs; a warm σ may
+        # understate): futility should stop only what cannot be settled.
+        q = quantile(self.settings.level, None)
+        return decide_chance(res.d, sigma.value, max(res.baseline.n, 1),
+                             max(res.candidate.n, 1), self.spec.verify.max_runs,
+                             self.settings.margin, q)
 
     # -- stage 1 ---------------------------------------------------------------------------
     def warm_reruns(self, group: ServerGroup, ms: Sequence[Measurement]) -> list[tuple[Cell, str]]:
-        """Cells of `group` (its server still up) whose comparison is surprising and that have
-        not had their warm rerun: rerun now, on the same server."""
+        """Cells of `group` (its server still up) whose comparison is surprising in the
+        direction first-run warmup would explain — this arm looks slow — and that have not had
+        their warm rerun: rerun now, on the same server. (A compile on first use can only make
+        a run slower, so a surprise in the arm's favour is no case for this check.)"""
         v = self.spec.verify
         if not v.warm_rerun or v.max_runs < 2:
             return []
-        picks: list[tuple[Cell, str]] = []
-        for slice_name, candidate, res in self._primary_cells(ms):
-            if not res.surprise or group.arm not in (candidate, self.plan.baseline):
+        own = {c.cell_id for c in group.cells}
+        picks: list[Pick] = []
+        for slice_name, candidate, res in self._primary_cells(self._verdict(ms)):
+            if not res.surprise or res.d is None:
+                continue
+            slow = candidate if res.d < 0 else self.plan.baseline
+            if group.arm != slow:
                 continue
             cell = self.by_point_arm.get((slice_name, res.point_id, group.arm))
-            if cell is None or cell.cell_id not in {c.cell_id for c in group.cells}:
+            if cell is None or cell.cell_id not in own:
                 continue
             if self._has(cell, ms, "surprise") or self._n(cell, ms) >= v.max_runs:
                 continue
             if any(p[0].cell_id == cell.cell_id for p in picks):
                 continue
-            picks.append((cell, f"change {res.change:+.1%} vs {self.plan.baseline} exceeds the "
-                                f"surprise threshold {v.surprise:.0%}: a warm rerun tests "
-                                "first-run JIT compile/warmup"))
-        return picks
+            picks.append((cell, "surprise",
+                          f"change {res.change:+.1%} vs {self.plan.baseline} exceeds the surprise "
+                          f"threshold {v.surprise:.0%} with {group.arm} the slower arm: a warm "
+                          "rerun tests first-run JIT compile/warmup"))
+        return [(cell, why) for cell, _, why in self._within_budget(picks, ms, launch=False)]
 
     # -- stage 2 ---------------------------------------------------------------------------
     def next_round(self, round_no: int,
                    ms: Sequence[Measurement]) -> list[tuple[ServerGroup, list[Pick]]]:
+        """Round `round_no` of stage 2: which cells to rerun, why, grouped by server launch in
+        ABBA order, trimmed to the budget. Picks, by reason:
+
+        - inconclusive: the arm(s) whose n limits the interval, unless the futility rule says
+          the runs left cannot settle it (`FUTILITY`);
+        - fresh_server: per candidate server with surprising cells, its most surprising cell
+          once on a fresh launch (an odd instance shifts all its cells, so one rerun tests it),
+          unless an inconclusive rerun of one of them already does;
+        - crossover: both arms of cells bracketing a sign change, while n = 1;
+        - aa: with `verify.aa`, every baseline cell once more on a fresh server in round 1.
+        """
         v = self.spec.verify
         if round_no > self.rounds:
             return []
+        verdict = self._verdict(ms)
+        results = self._primary_cells(verdict)
         wanted: dict[str, Pick] = {}
+        worth: dict[str, float] = {}
 
-        def want(cell: Cell | None, reason: Reason, why: str) -> None:
+        def want(cell: Cell | None, reason: Reason, why: str, value: float = 1.0) -> None:
             if cell is None or cell.cell_id in wanted or self._n(cell, ms) >= v.max_runs:
                 return
+            if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
+                return  # never measured (server would not start, crashed): report, don't retry
             wanted[cell.cell_id] = (cell, reason, why)
+            worth[cell.cell_id] = value
 
-        results = self._primary_cells(ms)
+        if v.aa and round_no == 1:
+            for g in self.plan.groups:
+                if g.arm == self.plan.baseline:
+                    for cell in g.cells:
+                        if not self._has(cell, ms, "aa"):
+                            want(cell, "aa", "A/A: the baseline again on a fresh server "
+                                 "measures the server-to-server spread")
         for slice_name, candidate, res in results:
-            def arm_cell(arm: str, res: CellResult = res, s: str = slice_name) -> Cell | None:
-                return self.by_point_arm.get((s, res.point_id, arm))
-
-            cand = arm_cell(candidate)
-            if v.fresh_server and res.surprise and cand is not None and not self._has(
-                    cand, ms, "fresh_server"):
-                want(cand, "fresh_server", f"change {res.change:+.1%} is surprising: a rerun "
-                     "on a freshly launched server tests whether the first server was odd")
-            if res.verdict == "inconclusive":
-                arms = {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
-                    res.limiting_arm or "", [self.plan.baseline, candidate])
-                for arm in arms:
-                    want(arm_cell(arm), "inconclusive", f"inconclusive ({res.text}); {arm}'s "
-                         f"n limits the interval")
+            if res.verdict != "inconclusive":
+                continue
+            chance = self._worth(res, verdict)
+            if chance < FUTILITY:
+                continue
+            arms = {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
+                res.limiting_arm or "", [self.plan.baseline, candidate])
+            for arm in arms:
+                want(self.by_point_arm.get((slice_name, res.point_id, arm)), "inconclusive",
+                     f"inconclusive ({res.text}); {arm}'s n limits the interval; "
+                     f"≈{chance:.0%} chance that {v.max_runs} runs per arm settle it", chance)
+        if v.fresh_server:
+            self._instance_checks(results, ms, want)
         for slice_name, candidate, bracket in self._crossover_brackets(results):
             for res in bracket:
                 for arm in (self.plan.baseline, candidate):
@@ -149,17 +236,77 @@ class Policy:
                     if cell is not None and self._n(cell, ms) == 1:
                         want(cell, "crossover", f"brackets the crossover at {self.plan.axis} "
                              f"{res.x:g}: a second run so the bracket rests on more than one")
-        if v.aa and round_no == 1:
-            for g in self.plan.groups:
-                if g.arm != self.plan.baseline:
-                    continue
-                for cell in g.cells:
-                    if not self._has(cell, ms, "aa"):
-                        want(cell, "aa", "A/A: the baseline again on a fresh server measures "
-                             "the server-to-server spread")
+        calibration: set[str] = set()
+        if wanted:
+            calibration = self._calibration(results, ms, set(wanted), want)
 
-        picks = self._within_budget(list(wanted.values()), ms)
-        return self._batched(picks, round_no)
+        def rank(p: Pick) -> tuple[int, float]:
+            kind = "calibration" if p[0].cell_id in calibration else p[1]
+            return _PRIORITY.get(kind, 9), -worth.get(p[0].cell_id, 1.0)
+
+        picks = sorted(wanted.values(), key=rank)
+        return self._batched(self._within_budget(picks, ms, launch=True), round_no)
+
+    def _instance_checks(self, results: list[tuple[str, str, CellResult]],
+                         ms: Sequence[Measurement],
+                         want: Callable[[Cell | None, Reason, str], None]) -> None:
+        """"This server instance was odd": one fresh-server rerun per candidate server whose
+        cells surprised, of its most surprising cell, once per group."""
+        by_group: dict[str, list[tuple[float, Cell, CellResult]]] = {}
+        for slice_name, candidate, res in results:
+            cell = self.by_point_arm.get((slice_name, res.point_id, candidate))
+            if cell is None or not res.surprise or res.change is None:
+                continue
+            by_group.setdefault(self.group_of[cell.cell_id].group_id, []).append(
+                (abs(res.change), cell, res))
+        first = {m.instance for m in ms if m.reason == "first"}
+        for group_id, found in by_group.items():
+            if any(m.group_id == group_id and m.instance not in first for m in ms):
+                continue  # a relaunch of this group has served reruns: the check is done
+            _, cell, res = max(found, key=lambda t: t[0])
+            want(cell, "fresh_server", f"change {res.change:+.1%} is surprising: a rerun on a "
+                 "freshly launched server tests whether the first server was odd")
+
+    def _calibration(self, results: list[tuple[str, str, CellResult]],
+                     ms: Sequence[Measurement], picked: set[str],
+                     want: Callable[[Cell | None, Reason, str], None]) -> set[str]:
+        """Once a round relaunches anything, the analysis will judge every cell with the
+        fresh-server σ; top its degrees of freedom up to `MIN_FRESH_DF` (or as many as the
+        matrix has cells) with fresh replicates of cells not yet picked — first those whose
+        verdict the new σ could move (inconclusive, then confident or same by the smallest
+        |change|), preferring servers this round relaunches anyway. Returns the cell ids."""
+        instances: dict[str, set[str]] = {}
+        for m in ms:
+            if m.ok:
+                instances.setdefault(m.cell_id, set()).add(m.instance)
+        df = sum(max(len(v) - 1, 0) for v in instances.values())
+        df += sum(1 for cid in picked if instances.get(cid))
+        target = min(MIN_FRESH_DF, len(self.cells))
+        if df >= target:
+            return set()
+        groups = {self.group_of[cid].group_id for cid in picked}
+        order: list[tuple[bool, bool, float, Cell]] = []
+        for slice_name, candidate, res in results:
+            arms = [candidate, self.plan.baseline]
+            if res.limiting_arm == "baseline":
+                arms.reverse()
+            for arm in arms:
+                cell = self.by_point_arm.get((slice_name, res.point_id, arm))
+                if cell is None or cell.cell_id in picked or not instances.get(cell.cell_id):
+                    continue
+                order.append((self.group_of[cell.cell_id].group_id not in groups,
+                              res.verdict != "inconclusive", abs(res.d or 0.0), cell))
+        added: set[str] = set()
+        for *_, cell in sorted(order, key=lambda t: t[:3]):
+            if df >= target:
+                break
+            if cell.cell_id in added or self._n(cell, ms) >= self.spec.verify.max_runs:
+                continue
+            want(cell, "fresh_server", f"a fresh-server replicate so the pooled σ has {target} "
+                 "degrees of freedom (the analysis prefers fresh-server σ once one exists)")
+            added.add(cell.cell_id)
+            df += 1
+        return added
 
     def _crossover_brackets(self, results: list[tuple[str, str, CellResult]]
                             ) -> list[tuple[str, str, list[CellResult]]]:
@@ -175,19 +322,23 @@ class Policy:
                     out.append((s, c, [a, b]))
         return out
 
-    def _within_budget(self, picks: list[Pick], ms: Sequence[Measurement]) -> list[Pick]:
+    def _within_budget(self, picks: list[Pick], ms: Sequence[Measurement], *,
+                       launch: bool) -> list[Pick]:
+        """Keep picks, in priority order, while the rerun budget lasts: each costs its cell's
+        longest run so far, plus one launch per group not yet launched this round (stage 2).
+        A pick that does not fit is dropped and cheaper later ones may still fit."""
         budget = self.spec.verify.budget
         if budget is None:
             return picks
         left = budget - self.rerun_time_spent(ms)
         kept = []
-        launch = self.spec.estimate.launch or 0.0
+        launch_s = (self.spec.estimate.launch or 0.0) if launch else 0.0
         launched: set[str] = set()
         for pick in picks:
             first = [m for m in ms if m.cell_id == pick[0].cell_id]
-            cost = max((_seconds(m) for m in first), default=0.0)
+            cost = max((_seconds(m) for m in first), default=self.spec.estimate.cell or 0.0)
             group = self.group_of[pick[0].cell_id].group_id
-            cost += 0.0 if group in launched else launch
+            cost += 0.0 if group in launched else launch_s
             if cost > left:
                 continue
             left -= cost
@@ -209,7 +360,6 @@ class Policy:
                 cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p[0]))
                 out.append((g, cells))
         return out
-
 
 
 #: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
