@@ -84,6 +84,7 @@ class Batcher:
         time_scale: float = 1.0,
         stream_interval: int = 1,
         max_running_requests: int | None = None,
+        chunked_prefill_size: int | None = None,
         seed: int = 0,
         ready_at: float = 0.0,
         hang_at: float | None = None,
@@ -94,6 +95,7 @@ class Batcher:
         self.time_scale = time_scale
         self.stream_interval = max(1, stream_interval)
         self.max_running = max_running_requests or curve.max_running_requests
+        self.prefill_budget = chunked_prefill_size or curve.chunked_prefill_size
         self.ready_at = ready_at
         self.hang_at = hang_at
         self._rng = random.Random(seed)
@@ -194,9 +196,14 @@ class Batcher:
 
     def _admit(self, i: int) -> list[SimRequest]:
         cap = self.max_running
+        budget = self.prefill_budget
         admitted: list[SimRequest] = []
+        tokens = 0
         while self._waiting and (cap is None or len(self._running) < cap):
+            if budget is not None and admitted and tokens + self._waiting[0].prompt_len > budget:
+                break  # the rest waits for the next iteration's prefill chunk
             req = self._waiting.popleft()
+            tokens += req.prompt_len
             req.state = State.RUNNING
             req.first_iter = i
             self._running.add(req)

@@ -48,6 +48,11 @@ class Curve(BaseModel):
         description="One-off cost the first time a batch-size bucket (power of two) "
         "is seen: models first-time JIT compilation.",
     )
+    chunked_prefill_size: int | None = Field(
+        None, ge=1, description="Most prompt tokens one iteration admits (as SGLang's "
+        "--chunked-prefill-size; the server flag overrides; a longer prompt is admitted alone). "
+        "None: no limit.",
+    )
     max_running_requests: int | None = Field(
         None, ge=1, description="Requests beyond this wait in a queue (as --max-running-requests)."
     )

@@ -182,6 +182,8 @@ class SimServer:
         self.stream_interval = int(args.get("stream_interval") or config.profile.stream_interval)
         self.incremental = bool(args.get("incremental_streaming_output", False))
         max_running = args.get("max_running_requests")
+        chunk = args.get("chunked_prefill_size")
+        chunk = int(chunk) if isinstance(chunk, int | float) and chunk > 0 else None
         eff = self.effects
         self.ready_at = config.started_at + eff.slow_start_s / s
         self.crash_at = (
@@ -193,6 +195,7 @@ class SimServer:
             time_scale=s,
             stream_interval=self.stream_interval,
             max_running_requests=int(max_running) if max_running else None,
+            chunked_prefill_size=chunk,
             seed=config.seed,
             ready_at=self.ready_at,
             hang_at=hang_at,
@@ -335,6 +338,7 @@ class SimServer:
             **self.config.server_args,
             "stream_interval": self.stream_interval,
             "max_running_requests": b.max_running,
+            "chunked_prefill_size": b.prefill_budget,
             "version": VERSION,
             "simulated": True,
             "time_scale": self.config.time_scale,
