@@ -144,9 +144,14 @@ def fmt_value(value: float | None) -> str:
 
 
 def fmt_exact(value: float | None) -> str:
-    """A value as recorded (6 significant digits): for setting two close numbers side by side
-    (a rerun against its first run), where 4 digits could hide the difference."""
-    return "n/a" if value is None else f"{value:.6g}"
+    """A value with 5 significant digits: for setting two close numbers side by side (a rerun
+    against its first run: 515.77 vs 515.58), where 4 digits could hide the difference."""
+    if value is None or not math.isfinite(value):
+        return "n/a" if value is None else str(value)
+    if value == 0:
+        return "0"
+    decimals = max(0, 4 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
 
 
 def fmt_x(value: Any) -> str:
@@ -669,11 +674,11 @@ def rerun_entries(
     verdict: Verdict, measurements: Sequence[Measurement], events: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """Every rerun of the primary metric (analysis.reruns), with why it was run and what it
-    showed, the explanation it tested phrased as falsified / confirmed / not falsified."""
+    showed: the explanation it tested, confirmed / falsified / not settled (`rerun_test`)."""
     settings = verdict.settings
     metric, axis = settings.primary, settings.axis
     u = unit(metric)
-    margin = f"±{100 * settings.margin:g}%"
+    margin_text = f"±{100 * settings.margin:g}%"
     whys = verify_whys(events, measurements)
     by_key = {(m.slice, m.point_id, m.arm, m.attempt): m for m in measurements}
     cells: dict[tuple[str, str, str], Cell] = {}
@@ -695,6 +700,7 @@ def rerun_entries(
         where = f"{axis} {fmt_x(r.point.get(axis, '?'))}"
         if r.slice:
             where += f" [{r.slice}]"
+        test = rerun_test(r, cell, settings.baseline, settings.margin, settings.surprise)
         out.append(
             {
                 "where": where,
@@ -706,8 +712,8 @@ def rerun_entries(
                 "server": ("same warm server " if r.same_instance else "fresh server ")
                 + f"`{r.instance}`",
                 "why": shorten(whys.get((m.cell_id, r.attempt), "")) if m is not None else "",
-                "showed": rerun_sentence(r, cell, where, u, margin),
-                "outcome": rerun_outcome(r),
+                "showed": rerun_sentence(r, test, cell, where, u, margin_text, settings.baseline),
+                "outcome": test.outcome,
                 "cell_now": cell.text if cell is not None else "",
                 "error": shorten(m.error) if m is not None and m.error else "",
             }
@@ -715,56 +721,97 @@ def rerun_entries(
     return out
 
 
-def rerun_outcome(r: Rerun) -> str | None:
-    """The explanation check's result: a warm rerun tests first-run JIT/warmup (it predicts
-    a better rerun), a fresh server tests an odd instance (it predicts a different rerun).
-    None for statistical replicates (inconclusive, crossover, A/A), which test no story."""
-    if r.matches_first is None or r.reason not in ("surprise", "fresh_server", "manual"):
-        return None
+@dataclass(frozen=True)
+class RerunTest:
+    """One explanation check, judged: what the rerun says about the story it was run to test.
+
+    `alone` is the rerun set against the baseline on its own (candidate rerun / baseline mean
+    − 1, or candidate mean / baseline rerun − 1): whether the effect survives without the
+    first run, which is what "that first run/instance was odd" predicts it would not."""
+
+    story: str  # "warmup" | "instance" | "" (a replicate, no story)
+    outcome: str | None  # "confirmed" | "falsified" | "not settled" | None
+    alone: float | None
+
+
+def rerun_test(
+    r: Rerun, cell: Cell | None, baseline: str, margin: float, surprise: float
+) -> RerunTest:
+    """Judge a rerun (VERDICTS.md §6). A warm rerun tests first-run JIT/warmup, which predicts
+    the rerun is better than the first run beyond the margin: within the margin (or worse)
+    falsifies it. A fresh-server rerun tests "that instance was odd", which predicts the effect
+    does not reproduce: the rerun on its own still beyond the surprise threshold, same sign,
+    falsifies it; within the margin of the baseline confirms it; in between settles nothing.
+    Inconclusive/crossover/A/A reruns are replicates and test no story."""
+    alone: float | None = None
+    if cell is not None and r.value is not None and cell.baseline.mean and cell.candidate.mean:
+        if r.arm == baseline:
+            alone = cell.candidate.mean / r.value - 1
+        else:
+            alone = r.value / cell.baseline.mean - 1
+    if r.reason not in ("surprise", "fresh_server", "manual") or r.matches_first is None:
+        return RerunTest("", None, alone)
     if r.same_instance:
         improved = r.change_vs_first is not None and (
             (r.change_vs_first > 0) == higher_is_better(r.metric)
         )
-        return "falsified" if r.matches_first or not improved else "confirmed"
-    return "falsified" if r.matches_first else "not falsified"
+        confirmed = not r.matches_first and improved
+        return RerunTest("warmup", "confirmed" if confirmed else "falsified", alone)
+    if alone is None or cell is None or cell.change is None:
+        return RerunTest("instance", None, alone)
+    if abs(alone) > surprise and (alone > 0) == (cell.change > 0):
+        return RerunTest("instance", "falsified", alone)
+    if abs(math.log1p(alone)) < math.log1p(margin):
+        return RerunTest("instance", "confirmed", alone)
+    return RerunTest("instance", "not settled", alone)
 
 
-def rerun_sentence(r: Rerun, cell: Cell | None, where: str, u: str, margin: str) -> str:
+def rerun_sentence(
+    r: Rerun, test: RerunTest, cell: Cell | None, where: str, u: str, margin: str, baseline: str
+) -> str:
     """'the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run 515.58
-    tok/s (+0.04%, within ±3%) — warmup explanation falsified.'"""
+    tok/s (+0.04%, within ±3%) — the JIT/warmup explanation is falsified.'"""
     if r.value is None or r.first_value is None:
-        return (
-            "the rerun failed" if r.value is None else "the first run failed"
-        ) + ", so it shows nothing about the explanation."
+        failed = "the rerun failed" if r.value is None else "the first run failed"
+        return f"{failed}, so it shows nothing about the explanation."
     numbers = f"{fmt_exact(r.value)} vs first run {fmt_exact(r.first_value)} {u}".rstrip()
     delta = format_change(r.change_vs_first or 0.0, 2)
     within = f"within {margin}" if r.matches_first else f"beyond {margin}"
     effect = f"the {_effect_word(cell.d if cell else None, r.metric)} at {where}"
-    outcome = rerun_outcome(r)
-    if r.same_instance and r.reason in ("surprise", "manual"):
-        rerun = f"warm rerun {numbers} ({delta}, {within})"
-        if outcome == "confirmed":
+    alone = (
+        f"; on its own the rerun gives {format_change(test.alone)} vs `{baseline}`"
+        if test.alone is not None
+        else ""
+    )
+    if test.story == "warmup":
+        rerun = f"warm rerun {numbers} ({delta}, {within}{alone})"
+        if test.outcome == "confirmed":
             return (
-                f"{effect} may be first-run warmup: {rerun}, faster than the first run — "
-                "the JIT/warmup explanation is confirmed for the first run; both runs are "
+                f"the first run at {where} was held back: {rerun}, better than the first run — "
+                "the JIT/warmup explanation is confirmed for that first run; both runs are "
                 "kept and counted."
             )
         if r.matches_first:
             return f"{effect} is not warmup: {rerun} — the JIT/warmup explanation is falsified."
         return (
-            f"{effect} is not warmup: {rerun}, slower than the first run — the "
-            "JIT/warmup explanation is falsified; the server drifts."
+            f"{effect} is not warmup: {rerun}, worse than the first run — the JIT/warmup "
+            "explanation is falsified; the server drifts."
         )
-    if not r.same_instance and r.reason in ("surprise", "fresh_server", "manual"):
-        rerun = f"fresh server {numbers} ({delta}, {within})"
-        if r.matches_first:
+    if test.story == "instance":
+        rerun = f"fresh server {numbers} ({delta}{alone})"
+        if test.outcome == "falsified":
             return (
-                f"{effect} is not an odd server instance: {rerun} — the odd-instance "
-                "explanation is falsified."
+                f"{effect} is not an odd server instance: {rerun}, so the fresh server "
+                "reproduces it — the odd-instance explanation is falsified."
+            )
+        if test.outcome == "confirmed":
+            return (
+                f"{effect} does not reproduce on a fresh server: {rerun} — the odd-instance "
+                "explanation is confirmed."
             )
         return (
-            f"{effect} differs between server instances: {rerun} — the odd-instance "
-            "explanation is not falsified; cross-server noise is larger than the margin."
+            f"{effect} reproduces only in part on a fresh server: {rerun} — the odd-instance "
+            "explanation is neither confirmed nor falsified."
         )
     kind = "replicate on the same server" if r.same_instance else "replicate on a fresh server"
     return f"{kind}: {numbers} ({delta}, {within})."

@@ -23,6 +23,7 @@ from matrixrun.report import check_markdown, render, render_run_dir, table_cells
 from matrixrun.report_context import (
     build_context,
     effective_arg_differences,
+    fmt_exact,
     fmt_value,
     verify_whys,
 )
@@ -315,9 +316,9 @@ def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path
     log = section(doc, "Repeat-to-verify log")
     assert (
         "the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run "
-        "515.58 tok/s (+0.04%, within ±3%)" in log
+        "515.58 tok/s (+0.04%, within ±3%; on its own the rerun gives −28.2% vs "
+        f"`{BASE}`) — the JIT/warmup explanation is falsified." in log
     )
-    assert "JIT/warmup explanation is falsified" in log
     assert "**Falsified.**" in log
     assert "surprising change; same warm server" in log
     assert "Why: change -28.3% vs flashinfer_cutlass exceeds the surprise threshold" in log
@@ -652,6 +653,16 @@ def test_verify_whys_match_events_to_reruns_in_order() -> None:
     assert verify_whys(events, ms) == {(cell.cell_id, 2): "w1", (cell.cell_id, 3): "w2"}
 
 
+def test_rerun_numbers_keep_five_significant_digits() -> None:
+    assert [fmt_exact(v) for v in (515.77, 520.803, 10.4331, 1603.04, 0.5)] == [
+        "515.77",
+        "520.80",
+        "10.433",
+        "1603.0",
+        "0.50000",
+    ]
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [
@@ -703,3 +714,29 @@ def test_other_client_axes_make_labelled_series_tables(tmp_path: Path) -> None:
     assert f"**`{CAND}` vs `{BASE}` · input_len 4096**" in doc
     first_cells = [r[0] for t in tables(doc) if t[0][0] == "concurrency" for r in t[1:]]
     assert set(first_cells) == {"1", "64"}
+
+
+def test_explanation_checks_confirmed_and_falsified(tmp_path: Path) -> None:
+    """Fresh server: reproducing the effect on its own falsifies "odd instance", not
+    reproducing it confirms it. Warm: a rerun better beyond the margin confirms warmup."""
+    plan = plan_of(SPEC_TEXT)
+    g = next(g for g in plan.groups if g.arm == CAND)
+    at = {c.x: c for c in g.cells}
+    fresh = f"{g.group_id}#2"
+    extra = [
+        measurement(at[1024], g.group_id, 800.0, attempt=2, reason="fresh_server", instance=fresh),
+        measurement(at[64], g.group_id, 220.0, attempt=2, reason="fresh_server", instance=fresh),
+        measurement(at[10], g.group_id, 75.0, attempt=2, reason="surprise"),
+    ]
+    log = section(render_run_dir(writeup_run(tmp_path, extra=extra)), "Repeat-to-verify log")
+    entries = {line.split("**")[1]: line for line in log.splitlines() if line[:1].isdigit()}
+    assert (
+        "odd-instance explanation is falsified"
+        in entries[f"`{CAND}` at concurrency 1024, attempt 2"]
+    )
+    assert "**Falsified.**" in entries[f"`{CAND}` at concurrency 1024, attempt 2"]
+    e64 = entries[f"`{CAND}` at concurrency 64, attempt 2"]
+    assert "on its own the rerun gives +0.6%" in e64 and "**Confirmed.**" in e64
+    e10 = entries[f"`{CAND}` at concurrency 10, attempt 2"]
+    assert "warm rerun 75.000 vs first run 64.290 tok/s (+16.66%, beyond ±3%" in e10
+    assert "JIT/warmup explanation is confirmed" in e10
