@@ -94,7 +94,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from matrixrun.runner import run_experiment
 
     summary = run_experiment(args.spec, out=args.out, resume=args.resume,
-                             rehearse=args.rehearse, observer=observer_for())
+                             rehearse=args.rehearse, observer=observer_for(),
+                             ignore_hardware=args.ignore_hardware)
     print(f"run directory: {summary.run_dir}")
     print(f"measured {summary.measured} (skipped {summary.skipped} already measured), "
           f"failed measurements in the run: {summary.failed}")
@@ -188,6 +189,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run: skip what is measured")
     p.add_argument("--report", metavar="FILE",
                    help="where to copy the report (default reports/<stem>[.rehearsal].md)")
+    p.add_argument("--ignore-hardware", action="store_true",
+                   help="run even if nvidia-smi does not match the spec's hardware (recorded)")
 
 
 def _add_report(p: argparse.ArgumentParser) -> None:

@@ -191,3 +191,33 @@ async def collect(
                     f"engine's API {api!r}? (engine.api)"
                 ) from exc
     return answers
+
+
+def agreement_by_arm(records: list[dict[str, Any]], baseline: str) -> dict[str, dict[str, Any]]:
+    """Each candidate's agreement with the baseline, from the per-group answer records the
+    runner stores ({arm, slice, answers, error}); the lowest over slices. Pure.
+
+    An arm whose answers could not be collected while the baseline's were gets agreement 0.0
+    and its error: a gate that could not run must not read as a pass."""
+    by_slice: dict[str, dict[str, dict[str, Any]]] = {}
+    for record in records:
+        by_slice.setdefault(str(record.get("slice", "")), {})[str(record["arm"])] = record
+    out: dict[str, dict[str, Any]] = {}
+    for arms in by_slice.values():
+        ref = arms.get(baseline)
+        if ref is None or not ref.get("answers"):
+            continue
+        for arm, record in arms.items():
+            if arm == baseline:
+                continue
+            if record.get("answers"):
+                a = agreement(ref["answers"], record["answers"])
+                entry: dict[str, Any] = {"agreement": a.share_identical_tokens,
+                                         "first_divergence": a.first_divergence_min,
+                                         "prompts": a.prompts,
+                                         "identical_prompts": a.identical_prompts}
+            else:
+                entry = {"agreement": 0.0, "error": record.get("error")}
+            if arm not in out or entry["agreement"] < out[arm]["agreement"]:
+                out[arm] = entry
+    return out

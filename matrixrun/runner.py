@@ -27,9 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from matrixrun.engines.base import Engine, ServerProcess, free_port, get_json, post_ok
+from matrixrun.engines.base import (
+    Engine,
+    ServerProcess,
+    free_port,
+    get_json,
+    post_ok,
+    redact_argv,
+)
 from matrixrun.environment import capture_environment
-from matrixrun.errors import EngineError, LoadError, MatrixError
+from matrixrun.errors import EngineError, InputError, LoadError, MatrixError
 from matrixrun.load.client import LoadConfig, run_load
 from matrixrun.load.records import write_jsonl
 from matrixrun.measurement import Measurement, Reason
@@ -107,6 +114,7 @@ class Runner:
             number = int(m.instance.rsplit("#", 1)[-1]) if "#" in m.instance else 0
             self.launch_counts[m.group_id] = max(self.launch_counts.get(m.group_id, 0), number)
         self.new_measurements = 0
+        self.hardware: dict[str, Any] | None = None
         self.skipped = 0
         self.servers: dict[str, dict[str, Any]] = {}
         #: Instances whose server info says they are a simulator: their numbers are labelled
@@ -130,11 +138,16 @@ class Runner:
         self.launch_counts[group.group_id] = number
         name = f"{group.group_id}#{number}"
         launch = self.engine.launch(group, HOST, free_port(HOST))
-        server = ServerProcess(launch, self.run_dir.log_file(name), self.run_dir.pid_file(name),
-                               name=f"{self.engine.name} server {name} ({group.arm})")
+        label = f"{self.engine.name} server {name} ({group.arm})"
+        server: Any
+        if self.engine.launches:
+            server = ServerProcess(launch, self.run_dir.log_file(name),
+                                   self.run_dir.pid_file(name), name=label)
+        else:  # an endpoint that is already running: not ours to start or stop
+            server = self.engine.serve(launch, name=label)  # type: ignore[attr-defined]
         self.options.observer.status(f"launching {group.arm} ({name})")
         self.run_dir.event("launch", instance=name, group=group.group_id, arm=group.arm,
-                           argv=_redact_argv(launch.argv), port=launch.port)
+                           argv=redact_argv(launch.argv), port=launch.port)
         server.start()
         try:
             startup = server.wait_healthy(self.engine.health_path,
@@ -145,14 +158,40 @@ class Runner:
             self.servers[name] = {
                 "group": group.group_id, "arm": group.arm, "slice": group.slice,
                 "startup_s": round(startup, 3), "version": self.engine.version(info),
-                "args": self.engine.effective_args(info), "argv": _redact_argv(launch.argv),
+                "args": self.engine.effective_args(info), "argv": redact_argv(launch.argv),
             }
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
             self._write_env()
+            self._correctness(group, launch.base_url)
             yield Instance(group, name, server, launch.base_url)
         finally:
             code = server.stop()
             self.run_dir.event("stop", instance=name, returncode=code)
+
+    def _correctness(self, group: ServerGroup, base_url: str) -> None:
+        """Once per group: the arm answers the fixed greedy prompts (the correctness gate).
+        A failure is recorded for the report; it does not stop the measurements."""
+        c = self.spec.correctness
+        target = self.run_dir.path / "correctness" / f"{group.group_id}.json"
+        if not c.enabled or target.exists():
+            return
+        from matrixrun.correctness import collect
+
+        record: dict[str, Any] = {"arm": group.arm, "slice": group.slice, "answers": None,
+                                  "error": None}
+        self.options.observer.status(f"correctness gate: {group.arm}")
+        try:
+            record["answers"] = asyncio.run(collect(
+                base_url, self.spec.engine.api or self.engine.api, c, group.model.path,
+                api_key=self._api_key(), timeout_s=self.spec.limits.request_timeout / self._scale))
+        except MatrixError as exc:
+            record["error"] = str(exc)
+        self.run_dir.write_json(f"correctness/{group.group_id}.json", record)
+        self._write_env()
+
+    def _api_key(self) -> Any:
+        getter = getattr(self.engine, "api_key", None)
+        return getter() if callable(getter) else None
 
     @property
     def _scale(self) -> float:
@@ -162,9 +201,13 @@ class Runner:
     def measure(self, inst: Instance, cell: Cell, reason: Reason) -> Measurement:
         attempt = len(self.attempts(cell)) + 1
         s, w = self._scale, self.spec.workload
-        if self.spec.engine.flush_cache:
-            flushed = post_ok(inst.base_url, "/flush_cache")
+        flush_path = self.engine.flush_path
+        if self.spec.engine.flush_cache and flush_path:
+            flushed = post_ok(inst.base_url, flush_path)
             self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=flushed)
+        elif self.spec.engine.flush_cache:
+            self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=False,
+                               why=f"{self.engine.name} has no cache-flush endpoint")
         self.options.observer.status(f"{inst.group.arm} {self.plan.axis}={cell.x} "
                                      f"attempt {attempt} ({reason}) on {inst.name}")
         rate = float(cell.point["request_rate"])
@@ -177,25 +220,38 @@ class Runner:
             warmup_requests=w.warmup_requests, seed=w.seed,
             request_timeout_s=self.spec.limits.request_timeout / s,
             duration_s=w.duration / s if w.duration is not None else None,
+            api_key=self._api_key(),
         )
+        use_bench_serving = self.spec.engine.client == "bench_serving" and not self.options.rehearse
         base = dict(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
                     group_id=inst.group.group_id, slice=cell.slice, point=cell.point,
                     attempt=attempt, instance=inst.name, reason=reason,
                     simulated=self.options.rehearse or inst.name in self.simulated_instances,
-                    time_scale=s, started_at=now_iso())
+                    time_scale=s, started_at=now_iso(),
+                    client="bench_serving" if use_bench_serving else "builtin")
+        extra: dict[str, Any] = {}
         error: str | None = None
         metrics = None
         requests_file = None
         try:
-            result = asyncio.run(asyncio.wait_for(
-                run_load(config), self.spec.limits.cell_timeout / s))
-            metrics = result.metrics.undilated(s)
+            if use_bench_serving:
+                from matrixrun.load.bench_serving_client import run_bench_serving
+
+                metrics, records, argv = run_bench_serving(
+                    config, self.run_dir.path / "bench_serving" / f"{cell.cell_id}-{attempt}",
+                    self.spec.engine.client_launch, self.spec.limits.cell_timeout,
+                    tokenizer=inst.group.model.tokenizer)
+                extra["argv"] = redact_argv(argv)
+            else:
+                result = asyncio.run(asyncio.wait_for(
+                    run_load(config), self.spec.limits.cell_timeout / s))
+                metrics, records = result.metrics.undilated(s), result.records
             path = self.run_dir.requests_file(cell.cell_id, attempt)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_jsonl(path, result.records)
+            write_jsonl(path, records)
             requests_file = str(path.relative_to(self.run_dir.path))
             if metrics.completed == 0:
-                first = next((r.error for r in result.records if r.error), "no request completed")
+                first = next((r.error for r in records if r.error), "no request completed")
                 error = f"every request failed: {first}"
         except TimeoutError:
             error = (f"cell timed out after {self.spec.limits.cell_timeout:.0f}s "
@@ -206,8 +262,17 @@ class Runner:
             code = inst.server.proc.returncode if inst.server.proc else None
             error = (f"server {inst.name} died (exit code {code}) during the cell; last log "
                      f"lines: {inst.server.log_tail(5)}")
+        if inst.name in self.simulated_instances and inst.server.alive():
+            extra.update(self._sim_lateness(inst.base_url))
         return Measurement(**base, metrics=metrics, error=error, finished_at=now_iso(),
-                           requests_file=requests_file)
+                           requests_file=requests_file, extra=extra)
+
+    def _sim_lateness(self, base_url: str) -> dict[str, Any]:
+        """How late the simulator wrote tokens during the cell (its window restarts at each
+        flush): if it fell behind, the numbers do not reflect its model, and the report says so."""
+        stats = get_json(base_url, self.engine.info_paths).get("sim_stats", {})
+        late = stats.get("write_lateness_ms") if isinstance(stats, dict) else None
+        return {"sim_write_lateness_ms": late} if isinstance(late, dict) else {}
 
     def run_cells(self, group: ServerGroup, cells: list[tuple[Cell, Reason]],
                   after: Any = None) -> None:
@@ -291,6 +356,15 @@ class Runner:
         env = capture_environment(self.spec, rehearse=self.options.rehearse,
                                   time_scale=self._scale)
         env["servers"] = self.servers
+        answers = [json.loads(p.read_text())
+                   for p in sorted((self.run_dir.path / "correctness").glob("*.json"))]
+        if answers:
+            from matrixrun.correctness import agreement_by_arm
+
+            env["correctness"] = agreement_by_arm(answers, self.plan.baseline)
+        if self.hardware is not None:
+            env["hardware_check"] = self.hardware
+            env["gpus"] = self.hardware.get("gpus", [])
         previous = self.run_dir.path / "env.json"
         if previous.exists():  # a resumed run keeps the servers of earlier sessions
             with contextlib.suppress(ValueError, OSError):
@@ -306,28 +380,6 @@ def finish(rd: RunDir) -> Path | None:
     analyse_run_dir(rd)
     text = render_run_dir(rd)
     return rd.write_text("report.md", text)
-
-
-def _redact_argv(argv: list[str]) -> list[str]:
-    """Hide values of flags that look secret (api keys, tokens) before they reach a log."""
-    out: list[str] = []
-    hide = False
-    for arg in argv:
-        if hide:
-            out.append("***")
-            hide = False
-            continue
-        lowered = arg.lower()
-        if lowered.startswith("--") and any(s in lowered for s in ("key", "token", "secret",
-                                                                     "password")):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=***")
-            else:
-                out.append(arg)
-                hide = True
-            continue
-        out.append(arg)
-    return out
 
 
 def rehearsal_engine(spec: Spec, seed_material: str) -> tuple[Engine, float]:
@@ -362,6 +414,8 @@ class SimEngine:
         self.api = self._inner.api
         self.health_path = self._inner.health_path
         self.info_paths = self._inner.info_paths
+        self.launches = True
+        self.flush_path = self._inner.flush_path
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Any:
         self._launches += 1
@@ -380,7 +434,8 @@ class SimEngine:
 
 def run_experiment(spec_path: str | Path, out: str | Path | None = None,
                    resume: str | Path | None = None, rehearse: bool = False,
-                   observer: Observer | None = None) -> RunSummary:
+                   observer: Observer | None = None,
+                   ignore_hardware: bool = False) -> RunSummary:
     from matrixrun.engines import for_spec
     from matrixrun.spec import load_spec
 
@@ -401,11 +456,28 @@ def run_experiment(spec_path: str | Path, out: str | Path | None = None,
         if rd.exists():
             raise MatrixError(f"{rd.path} already holds a run; use --resume {rd.path} to "
                               "continue it or --out for a new directory")
+    hardware = None
     if rehearse:
         engine, scale = rehearsal_engine(spec, spec.experiment)
     else:
-        engine, scale = for_spec(spec.engine.kind), 1.0
+        engine, scale = for_spec(spec.engine), 1.0
+        if engine.launches:
+            hardware = _hardware_gate(spec, ignore_hardware)
     options = RunOptions(rehearse=rehearse, time_scale=scale,
                          observer=observer or NullObserver())
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    return Runner(spec, text, rd, engine, options).run()
+    runner = Runner(spec, text, rd, engine, options)
+    runner.hardware = hardware
+    return runner.run()
+
+
+def _hardware_gate(spec: Spec, ignore: bool) -> dict[str, Any]:
+    """Compare nvidia-smi with the spec before any launch; stop on a mismatch unless the user
+    overrode it (the override is recorded and the report says so)."""
+    from matrixrun.hardware import check_hardware
+
+    check = check_hardware(spec)
+    overridden = not check.ok and (ignore or not spec.engine.check_hardware)
+    if not check.ok and not overridden:
+        raise InputError(check.message)
+    return {**check.model_dump(mode="json"), "overridden": overridden}

@@ -21,8 +21,19 @@ TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
 pytestmark = pytest.mark.slow
 
 
-def mr(*args: str, cwd: Path = ROOT, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=cwd,
+def mr(*args: str, cwd: Path = ROOT, timeout: float = 240,
+       gpus: str | None = "NVIDIA H200, 550.54.15, 143771 MiB") -> subprocess.CompletedProcess[str]:
+    """Run the CLI; `gpus` is what a fake nvidia-smi on PATH prints (None: no nvidia-smi)."""
+    env = dict(os.environ)
+    if gpus is not None:
+        bin_dir = Path(os.environ.get("PYTEST_TMP", "/tmp")) / f"fake-smi-{abs(hash(gpus))}"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text("#!/bin/sh\necho 'name, driver_version, memory.total [MiB]'\n"
+                       + "".join(f"echo '{line}'\n" for line in gpus.split("\n")))
+        smi.chmod(0o755)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -179,3 +190,45 @@ def test_server_dying_mid_run_is_relaunched_and_recorded(tmp_path: Path) -> None
     assert len(slow) == 2 and all(m.ok for m in slow)
     assert no_live_servers(run_dir)
     assert os.path.exists(tmp_path / "r.md")
+
+
+def test_hardware_mismatch_stops_before_any_launch(tmp_path: Path) -> None:
+    launch = json.dumps([sys.executable, "-m", "matrixrun.sim"])
+    spec = _spec_with(tmp_path, "engine: {kind: sglang, args: {tp: 1}}",
+                      f"engine: {{kind: sglang, args: {{tp: 1}}, launch: {launch}}}")
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
+             gpus="NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB")
+    assert res.returncode == 2
+    assert "H100" in res.stderr and "--ignore-hardware" in res.stderr
+    assert not (run_dir / "results.jsonl").exists()
+
+    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
+             "--ignore-hardware", gpus="NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB")
+    assert res.returncode == 0, res.stderr[-2000:]
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["hardware_check"]["overridden"] is True
+    assert env["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
+    spec = _spec_with(
+        tmp_path, "correctness: {enabled: false}",
+        "correctness: {enabled: true, prompts: 3, input_len: 8, max_new_tokens: 12, floor: 90%}",
+    )
+    spec.write_text(spec.read_text().replace(
+        "    rules:\n",
+        "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
+        "        set: {diverge_after_tokens: 4}\n    rules:\n"))
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--rehearse", "--out", str(run_dir),
+             "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    env = json.loads((run_dir / "env.json").read_text())
+    gate = env["correctness"]["fast"]
+    assert gate["first_divergence"] == 4
+    assert gate["agreement"] == pytest.approx(4 / 12)
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    cand = verdict["slices"][0]["candidates"][0]
+    assert cand["candidate"] == "fast" and cand["suspect"] is True
+    assert "suspect" in (tmp_path / "r.md").read_text().lower()

@@ -44,12 +44,39 @@ class Engine(Protocol):
     api: Api
     health_path: str
     info_paths: tuple[str, ...]
+    #: False for an endpoint that is already running (nothing to start or stop).
+    launches: bool
+    #: Path that empties the prefix cache between cells; None when the engine has none.
+    flush_path: str | None
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch: ...
 
     def version(self, info: dict[str, Any]) -> str | None: ...
 
     def effective_args(self, info: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Hide values of flags that look secret (api keys, tokens) before they reach a log."""
+    out: list[str] = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append("***")
+            hide = False
+            continue
+        lowered = arg.lower()
+        if lowered.startswith("--") and any(
+            s in lowered for s in ("key", "token", "secret", "password")
+        ):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=***")
+            else:
+                out.append(arg)
+                hide = True
+            continue
+        out.append(arg)
+    return out
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -83,7 +110,7 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.launch.env}
         with self.log_path.open("ab") as log:
-            log.write(f"$ {' '.join(self.launch.argv)}\n".encode())
+            log.write(f"$ {' '.join(redact_argv(self.launch.argv))}\n".encode())
             log.flush()
             try:
                 self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
