@@ -55,3 +55,12 @@ def matrix(session: nox.Session) -> None:
         session.error("give a spec: nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse")
     session.install("-e", ".[fast]")
     session.run("matrixrun", "run", *session.posargs)
+
+
+@nox.session(name="bench-verdicts", python=PYTHON)
+def bench_verdicts(session: nox.Session) -> None:
+    """Score the verify policy on simulated matrices against 1 run and fixed 3 runs per cell;
+    writes the table into docs/benchmarks.md (nox -s bench-verdicts -- --matrices 1000)."""
+    session.install("-e", ".")
+    session.run("python", "benchmarks/verdicts.py", "--write", "docs/benchmarks.md",
+                *session.posargs)

@@ -20,6 +20,7 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -45,18 +46,31 @@ FUTILITY = 0.10
 MIN_FRESH_DF = 6
 
 #: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
-_PRIORITY: dict[str, int] = {"aa": 0, "fresh_server": 1, "calibration": 2, "crossover": 3,
-                             "inconclusive": 4}
+_PRIORITY: dict[str, int] = {
+    "aa": 0,
+    "fresh_server": 1,
+    "calibration": 2,
+    "crossover": 3,
+    "inconclusive": 4,
+}
 
 
 def settings_for(spec: Spec, plan: Plan) -> AnalysisSettings:
     """Analysis settings implied by the spec (the same for the runner, report and policy)."""
     v = spec.verify
     return AnalysisSettings(
-        baseline=plan.baseline, candidates=plan.candidates, primary=spec.metrics.primary,
-        secondary=list(spec.metrics.secondary), margin=v.threshold, surprise=v.surprise,
-        noise=v.noise, confidence=v.confidence, looks=looks(spec), failure_limit=v.failure_rate,
-        axis=plan.axis, correctness_min=spec.correctness.floor,
+        baseline=plan.baseline,
+        candidates=plan.candidates,
+        primary=spec.metrics.primary,
+        secondary=list(spec.metrics.secondary),
+        margin=v.threshold,
+        surprise=v.surprise,
+        noise=v.noise,
+        confidence=v.confidence,
+        looks=looks(spec),
+        failure_limit=v.failure_rate,
+        axis=plan.axis,
+        correctness_min=spec.correctness.floor,
     )
 
 
@@ -70,8 +84,9 @@ def looks(spec: Spec) -> int:
     return 1 + rounds(spec)
 
 
-def decide_chance(d: float, sigma: float, n_baseline: int, n_candidate: int, n_max: int,
-                  margin: float, q: float) -> float:
+def decide_chance(
+    d: float, sigma: float, n_baseline: int, n_candidate: int, n_max: int, margin: float, q: float
+) -> float:
     """Predicted chance that the cell's interval decides (better, worse or same) once both
     arms have `n_max` runs, given its estimate d now (flat prior: the final estimate is
     normal around d with variance σ²(1/n_b + 1/n_c) − σ²·2/n_max) and the final half-width
@@ -144,9 +159,15 @@ class Policy:
         # Optimistic on purpose (normal quantile: df grows with the runs; a warm σ may
         # understate): futility should stop only what cannot be settled.
         q = quantile(self.settings.level, None)
-        return decide_chance(res.d, sigma.value, max(res.baseline.n, 1),
-                             max(res.candidate.n, 1), self.spec.verify.max_runs,
-                             self.settings.margin, q)
+        return decide_chance(
+            res.d,
+            sigma.value,
+            max(res.baseline.n, 1),
+            max(res.candidate.n, 1),
+            self.spec.verify.max_runs,
+            self.settings.margin,
+            q,
+        )
 
     # -- stage 1 ---------------------------------------------------------------------------
     def warm_reruns(self, group: ServerGroup, ms: Sequence[Measurement]) -> list[tuple[Cell, str]]:
@@ -172,15 +193,21 @@ class Policy:
                 continue
             if any(p[0].cell_id == cell.cell_id for p in picks):
                 continue
-            picks.append((cell, "surprise",
-                          f"change {res.change:+.1%} vs {self.plan.baseline} exceeds the surprise "
-                          f"threshold {v.surprise:.0%} with {group.arm} the slower arm: a warm "
-                          "rerun tests first-run JIT compile/warmup"))
+            picks.append(
+                (
+                    cell,
+                    "surprise",
+                    f"change {res.change:+.1%} vs {self.plan.baseline} exceeds the surprise "
+                    f"threshold {v.surprise:.0%} with {group.arm} the slower arm: a warm "
+                    "rerun tests first-run JIT compile/warmup",
+                )
+            )
         return [(cell, why) for cell, _, why in self._within_budget(picks, ms, launch=False)]
 
     # -- stage 2 ---------------------------------------------------------------------------
-    def next_round(self, round_no: int,
-                   ms: Sequence[Measurement]) -> list[tuple[ServerGroup, list[Pick]]]:
+    def next_round(
+        self, round_no: int, ms: Sequence[Measurement]
+    ) -> list[tuple[ServerGroup, list[Pick]]]:
         """Round `round_no` of stage 2: which cells to rerun, why, grouped by server launch in
         ABBA order, trimmed to the budget. Picks, by reason:
 
@@ -213,8 +240,12 @@ class Policy:
                 if g.arm == self.plan.baseline:
                     for cell in g.cells:
                         if not self._has(cell, ms, "aa"):
-                            want(cell, "aa", "A/A: the baseline again on a fresh server "
-                                 "measures the server-to-server spread")
+                            want(
+                                cell,
+                                "aa",
+                                "A/A: the baseline again on a fresh server "
+                                "measures the server-to-server spread",
+                            )
         for slice_name, candidate, res in results:
             if res.verdict != "inconclusive":
                 continue
@@ -222,20 +253,29 @@ class Policy:
             if chance < FUTILITY:
                 continue
             arms = {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
-                res.limiting_arm or "", [self.plan.baseline, candidate])
+                res.limiting_arm or "", [self.plan.baseline, candidate]
+            )
             for arm in arms:
-                want(self.by_point_arm.get((slice_name, res.point_id, arm)), "inconclusive",
-                     f"inconclusive ({res.text}); {arm}'s n limits the interval; "
-                     f"≈{chance:.0%} chance that {v.max_runs} runs per arm settle it", chance)
+                want(
+                    self.by_point_arm.get((slice_name, res.point_id, arm)),
+                    "inconclusive",
+                    f"inconclusive ({res.text}); {arm}'s n limits the interval; "
+                    f"≈{chance:.0%} chance that {v.max_runs} runs per arm settle it",
+                    chance,
+                )
         if v.fresh_server:
             self._instance_checks(results, ms, want)
         for slice_name, candidate, bracket in self._crossover_brackets(results):
             for res in bracket:
                 for arm in (self.plan.baseline, candidate):
-                    cell = self.by_point_arm.get((slice_name, res.point_id, arm))
-                    if cell is not None and self._n(cell, ms) == 1:
-                        want(cell, "crossover", f"brackets the crossover at {self.plan.axis} "
-                             f"{res.x:g}: a second run so the bracket rests on more than one")
+                    end = self.by_point_arm.get((slice_name, res.point_id, arm))
+                    if end is not None and self._n(end, ms) == 1:
+                        want(
+                            end,
+                            "crossover",
+                            f"brackets the crossover at {self.plan.axis} "
+                            f"{res.x:g}: a second run so the bracket rests on more than one",
+                        )
         calibration: set[str] = set()
         if wanted:
             calibration = self._calibration(results, ms, set(wanted), want)
@@ -247,10 +287,13 @@ class Policy:
         picks = sorted(wanted.values(), key=rank)
         return self._batched(self._within_budget(picks, ms, launch=True), round_no)
 
-    def _instance_checks(self, results: list[tuple[str, str, CellResult]],
-                         ms: Sequence[Measurement],
-                         want: Callable[[Cell | None, Reason, str], None]) -> None:
-        """"This server instance was odd": one fresh-server rerun per candidate server whose
+    def _instance_checks(
+        self,
+        results: list[tuple[str, str, CellResult]],
+        ms: Sequence[Measurement],
+        want: Callable[[Cell | None, Reason, str], None],
+    ) -> None:
+        """ "This server instance was odd": one fresh-server rerun per candidate server whose
         cells surprised, of its most surprising cell, once per group."""
         by_group: dict[str, list[tuple[float, Cell, CellResult]]] = {}
         for slice_name, candidate, res in results:
@@ -258,18 +301,27 @@ class Policy:
             if cell is None or not res.surprise or res.change is None:
                 continue
             by_group.setdefault(self.group_of[cell.cell_id].group_id, []).append(
-                (abs(res.change), cell, res))
+                (abs(res.change), cell, res)
+            )
         first = {m.instance for m in ms if m.reason == "first"}
         for group_id, found in by_group.items():
             if any(m.group_id == group_id and m.instance not in first for m in ms):
                 continue  # a relaunch of this group has served reruns: the check is done
             _, cell, res = max(found, key=lambda t: t[0])
-            want(cell, "fresh_server", f"change {res.change:+.1%} is surprising: a rerun on a "
-                 "freshly launched server tests whether the first server was odd")
+            want(
+                cell,
+                "fresh_server",
+                f"change {res.change:+.1%} is surprising: a rerun on a "
+                "freshly launched server tests whether the first server was odd",
+            )
 
-    def _calibration(self, results: list[tuple[str, str, CellResult]],
-                     ms: Sequence[Measurement], picked: set[str],
-                     want: Callable[[Cell | None, Reason, str], None]) -> set[str]:
+    def _calibration(
+        self,
+        results: list[tuple[str, str, CellResult]],
+        ms: Sequence[Measurement],
+        picked: set[str],
+        want: Callable[[Cell | None, Reason, str], None],
+    ) -> set[str]:
         """Once a round relaunches anything, the analysis will judge every cell with the
         fresh-server σ; top its degrees of freedom up to `MIN_FRESH_DF` (or as many as the
         matrix has cells) with fresh replicates of cells not yet picked — first those whose
@@ -294,36 +346,49 @@ class Policy:
                 cell = self.by_point_arm.get((slice_name, res.point_id, arm))
                 if cell is None or cell.cell_id in picked or not instances.get(cell.cell_id):
                     continue
-                order.append((self.group_of[cell.cell_id].group_id not in groups,
-                              res.verdict != "inconclusive", abs(res.d or 0.0), cell))
+                order.append(
+                    (
+                        self.group_of[cell.cell_id].group_id not in groups,
+                        res.verdict != "inconclusive",
+                        abs(res.d or 0.0),
+                        cell,
+                    )
+                )
         added: set[str] = set()
         for *_, cell in sorted(order, key=lambda t: t[:3]):
             if df >= target:
                 break
             if cell.cell_id in added or self._n(cell, ms) >= self.spec.verify.max_runs:
                 continue
-            want(cell, "fresh_server", f"a fresh-server replicate so the pooled σ has {target} "
-                 "degrees of freedom (the analysis prefers fresh-server σ once one exists)")
+            want(
+                cell,
+                "fresh_server",
+                f"a fresh-server replicate so the pooled σ has {target} "
+                "degrees of freedom (the analysis prefers fresh-server σ once one exists)",
+            )
             added.add(cell.cell_id)
             df += 1
         return added
 
-    def _crossover_brackets(self, results: list[tuple[str, str, CellResult]]
-                            ) -> list[tuple[str, str, list[CellResult]]]:
+    def _crossover_brackets(
+        self, results: list[tuple[str, str, CellResult]]
+    ) -> list[tuple[str, str, list[CellResult]]]:
         out = []
         series: dict[tuple[str, str], list[CellResult]] = {}
         for s, c, res in results:
             series.setdefault((s, c), []).append(res)
         for (s, c), cells in series.items():
-            confident = sorted((r for r in cells if r.confident and r.x is not None),
-                               key=lambda r: float(r.x or 0))
-            for a, b in zip(confident, confident[1:], strict=False):
+            confident = sorted(
+                (r for r in cells if r.confident and r.x is not None), key=lambda r: float(r.x or 0)
+            )
+            for a, b in itertools.pairwise(confident):
                 if a.verdict != b.verdict:
                     out.append((s, c, [a, b]))
         return out
 
-    def _within_budget(self, picks: list[Pick], ms: Sequence[Measurement], *,
-                       launch: bool) -> list[Pick]:
+    def _within_budget(
+        self, picks: list[Pick], ms: Sequence[Measurement], *, launch: bool
+    ) -> list[Pick]:
         """Keep picks, in priority order, while the rerun budget lasts: each costs its cell's
         longest run so far, plus one launch per group not yet launched this round (stage 2).
         A pick that does not fit is dropped and cheaper later ones may still fit."""
@@ -385,8 +450,9 @@ def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
     return max((len(names - first) for names in instances.values()), default=0)
 
 
-def drive(policy: Policy, ms: list[Measurement], run_cells: RunCells,
-          note: Note | None = None) -> None:
+def drive(
+    policy: Policy, ms: list[Measurement], run_cells: RunCells, note: Note | None = None
+) -> None:
     """The order of work, shared by the runner and the scoring benchmark so both run exactly
     the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
     on the same warm server, by its warm reruns; then the planned stage-2 rounds, each group in

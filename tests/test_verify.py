@@ -1,0 +1,227 @@
+"""The verify policy as a pure function: measurements in, reruns (with reasons) out."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from matrixrun.measurement import Measurement, Reason
+from matrixrun.metrics import Metrics
+from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.spec import Spec, parse_spec
+from matrixrun.verify import After, Policy, decide_chance, drive, rounds_done
+
+SPEC = """
+experiment: verify-test
+title: policy unit tests
+model: {{path: /models/m}}
+hardware: {{gpu: H200, count: 1}}
+arms:
+  base: {{backend: a}}
+  cand: {{backend: b}}
+sweep: {{concurrency: [1, 4, 16]}}
+workload: {{input_len: 16, output_len: 8, num_prompts: 8}}
+metrics: {{primary: output_throughput}}
+verify: {verify}
+estimate: {{launch: 10m, cell: 2m}}
+correctness: {{enabled: false}}
+"""
+EPOCH = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+
+def setup(verify: str = "{threshold: 3%, surprise: 10%, max_runs: 3}") -> tuple[Spec, Plan]:
+    spec = parse_spec(SPEC.format(verify=verify))
+    return spec, expand(spec)
+
+
+def cell(plan: Plan, arm: str, x: int) -> Cell:
+    return next(c for c in plan.cells() if c.arm == arm and c.x == x)
+
+
+def group(plan: Plan, arm: str) -> ServerGroup:
+    return next(g for g in plan.groups if g.arm == arm)
+
+
+def m(plan: Plan, arm: str, x: int, value: float, instance: int = 1,
+      reason: Reason = "first", attempt: int = 1, seconds: float = 120) -> Measurement:  # fmt: skip
+    c = cell(plan, arm, x)
+    g = group(plan, arm)
+    start = EPOCH + dt.timedelta(hours=attempt)
+    iso = "%Y-%m-%dT%H:%M:%S.%f"
+    return Measurement(
+        cell_id=c.cell_id, point_id=c.point_id, arm=arm, group_id=g.group_id, slice=c.slice,
+        point=c.point, attempt=attempt, instance=f"{g.group_id}#{instance}", reason=reason,
+        metrics=Metrics(duration=10, completed=8, total_input_tokens=128,
+                        total_output_tokens=64, request_throughput=0.8, input_throughput=12.8,
+                        output_throughput=value, total_throughput=value + 12.8),
+        started_at=start.strftime(iso) + "Z",
+        finished_at=(start + dt.timedelta(seconds=seconds)).strftime(iso) + "Z",
+    )  # fmt: skip
+
+
+def first_pass(plan: Plan, cand: dict[int, float]) -> list[Measurement]:
+    """Baseline at 100 everywhere, the candidate at the given values."""
+    return [m(plan, "base", x, 100.0) for x in (1, 4, 16)] + [
+        m(plan, "cand", x, v) for x, v in cand.items()
+    ]
+
+
+def picks(batch: list[tuple[ServerGroup, list[tuple[Cell, Reason, str]]]]) -> set[
+        tuple[str, int, str]]:  # fmt: skip
+    return {(c.arm, int(c.x), reason) for _, cells in batch for c, reason, _ in cells}
+
+
+# --------------------------------------------------------------------------- stage 1
+
+
+def test_warm_rerun_only_for_surprises_where_this_arm_is_the_slow_one() -> None:
+    spec, plan = setup()
+    ms = first_pass(plan, {1: 70.0, 4: 140.0, 16: 101.0})
+    policy = Policy(spec, plan)
+    warm = policy.warm_reruns(group(plan, "cand"), ms)
+    assert [(c.arm, c.x) for c, _ in warm] == [("cand", 1)]  # −30% is JIT-shaped; +40% is not
+    assert "first-run JIT" in warm[0][1] and "−30.0%" in warm[0][1].replace("-", "−")
+    # the baseline's server would be the one to recheck for the +40% cell
+    assert [(c.arm, c.x) for c, _ in policy.warm_reruns(group(plan, "base"), ms)] == [("base", 4)]
+
+
+def test_warm_rerun_happens_once_and_respects_switches() -> None:
+    spec, plan = setup()
+    ms = first_pass(plan, {1: 70.0, 4: 100.0, 16: 100.0})
+    ms.append(m(plan, "cand", 1, 72.0, reason="surprise", attempt=2))
+    assert Policy(spec, plan).warm_reruns(group(plan, "cand"), ms) == []
+    for verify in ("{warm_rerun: false}", "{max_runs: 1}"):
+        spec2, plan2 = setup(verify)
+        ms2 = first_pass(plan2, {1: 70.0, 4: 100.0, 16: 100.0})
+        assert Policy(spec2, plan2).warm_reruns(group(plan2, "cand"), ms2) == []
+
+
+# --------------------------------------------------------------------------- stage 2
+
+
+def test_without_any_sigma_every_inconclusive_cell_gets_both_arms() -> None:
+    spec, plan = setup("{threshold: 3%, surprise: 90%, max_runs: 3}")
+    ms = first_pass(plan, {1: 80.0, 4: 100.0, 16: 120.0})
+    got = picks(Policy(spec, plan).next_round(1, ms))
+    assert got == {(a, x, "inconclusive") for a in ("base", "cand") for x in (1, 4, 16)}
+
+
+def test_limiting_arm_and_futility() -> None:
+    """With σ known (5%, df 6), the cell at n = 2/1 reruns only the candidate; a tie that 3
+    runs per arm cannot settle within ±3% is left alone."""
+    spec, plan = setup("{threshold: 3%, surprise: 90%, max_runs: 3}")
+    ms = first_pass(plan, {1: 88.0, 4: 100.5, 16: 100.0})
+    for x, (a, b) in {1: (100.0, 110.0), 4: (95.0, 105.0), 16: (104.0, 96.0)}.items():
+        ms.append(m(plan, "base", x, a, instance=2, reason="fresh_server", attempt=2))
+        ms.append(m(plan, "cand", x, (b / 100) * 100.0 * (0.88 if x == 1 else 1.0), instance=2,
+                    reason="fresh_server", attempt=2))  # fmt: skip
+    ms = [x for x in ms if not (x.arm == "cand" and x.point["concurrency"] == 1 and x.attempt == 2)]
+    got = picks(Policy(spec, plan).next_round(2, ms))
+    assert ("cand", 1, "inconclusive") in got
+    assert ("base", 1, "inconclusive") not in got  # baseline already has 2 runs there
+    assert not any(x == 4 or x == 16 for _, x, _ in got)  # futile ties
+
+
+def test_max_runs_caps_every_reason() -> None:
+    spec, plan = setup("{threshold: 3%, surprise: 10%, max_runs: 2}")
+    ms = first_pass(plan, {1: 80.0, 4: 100.0, 16: 120.0})
+    ms += [m(plan, arm, x, 100.0, instance=2, reason="inconclusive", attempt=2)
+           for arm in ("base", "cand") for x in (1, 4, 16)]  # fmt: skip
+    policy = Policy(spec, plan)
+    assert policy.next_round(1, ms) == []
+    assert policy.next_round(2, first_pass(plan, {1: 80.0})) == []  # past the planned rounds
+
+
+def test_one_instance_check_per_server_plus_sigma_calibration() -> None:
+    """Two surprising candidate cells, decided by a 1% prior: one fresh-server check (the more
+    surprising one); the tie gets both arms; then fresh replicates so that σ gets
+    min(6, cells) = 6 degrees of freedom."""
+    spec, plan = setup("{threshold: 3%, surprise: 10%, max_runs: 3, noise: 1%}")
+    ms = first_pass(plan, {1: 60.0, 4: 70.0, 16: 100.0})
+    batch = Policy(spec, plan).next_round(1, ms)
+    reasons = [(c.arm, c.x, why) for _, cells in batch for c, _, why in cells]
+    checks = [r for r in reasons if "first server was odd" in r[2]]
+    assert [(a, x) for a, x, _ in checks] == [("cand", 1)]
+    assert {(a, x) for a, x, why in reasons if "limits the interval" in why} == {
+        ("base", 16),
+        ("cand", 16),
+    }
+    assert sum("degrees of freedom" in why for *_, why in reasons) == 3
+    assert len(reasons) == 6
+
+
+def test_budget_trims_a_round_and_counts_relaunches() -> None:
+    spec, plan = setup("{threshold: 3%, surprise: 90%, max_runs: 3, budget: 30m}")
+    ms = first_pass(plan, {1: 80.0, 4: 100.0, 16: 120.0})
+    policy = Policy(spec, plan)
+    # 30 min: one 10-min launch + 2-min cells fits ten cells on one server, not two launches
+    batch = policy.next_round(1, ms)
+    assert len(batch) == 2 and sum(len(c) for _, c in batch) == 5
+    ms.append(m(plan, "cand", 1, 80.0, instance=2, reason="inconclusive", attempt=2))
+    assert policy.rerun_time_spent(ms) == pytest.approx(600 + 120)
+
+
+def test_abba_order_alternates_by_round() -> None:
+    spec, plan = setup("{threshold: 3%, surprise: 90%, max_runs: 4}")
+    ms = first_pass(plan, {1: 80.0, 4: 100.0, 16: 120.0})
+    policy = Policy(spec, plan)
+    plan_order = [g.arm for g in plan.groups]
+    assert [g.arm for g, _ in policy.next_round(1, ms)] == plan_order[::-1]
+    assert [g.arm for g, _ in policy.next_round(2, ms)] == plan_order
+
+
+def test_same_measurements_same_picks_and_resume_round() -> None:
+    spec, plan = setup()
+    ms = first_pass(plan, {1: 70.0, 4: 100.0, 16: 120.0})
+    a = Policy(spec, plan).next_round(1, ms)
+    b = Policy(spec, plan).next_round(1, list(ms))
+    assert [(g.group_id, cells) for g, cells in a] == [(g.group_id, cells) for g, cells in b]
+    policy = Policy(spec, plan)
+    assert rounds_done(policy, ms) == 0
+    ms.append(m(plan, "cand", 1, 70.0, instance=2, reason="inconclusive", attempt=2))
+    assert rounds_done(policy, ms) == 1
+
+
+def test_decide_chance() -> None:
+    assert decide_chance(0.5, 0.05, 1, 1, 3, 0.03, 2.4) > 0.99
+    assert decide_chance(0.0, 0.08, 1, 1, 3, 0.03, 2.4) < 0.05  # a noisy tie: futile
+    assert decide_chance(0.0, 0.004, 1, 1, 3, 0.03, 2.4) > 0.9  # a quiet tie: "same" reachable
+    assert decide_chance(0.1, 0.05, 3, 3, 3, 0.03, 2.4) == 0.0  # no runs left
+
+
+# --------------------------------------------------------------------------- drive
+
+
+def test_drive_runs_stage_one_then_warm_then_rounds_and_resumes() -> None:
+    spec, plan = setup("{threshold: 3%, surprise: 10%, max_runs: 2}")
+    values = {("base", 1): 100.0, ("base", 4): 100.0, ("base", 16): 100.0,
+              ("cand", 1): 70.0, ("cand", 4): 100.0, ("cand", 16): 130.0}  # fmt: skip
+    ms: list[Measurement] = []
+    calls: list[tuple[str, list[tuple[int, str]]]] = []
+    launches: dict[str, int] = {}
+
+    def run_cells(g: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None) -> None:
+        launches[g.arm] = launches.get(g.arm, 0) + 1
+        queue = list(cells)
+        while queue:
+            c, reason = queue.pop(0)
+            n = sum(1 for x in ms if x.cell_id == c.cell_id)
+            ms.append(m(plan, c.arm, int(c.x), values[(c.arm, int(c.x))], launches[g.arm],
+                        reason, n + 1))  # fmt: skip
+            calls.append((g.arm, [(int(c.x), reason)]))
+            if not queue and after is not None:
+                queue.extend(after())
+
+    notes: list[tuple[int, int, str]] = []
+    policy = Policy(spec, plan)
+    drive(policy, ms, run_cells, lambda st, r, c, reason, why: notes.append((st, r, reason)))
+    order = [(arm, x, r) for arm, cs in calls for x, r in cs]
+    assert order[:3] == [("base", 1, "first"), ("base", 4, "first"), ("base", 16, "first")]
+    assert order[3:7] == [("cand", 1, "first"), ("cand", 4, "first"), ("cand", 16, "first"),
+                          ("cand", 1, "surprise")]  # fmt: skip
+    assert notes[0] == (1, 0, "surprise")
+    assert all(st == 2 and r == 1 for st, r, _ in notes[1:])
+    done = len(ms)
+    drive(policy, ms, run_cells)  # resumed: nothing left to do
+    assert len(ms) == done
