@@ -62,5 +62,6 @@ def bench_verdicts(session: nox.Session) -> None:
     """Score the verify policy on simulated matrices against 1 run and fixed 3 runs per cell;
     writes the table into docs/benchmarks.md (nox -s bench-verdicts -- --matrices 1000)."""
     session.install("-e", ".")
-    session.run("python", "benchmarks/verdicts.py", "--write", "docs/benchmarks.md",
-                *session.posargs)
+    session.run(
+        "python", "benchmarks/verdicts.py", "--write", "docs/benchmarks.md", *session.posargs
+    )
