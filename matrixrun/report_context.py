@@ -212,9 +212,14 @@ def table_cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def shorten(text: str, limit: int = 240) -> str:
+def shorten(text: str, limit: int = 400) -> str:
+    """One line of at most `limit` characters, keeping both ends: an error's head says what
+    failed and its tail (the server log's last lines) usually says why."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return text[:half] + " … " + text[-half:]
 
 
 # ------------------------------------------------------------------------------ headline
@@ -984,8 +989,14 @@ def context_from(inputs: RunInputs, verdict: Verdict) -> dict[str, Any]:
     """The template context. Keys (all plain data, strings pre-formatted):
 
     title, run_dir, simulated, simulation, provisional, headline, ingested, hypothesis,
-    setup, arm_diff, arg_warnings, baseline, candidates, axis, primary, comparison, latency,
-    sigma, reruns, no_reruns, failures, correctness, environment, reproduce, omitted.
+    setup, arm_diff, arg_warnings, baseline, candidates, several_candidates, axis, margin,
+    primary, comparison, latency, latency_summary, sigma, reruns, no_reruns, failures,
+    correctness, environment, reproduce, omitted, limit.
+
+    `comparison` and `latency[*].slices` are lists of {slice, label, tables}; each table has
+    header, rows (escaped cells, sweep value first), regimes, undecided and overall. The size
+    budget in `report.render` trims this dict (never the data) and lists what it dropped in
+    `omitted`.
     """
     spec, settings = inputs.spec, verdict.settings
     ms = inputs.measurements
