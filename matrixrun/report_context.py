@@ -955,14 +955,14 @@ def environment_of(env: Mapping[str, Any], spec: Spec | None) -> dict[str, Any]:
 
 def spec_stem(run_dir: str, env: Mapping[str, Any], spec: Spec | None) -> str | None:
     """The spec file's stem: env.json's spec path if recorded, else the runs/<stem>/<id>
-    layout the runner uses, else None."""
+    layout the runner uses, else None (never guessed from the experiment name)."""
     recorded = env.get("spec_path")
     if isinstance(recorded, str) and recorded:
         return Path(recorded).stem
     parts = Path(run_dir).parts
     if len(parts) >= 3 and parts[0] == "runs":
         return parts[1].removesuffix(".rehearsal")
-    return spec.experiment.replace("-", "_") if spec is not None else None
+    return None  # unknown: the caller points at the run directory's own copy instead
 
 
 def reproduce_of(inputs: RunInputs, simulated: bool) -> dict[str, Any]:

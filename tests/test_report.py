@@ -740,3 +740,11 @@ def test_explanation_checks_confirmed_and_falsified(tmp_path: Path) -> None:
     e10 = entries[f"`{CAND}` at concurrency 10, attempt 2"]
     assert "warm rerun 75.000 vs first run 64.290 tok/s (+16.66%, beyond ±3%" in e10
     assert "JIT/warmup explanation is confirmed" in e10
+
+
+def test_reproduce_uses_the_spec_copy_when_the_stem_is_unknown(tmp_path: Path) -> None:
+    plan = plan_of(SPEC_TEXT)
+    ms = [measurement(c, g.group_id, 100.0) for g in plan.groups for c in g.cells]
+    rd = write_run(tmp_path / "elsewhere", SPEC_TEXT, ms)
+    repro = section(render_run_dir(rd), "Reproduce")
+    assert f"nox -s matrix -- {rd.path}/spec.yaml\n" in repro
