@@ -43,8 +43,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(str(exc), file=sys.stderr)
             continue
         plan = expand(spec)
-        print(f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
-              f"{plan.cost.cells} cells, {plan.cost.launches} launches)")
+        print(
+            f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
+            f"{plan.cost.cells} cells, {plan.cost.launches} launches)"
+        )
     return EXIT_INPUT if bad else EXIT_OK
 
 
@@ -93,12 +95,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from matrixrun.progress import observer_for
     from matrixrun.runner import run_experiment
 
-    summary = run_experiment(args.spec, out=args.out, resume=args.resume,
-                             rehearse=args.rehearse, observer=observer_for(),
-                             ignore_hardware=args.ignore_hardware)
+    summary = run_experiment(
+        args.spec,
+        out=args.out,
+        resume=args.resume,
+        rehearse=args.rehearse,
+        observer=observer_for(),
+        ignore_hardware=args.ignore_hardware,
+    )
     print(f"run directory: {summary.run_dir}")
-    print(f"measured {summary.measured} (skipped {summary.skipped} already measured), "
-          f"failed measurements in the run: {summary.failed}")
+    print(
+        f"measured {summary.measured} (skipped {summary.skipped} already measured), "
+        f"failed measurements in the run: {summary.failed}"
+    )
     if summary.report is not None:
         target = _publish(summary.report, args)
         print(f"report: {target}")
@@ -126,8 +135,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     rd = RunDir(args.run_dir)
     if not rd.results_file.exists():
-        _err(f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
-             "`matrixrun ingest`")
+        _err(
+            f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
+            "`matrixrun ingest`"
+        )
         return EXIT_INPUT
     analyse_run_dir(rd)
     text = render_run_dir(rd, templates=args.templates)
@@ -147,9 +158,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from matrixrun.ingest_command import ingest
 
-    out = ingest(args.files, baseline=args.baseline, out=args.out, threshold=args.threshold,
-                 arm_field=args.arm_field, axis_field=args.axis_field,
-                 fresh_server=args.fresh_server, argv=sys.argv)
+    out = ingest(
+        args.files,
+        baseline=args.baseline,
+        out=args.out,
+        threshold=args.threshold,
+        arm_field=args.arm_field,
+        axis_field=args.axis_field,
+        fresh_server=args.fresh_server,
+        argv=sys.argv,
+    )
     print(f"wrote {out} (render it with: matrixrun report {out})")
     return EXIT_OK
 
@@ -183,36 +201,59 @@ def _add_schema(p: argparse.ArgumentParser) -> None:
 
 def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC")
-    p.add_argument("--rehearse", action="store_true",
-                   help="run on the built-in simulator (reports say SIMULATED)")
+    p.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run on the built-in simulator (reports say SIMULATED)",
+    )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<stem>/<time>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run: skip what is measured")
-    p.add_argument("--report", metavar="FILE",
-                   help="where to copy the report (default reports/<stem>[.rehearsal].md)")
-    p.add_argument("--ignore-hardware", action="store_true",
-                   help="run even if nvidia-smi does not match the spec's hardware (recorded)")
+    p.add_argument(
+        "--report",
+        metavar="FILE",
+        help="where to copy the report (default reports/<stem>[.rehearsal].md)",
+    )
+    p.add_argument(
+        "--ignore-hardware",
+        action="store_true",
+        help="run even if nvidia-smi does not match the spec's hardware (recorded)",
+    )
 
 
 def _add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="write here (default RUN_DIR/report.md; - for stdout)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write here (default RUN_DIR/report.md; - for stdout)",
+    )
     p.add_argument("--templates", metavar="DIR", help="override templates from this directory")
 
 
 def _add_ingest(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE",
-                   help="sglang.bench_serving --output-file JSONL files")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="sglang.bench_serving --output-file JSONL files"
+    )
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
     p.add_argument("--threshold", default="3%", help="practical margin (default 3%%)")
-    p.add_argument("--arm-field", default="tag",
-                   help="line field naming the arm (default tag, else the file name)")
-    p.add_argument("--axis-field", default="max_concurrency",
-                   help="line field giving the sweep point (default max_concurrency)")
-    p.add_argument("--fresh-server", action="store_true",
-                   help="repeated lines came from freshly launched servers (default: the same "
-                   "server, i.e. warm reruns)")
+    p.add_argument(
+        "--arm-field",
+        default="tag",
+        help="line field naming the arm (default tag, else the file name)",
+    )
+    p.add_argument(
+        "--axis-field",
+        default="max_concurrency",
+        help="line field giving the sweep point (default max_concurrency)",
+    )
+    p.add_argument(
+        "--fresh-server",
+        action="store_true",
+        help="repeated lines came from freshly launched servers (default: the same "
+        "server, i.e. warm reruns)",
+    )
 
 
 def _add_bench_client(p: argparse.ArgumentParser) -> None:
@@ -226,12 +267,17 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "plan": ("show the server groups, cells and cost of a spec", _add_plan, cmd_plan),
     "schema": ("write the spec's JSON Schema to spec/schema.json", _add_schema, cmd_schema),
     "run": ("launch, measure, verify, analyse and report a spec", _add_run, cmd_run),
-    "report": ("analyse a run directory and render its verdict document", _add_report,
-               cmd_report),
-    "ingest": ("build a run directory from sglang.bench_serving output files", _add_ingest,
-               cmd_ingest),
-    "bench-client": ("measure a running server with the built-in client; print JSON",
-                     _add_bench_client, cmd_bench_client),
+    "report": ("analyse a run directory and render its verdict document", _add_report, cmd_report),
+    "ingest": (
+        "build a run directory from sglang.bench_serving output files",
+        _add_ingest,
+        cmd_ingest,
+    ),
+    "bench-client": (
+        "measure a running server with the built-in client; print JSON",
+        _add_bench_client,
+        cmd_bench_client,
+    ),
 }
 
 

@@ -212,10 +212,12 @@ def agreement_by_arm(records: list[dict[str, Any]], baseline: str) -> dict[str, 
                 continue
             if record.get("answers"):
                 a = agreement(ref["answers"], record["answers"])
-                entry: dict[str, Any] = {"agreement": a.share_identical_tokens,
-                                         "first_divergence": a.first_divergence_min,
-                                         "prompts": a.prompts,
-                                         "identical_prompts": a.identical_prompts}
+                entry: dict[str, Any] = {
+                    "agreement": a.share_identical_tokens,
+                    "first_divergence": a.first_divergence_min,
+                    "prompts": a.prompts,
+                    "identical_prompts": a.identical_prompts,
+                }
             else:
                 entry = {"agreement": 0.0, "error": record.get("error")}
             if arm not in out or entry["agreement"] < out[arm]["agreement"]:

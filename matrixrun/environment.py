@@ -18,9 +18,17 @@ from matrixrun import __version__
 from matrixrun.spec import Spec
 
 #: Environment variables that change GPU behaviour and are safe to record.
-RECORDED_ENV = ("CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE",
-                "SGLANG_ENABLE_JIT_DEEPGEMM", "TORCH_CUDA_ARCH_LIST", "FLASHINFER_WORKSPACE_BASE",
-                "SLURM_JOB_ID", "SLURM_JOB_PARTITION")
+RECORDED_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "NCCL_DEBUG",
+    "NCCL_P2P_DISABLE",
+    "NCCL_IB_DISABLE",
+    "SGLANG_ENABLE_JIT_DEEPGEMM",
+    "TORCH_CUDA_ARCH_LIST",
+    "FLASHINFER_WORKSPACE_BASE",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_PARTITION",
+)
 
 
 def git_sha(cwd: str | None = None) -> str | None:
@@ -28,14 +36,26 @@ def git_sha(cwd: str | None = None) -> str | None:
     if git is None:
         return None
     try:
-        out = subprocess.run([git, "rev-parse", "HEAD"], cwd=cwd, capture_output=True,  # noqa: S603
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [git, "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
         return None
-    dirty = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=cwd,  # noqa: S603
-                           capture_output=True, text=True, timeout=10, check=False)
+    dirty = subprocess.run(  # noqa: S603 - fixed argv, no shell
+        [git, "status", "--porcelain", "--untracked-files=no"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 

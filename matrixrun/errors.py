@@ -56,7 +56,11 @@ class EngineError(MatrixError):
 
     def __init__(self, message: str, log_tail: str = "") -> None:
         self.log_tail = log_tail
-        text = message if not log_tail else f"{message}\n--- last lines of the server log ---\n{log_tail}"
+        text = (
+            message
+            if not log_tail
+            else f"{message}\n--- last lines of the server log ---\n{log_tail}"
+        )
         super().__init__(text)
 
 

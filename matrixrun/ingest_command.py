@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 from matrixrun.errors import InputError
 from matrixrun.ingest import measurements_from_files
@@ -13,37 +14,72 @@ from matrixrun.results import RunDir
 from matrixrun.units import parse_percent
 
 
-def ingest(files: list[str], *, baseline: str, out: str | Path, threshold: str = "3%",
-           arm_field: str = "tag", axis_field: str = "max_concurrency",
-           fresh_server: bool = False, argv: list[str] | None = None) -> Path:
+def ingest(
+    files: list[str],
+    *,
+    baseline: str,
+    out: str | Path,
+    threshold: str = "3%",
+    arm_field: str = "tag",
+    axis_field: str = "max_concurrency",
+    fresh_server: bool = False,
+    argv: list[str] | None = None,
+) -> Path:
     try:
         margin = parse_percent(threshold)
     except ValueError as exc:
         raise InputError(f"--threshold {threshold}: {exc}") from exc
     rd = RunDir(out)
     if rd.results_file.exists():
-        raise InputError(f"{rd.path} already holds results; give a new --out directory so "
-                         "nothing measured is overwritten")
-    result = measurements_from_files(files, baseline, arm_field=arm_field,
-                                     axis_field=axis_field,
-                                     servers="fresh" if fresh_server else "same",
-                                     margin=margin)
+        raise InputError(
+            f"{rd.path} already holds results; give a new --out directory so "
+            "nothing measured is overwritten"
+        )
+    result = measurements_from_files(
+        files,
+        baseline,
+        arm_field=arm_field,
+        axis_field=axis_field,
+        servers="fresh" if fresh_server else "same",
+        margin=margin,
+    )
     if baseline not in result.arms:
-        raise InputError(f"--baseline {baseline!r} is not among the arms found in the files "
-                         f"({', '.join(result.arms)}); name one of them")
+        raise InputError(
+            f"--baseline {baseline!r} is not among the arms found in the files "
+            f"({', '.join(result.arms)}); name one of them"
+        )
     rd.create()
     rd.write_json("settings.json", result.settings.model_dump(mode="json"))
-    servers = {}
+    servers: dict[str, dict[str, Any]] = {}
     for m, record in zip(result.measurements, result.records, strict=True):
         rd.append(m)
         info = record.server_info or {}
-        servers.setdefault(m.instance, {"arm": m.arm, "version": info.get("version"),
-                                        "args": {k: v for k, v in info.items()
-                                                 if not isinstance(v, dict | list)},
-                                        "source": record.source})
-    rd.write_json("env.json", {"harness": {"name": "matrixrun"}, "simulated": False,
-                               "client": "bench_serving", "servers": servers})
+        servers.setdefault(
+            m.instance,
+            {
+                "arm": m.arm,
+                "version": info.get("version"),
+                "args": {k: v for k, v in info.items() if not isinstance(v, dict | list)},
+                "source": record.source,
+            },
+        )
+    rd.write_json(
+        "env.json",
+        {
+            "harness": {"name": "matrixrun"},
+            "simulated": False,
+            "client": "bench_serving",
+            "servers": servers,
+        },
+    )
     command = shlex.join(["matrixrun", *(argv[1:] if argv else [])]) if argv else None
-    rd.write_json("ingest.json", {"files": [str(Path(f)) for f in files], "command": command,
-                                  "baseline": baseline, "margin": margin})
+    rd.write_json(
+        "ingest.json",
+        {
+            "files": [str(Path(f)) for f in files],
+            "command": command,
+            "baseline": baseline,
+            "margin": margin,
+        },
+    )
     return rd.path

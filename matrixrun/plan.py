@@ -43,8 +43,9 @@ class ServerGroup(BaseModel):
     model: ModelSpec
     hardware: HardwareSpec
     server_axes: dict[str, Any]
-    flags: dict[str, FlagValue] = Field(description="Engine args + hardware args + server axes "
-                                        "+ arm flags, merged in that order.")
+    flags: dict[str, FlagValue] = Field(
+        description="Engine args + hardware args + server axes + arm flags, merged in that order."
+    )
     launch: list[str] | None = None
     env: dict[str, str] = Field(default_factory=dict)
     cells: list[Cell]
@@ -98,8 +99,9 @@ class Plan(BaseModel):
 
 def short_hash(obj: Any, n: int = 12) -> str:
     """Stable id: sha256 of the canonical JSON of `obj` (sorted keys, inf as a string)."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str,
-                      allow_nan=True).replace("Infinity", '"inf"')
+    text = json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True
+    ).replace("Infinity", '"inf"')
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
@@ -114,20 +116,27 @@ def cell_id(point: str, arm: str, arm_definition: dict[str, Any]) -> str:
 def _server_points(spec: Spec) -> list[dict[str, Any]]:
     """Every (model, hardware, server axes) combination before exclude/include."""
     server_names = list(spec.sweep.server)
-    out = []
-    for model, hw, *values in itertools.product(
-        spec.models, spec.hardwares, *(spec.sweep.server[n] for n in server_names)
-    ):
-        out.append({"model": model.label, "hardware": hw.label,
-                    **{f"server.{n}": v for n, v in zip(server_names, values, strict=True)}})
+    out: list[dict[str, Any]] = []
+    for model in spec.models:
+        for hw in spec.hardwares:
+            for values in itertools.product(*(spec.sweep.server[n] for n in server_names)):
+                out.append(
+                    {
+                        "model": model.label,
+                        "hardware": hw.label,
+                        **{f"server.{n}": v for n, v in zip(server_names, values, strict=True)},
+                    }
+                )
     return out
 
 
 def _client_points(spec: Spec) -> list[dict[str, Any]]:
     axes = spec.axis_values()
     names = list(CLIENT_AXES)
-    return [dict(zip(names, combo, strict=True))
-            for combo in itertools.product(*(axes[n] for n in names))]
+    return [
+        dict(zip(names, combo, strict=True))
+        for combo in itertools.product(*(axes[n] for n in names))
+    ]
 
 
 def _matches(combo: dict[str, Any], full: dict[str, Any]) -> bool:
@@ -164,8 +173,9 @@ def slice_label(spec: Spec, combo: dict[str, Any]) -> str:
         parts.append(str(combo["model"]))
     if len(spec.hardwares) > 1:
         parts.append(str(combo["hardware"]))
-    parts += [f"{k.removeprefix('server.')}={combo[k]}" for k in sorted(combo)
-              if k.startswith("server.")]
+    parts += [
+        f"{k.removeprefix('server.')}={combo[k]}" for k in sorted(combo) if k.startswith("server.")
+    ]
     return " · ".join(parts)
 
 
@@ -176,8 +186,13 @@ def expand(spec: Spec, spec_hash: str = "") -> Plan:
     hardwares = {h.label: h for h in spec.hardwares}
     axis = spec.main_axis()
     w = spec.workload
-    workload_def = {"dataset": w.dataset, "range_ratio": w.range_ratio, "seed": w.seed,
-                    "warmup_requests": w.warmup_requests, "duration": w.duration}
+    workload_def = {
+        "dataset": w.dataset,
+        "range_ratio": w.range_ratio,
+        "seed": w.seed,
+        "warmup_requests": w.warmup_requests,
+        "duration": w.duration,
+    }
     arms = list(spec.arms)
     arms.remove(spec.baseline_arm)
     arms.insert(0, spec.baseline_arm)
@@ -191,10 +206,12 @@ def expand(spec: Spec, spec_hash: str = "") -> Plan:
     for index, (label, combos) in enumerate(by_slice.items()):
         first = combos[0]
         model, hw = models[first["model"]], hardwares[first["hardware"]]
-        server_axes = {k.removeprefix("server."): v for k, v in first.items()
-                       if k.startswith("server.")}
-        slices.append(SliceInfo(label=label, model=model.label, hardware=hw.label,
-                                server_axes=server_axes))
+        server_axes = {
+            k.removeprefix("server."): v for k, v in first.items() if k.startswith("server.")
+        }
+        slices.append(
+            SliceInfo(label=label, model=model.label, hardware=hw.label, server_axes=server_axes)
+        )
         common_flags = {**spec.engine.args, **hw.args, **server_axes}
         order = arms if index % 2 == 0 else arms[::-1]
         for arm in order:
@@ -202,28 +219,71 @@ def expand(spec: Spec, spec_hash: str = "") -> Plan:
             flags = {**common_flags, **arm_spec.flags}
             launch = arm_spec.launch or spec.engine.launch
             env = {**spec.engine.env, **arm_spec.env}
-            server_def = {"engine": spec.engine.kind, "model": model.path, "gpu": hw.gpu,
-                          "count": hw.count, "flags": flags, "launch": launch,
-                          "env": sorted(env)}
+            server_def = {
+                "engine": spec.engine.kind,
+                "model": model.path,
+                "gpu": hw.gpu,
+                "count": hw.count,
+                "flags": flags,
+                "launch": launch,
+                "env": sorted(env),
+            }
             group_id = "g" + short_hash({"arm": arm, **server_def}, 8)
             cells = []
             for combo in sorted(combos, key=lambda c: [c[a] for a in CLIENT_AXES]):
                 client = {a: combo[a] for a in CLIENT_AXES}
                 num = w.prompts_for(int(client["concurrency"]))
-                pid = point_id({"model": model.path, "gpu": hw.gpu, "count": hw.count,
-                                "common_flags": common_flags, "client": client,
-                                "num_prompts": num, **workload_def})
-                cid = cell_id(pid, arm, {"flags": arm_spec.flags, "launch": launch,
-                                         "env": sorted(env)})
-                cells.append(Cell(cell_id=cid, point_id=pid, arm=arm, slice=label,
-                                  point=client, x=client[axis], num_prompts=num))
-            groups.append(ServerGroup(group_id=group_id, arm=arm, slice=label, model=model,
-                                      hardware=hw, server_axes=server_axes, flags=flags,
-                                      launch=launch, env=env, cells=cells))
+                pid = point_id(
+                    {
+                        "model": model.path,
+                        "gpu": hw.gpu,
+                        "count": hw.count,
+                        "common_flags": common_flags,
+                        "client": client,
+                        "num_prompts": num,
+                        **workload_def,
+                    }
+                )
+                cid = cell_id(
+                    pid, arm, {"flags": arm_spec.flags, "launch": launch, "env": sorted(env)}
+                )
+                cells.append(
+                    Cell(
+                        cell_id=cid,
+                        point_id=pid,
+                        arm=arm,
+                        slice=label,
+                        point=client,
+                        x=client[axis],
+                        num_prompts=num,
+                    )
+                )
+            groups.append(
+                ServerGroup(
+                    group_id=group_id,
+                    arm=arm,
+                    slice=label,
+                    model=model,
+                    hardware=hw,
+                    server_axes=server_axes,
+                    flags=flags,
+                    launch=launch,
+                    env=env,
+                    cells=cells,
+                )
+            )
 
-    return Plan(experiment=spec.experiment, title=spec.title, spec_hash=spec_hash,
-                baseline=spec.baseline_arm, candidates=spec.candidate_arms, axis=axis,
-                slices=slices, groups=groups, cost=estimate_cost(spec, groups))
+    return Plan(
+        experiment=spec.experiment,
+        title=spec.title,
+        spec_hash=spec_hash,
+        baseline=spec.baseline_arm,
+        candidates=spec.candidate_arms,
+        axis=axis,
+        slices=slices,
+        groups=groups,
+        cost=estimate_cost(spec, groups),
+    )
 
 
 def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
@@ -246,9 +306,16 @@ def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
     if v.max_runs > 1 and not v.fresh_server:
         launches_worst = launches * v.max_runs  # stage-2 reruns still need the server back
     e = spec.estimate
-    cost = Cost(launches=launches, cells=cells, runs_first_pass=cells,
-                runs_worst_case=runs_worst, launches_worst_case=launches_worst,
-                launch_s=e.launch, cell_s=e.cell, budget_s=v.budget)
+    cost = Cost(
+        launches=launches,
+        cells=cells,
+        runs_first_pass=cells,
+        runs_worst_case=runs_worst,
+        launches_worst_case=launches_worst,
+        launch_s=e.launch,
+        cell_s=e.cell,
+        budget_s=v.budget,
+    )
     if e.launch is not None and e.cell is not None:
         first = launches * e.launch + cells * e.cell
         worst = launches_worst * e.launch + runs_worst * e.cell

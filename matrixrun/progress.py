@@ -17,8 +17,9 @@ def _summary(m: Measurement) -> str:
         return f"{m.arm} {where} attempt {m.attempt} ({m.reason}): FAILED: {m.error}"
     tp = m.metrics.output_throughput
     failed = f", {m.metrics.failed} failed requests" if m.metrics.failed else ""
-    return (f"{m.arm} {where} attempt {m.attempt} ({m.reason}) on {m.instance}: "
-            f"{tp:.2f} tok/s{failed}")
+    return (
+        f"{m.arm} {where} attempt {m.attempt} ({m.reason}) on {m.instance}: {tp:.2f} tok/s{failed}"
+    )
 
 
 class PlainObserver:
@@ -39,8 +40,11 @@ class PlainObserver:
 
     def measured(self, m: Measurement, note: str) -> None:
         self.done += 1
-        print(f"[{time.monotonic() - self.t0:7.1f}s] {self.done}/{self.total}+ {_summary(m)}",
-              file=self.stream, flush=True)
+        print(
+            f"[{time.monotonic() - self.t0:7.1f}s] {self.done}/{self.total}+ {_summary(m)}",
+            file=self.stream,
+            flush=True,
+        )
 
     def finish(self) -> None:
         pass
@@ -52,13 +56,26 @@ class RichObserver:
 
     def __init__(self) -> None:
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.console = Console(stderr=True)
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), console=self.console, transient=False)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.task = self.progress.add_task("starting", total=None)
 
     def start(self, total_runs: int) -> None:

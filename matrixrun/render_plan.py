@@ -3,12 +3,14 @@ it may cost — shown before anything runs. Pure: returns a string."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
 from matrixrun.units import format_duration
 
 
-def _flags(flags: dict[str, object]) -> str:
+def _flags(flags: Mapping[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in flags.items()) or "(none)"
 
 
@@ -34,9 +36,12 @@ def plan_text(spec: Spec, plan: Plan) -> str:
         + (f", rerun budget {format_duration(c.budget_s)}" if c.budget_s else ""),
     ]
     if c.time_first_pass_s is not None and c.time_worst_case_s is not None:
-        lines.append(f"time: first pass ≈ {format_duration(c.time_first_pass_s)}, worst case ≈ "
-                     f"{format_duration(c.time_worst_case_s)} (from the spec's estimate block)")
+        lines.append(
+            f"time: first pass ≈ {format_duration(c.time_first_pass_s)}, worst case ≈ "
+            f"{format_duration(c.time_worst_case_s)} (from the spec's estimate block)"
+        )
     else:
-        lines.append("time: add `estimate: {launch: 10m, cell: 3m}` to the spec for a time "
-                     "estimate")
+        lines.append(
+            "time: add `estimate: {launch: 10m, cell: 3m}` to the spec for a time estimate"
+        )
     return "\n".join(lines)

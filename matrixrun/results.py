@@ -119,9 +119,11 @@ class RunDir:
             except ValidationError as exc:
                 if number == len(lines):
                     break  # torn final write: the cell will be measured again
-                raise InputError(f"{self.results_file}:{number}: not a measurement record "
-                                 f"({exc.errors()[0]['msg']}); was the file edited by "
-                                 "hand?") from exc
+                raise InputError(
+                    f"{self.results_file}:{number}: not a measurement record "
+                    f"({exc.errors()[0]['msg']}); was the file edited by "
+                    "hand?"
+                ) from exc
         return out
 
     def events(self) -> list[dict[str, Any]]:
@@ -140,7 +142,8 @@ class RunDir:
         try:
             return json.loads(path.read_text())
         except FileNotFoundError as exc:
-            raise InputError(f"{path} is missing; is {self.path} a matrixrun run directory?"
-                             ) from exc
+            raise InputError(
+                f"{path} is missing; is {self.path} a matrixrun run directory?"
+            ) from exc
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc

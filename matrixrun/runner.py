@@ -100,8 +100,9 @@ class Instance:
 
 
 class Runner:
-    def __init__(self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine,
-                 options: RunOptions) -> None:
+    def __init__(
+        self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine, options: RunOptions
+    ) -> None:
         self.spec = spec
         self.spec_text = spec_text
         self.run_dir = run_dir
@@ -141,24 +142,36 @@ class Runner:
         label = f"{self.engine.name} server {name} ({group.arm})"
         server: Any
         if self.engine.launches:
-            server = ServerProcess(launch, self.run_dir.log_file(name),
-                                   self.run_dir.pid_file(name), name=label)
+            server = ServerProcess(
+                launch, self.run_dir.log_file(name), self.run_dir.pid_file(name), name=label
+            )
         else:  # an endpoint that is already running: not ours to start or stop
             server = self.engine.serve(launch, name=label)  # type: ignore[attr-defined]
         self.options.observer.status(f"launching {group.arm} ({name})")
-        self.run_dir.event("launch", instance=name, group=group.group_id, arm=group.arm,
-                           argv=redact_argv(launch.argv), port=launch.port)
+        self.run_dir.event(
+            "launch",
+            instance=name,
+            group=group.group_id,
+            arm=group.arm,
+            argv=redact_argv(launch.argv),
+            port=launch.port,
+        )
         server.start()
         try:
-            startup = server.wait_healthy(self.engine.health_path,
-                                          self.spec.limits.startup_timeout / self._scale)
+            startup = server.wait_healthy(
+                self.engine.health_path, self.spec.limits.startup_timeout / self._scale
+            )
             info = get_json(launch.base_url, self.engine.info_paths)
             if info.get("simulated"):
                 self.simulated_instances.add(name)
             self.servers[name] = {
-                "group": group.group_id, "arm": group.arm, "slice": group.slice,
-                "startup_s": round(startup, 3), "version": self.engine.version(info),
-                "args": self.engine.effective_args(info), "argv": redact_argv(launch.argv),
+                "group": group.group_id,
+                "arm": group.arm,
+                "slice": group.slice,
+                "startup_s": round(startup, 3),
+                "version": self.engine.version(info),
+                "args": self.engine.effective_args(info),
+                "argv": redact_argv(launch.argv),
             }
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
             self._write_env()
@@ -177,13 +190,24 @@ class Runner:
             return
         from matrixrun.correctness import collect
 
-        record: dict[str, Any] = {"arm": group.arm, "slice": group.slice, "answers": None,
-                                  "error": None}
+        record: dict[str, Any] = {
+            "arm": group.arm,
+            "slice": group.slice,
+            "answers": None,
+            "error": None,
+        }
         self.options.observer.status(f"correctness gate: {group.arm}")
         try:
-            record["answers"] = asyncio.run(collect(
-                base_url, self.spec.engine.api or self.engine.api, c, group.model.path,
-                api_key=self._api_key(), timeout_s=self.spec.limits.request_timeout / self._scale))
+            record["answers"] = asyncio.run(
+                collect(
+                    base_url,
+                    self.spec.engine.api or self.engine.api,
+                    c,
+                    group.model.path,
+                    api_key=self._api_key(),
+                    timeout_s=self.spec.limits.request_timeout / self._scale,
+                )
+            )
         except MatrixError as exc:
             record["error"] = str(exc)
         self.run_dir.write_json(f"correctness/{group.group_id}.json", record)
@@ -206,29 +230,49 @@ class Runner:
             flushed = post_ok(inst.base_url, flush_path)
             self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=flushed)
         elif self.spec.engine.flush_cache:
-            self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=False,
-                               why=f"{self.engine.name} has no cache-flush endpoint")
-        self.options.observer.status(f"{inst.group.arm} {self.plan.axis}={cell.x} "
-                                     f"attempt {attempt} ({reason}) on {inst.name}")
+            self.run_dir.event(
+                "flush_cache",
+                instance=inst.name,
+                cell=cell.cell_id,
+                ok=False,
+                why=f"{self.engine.name} has no cache-flush endpoint",
+            )
+        self.options.observer.status(
+            f"{inst.group.arm} {self.plan.axis}={cell.x} "
+            f"attempt {attempt} ({reason}) on {inst.name}"
+        )
         rate = float(cell.point["request_rate"])
         config = LoadConfig(
-            base_url=inst.base_url, api=self.spec.engine.api or self.engine.api,
-            model=inst.group.model.path, num_prompts=cell.num_prompts,
-            input_len=int(cell.point["input_len"]), output_len=int(cell.point["output_len"]),
+            base_url=inst.base_url,
+            api=self.spec.engine.api or self.engine.api,
+            model=inst.group.model.path,
+            num_prompts=cell.num_prompts,
+            input_len=int(cell.point["input_len"]),
+            output_len=int(cell.point["output_len"]),
             concurrency=int(cell.point["concurrency"]),
             request_rate=rate if math.isinf(rate) else rate * s,
-            warmup_requests=w.warmup_requests, seed=w.seed,
+            warmup_requests=w.warmup_requests,
+            seed=w.seed,
             request_timeout_s=self.spec.limits.request_timeout / s,
             duration_s=w.duration / s if w.duration is not None else None,
             api_key=self._api_key(),
         )
         use_bench_serving = self.spec.engine.client == "bench_serving" and not self.options.rehearse
-        base = dict(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
-                    group_id=inst.group.group_id, slice=cell.slice, point=cell.point,
-                    attempt=attempt, instance=inst.name, reason=reason,
-                    simulated=self.options.rehearse or inst.name in self.simulated_instances,
-                    time_scale=s, started_at=now_iso(),
-                    client="bench_serving" if use_bench_serving else "builtin")
+        base = dict(
+            cell_id=cell.cell_id,
+            point_id=cell.point_id,
+            arm=cell.arm,
+            group_id=inst.group.group_id,
+            slice=cell.slice,
+            point=cell.point,
+            attempt=attempt,
+            instance=inst.name,
+            reason=reason,
+            simulated=self.options.rehearse or inst.name in self.simulated_instances,
+            time_scale=s,
+            started_at=now_iso(),
+            client="bench_serving" if use_bench_serving else "builtin",
+        )
         extra: dict[str, Any] = {}
         error: str | None = None
         metrics = None
@@ -238,13 +282,17 @@ class Runner:
                 from matrixrun.load.bench_serving_client import run_bench_serving
 
                 metrics, records, argv = run_bench_serving(
-                    config, self.run_dir.path / "bench_serving" / f"{cell.cell_id}-{attempt}",
-                    self.spec.engine.client_launch, self.spec.limits.cell_timeout,
-                    tokenizer=inst.group.model.tokenizer)
+                    config,
+                    self.run_dir.path / "bench_serving" / f"{cell.cell_id}-{attempt}",
+                    self.spec.engine.client_launch,
+                    self.spec.limits.cell_timeout,
+                    tokenizer=inst.group.model.tokenizer,
+                )
                 extra["argv"] = redact_argv(argv)
             else:
-                result = asyncio.run(asyncio.wait_for(
-                    run_load(config), self.spec.limits.cell_timeout / s))
+                result = asyncio.run(
+                    asyncio.wait_for(run_load(config), self.spec.limits.cell_timeout / s)
+                )
                 metrics, records = result.metrics.undilated(s), result.records
             path = self.run_dir.requests_file(cell.cell_id, attempt)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -254,18 +302,27 @@ class Runner:
                 first = next((r.error for r in records if r.error), "no request completed")
                 error = f"every request failed: {first}"
         except TimeoutError:
-            error = (f"cell timed out after {self.spec.limits.cell_timeout:.0f}s "
-                     "(limits.cell_timeout)")
+            error = (
+                f"cell timed out after {self.spec.limits.cell_timeout:.0f}s (limits.cell_timeout)"
+            )
         except LoadError as exc:
             error = str(exc)
         if not inst.server.alive():
             code = inst.server.proc.returncode if inst.server.proc else None
-            error = (f"server {inst.name} died (exit code {code}) during the cell; last log "
-                     f"lines: {inst.server.log_tail(5)}")
+            error = (
+                f"server {inst.name} died (exit code {code}) during the cell; last log "
+                f"lines: {inst.server.log_tail(5)}"
+            )
         if inst.name in self.simulated_instances and inst.server.alive():
             extra.update(self._sim_lateness(inst.base_url))
-        return Measurement(**base, metrics=metrics, error=error, finished_at=now_iso(),
-                           requests_file=requests_file, extra=extra)
+        return Measurement(
+            **base,
+            metrics=metrics,
+            error=error,
+            finished_at=now_iso(),
+            requests_file=requests_file,
+            extra=extra,
+        )
 
     def _sim_lateness(self, base_url: str) -> dict[str, Any]:
         """How late the simulator wrote tokens during the cell (its window restarts at each
@@ -274,8 +331,9 @@ class Runner:
         late = stats.get("write_lateness_ms") if isinstance(stats, dict) else None
         return {"sim_write_lateness_ms": late} if isinstance(late, dict) else {}
 
-    def run_cells(self, group: ServerGroup, cells: list[tuple[Cell, Reason]],
-                  after: Any = None) -> None:
+    def run_cells(
+        self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: Any = None
+    ) -> None:
         """Measure `cells` on one launch of `group`, relaunching if the server dies. `after`
         (instance -> list of (cell, reason)) may add warm reruns while the server is up."""
         queue = list(cells)
@@ -297,12 +355,22 @@ class Runner:
 
     def _failed(self, group: ServerGroup, cell: Cell, reason: Reason, error: str) -> Measurement:
         number = self.launch_counts.get(group.group_id, 0)
-        return Measurement(cell_id=cell.cell_id, point_id=cell.point_id, arm=cell.arm,
-                           group_id=group.group_id, slice=cell.slice, point=cell.point,
-                           attempt=len(self.attempts(cell)) + 1,
-                           instance=f"{group.group_id}#{number}", reason=reason, error=error,
-                           simulated=self.options.rehearse, time_scale=self._scale,
-                           started_at=now_iso(), finished_at=now_iso())
+        return Measurement(
+            cell_id=cell.cell_id,
+            point_id=cell.point_id,
+            arm=cell.arm,
+            group_id=group.group_id,
+            slice=cell.slice,
+            point=cell.point,
+            attempt=len(self.attempts(cell)) + 1,
+            instance=f"{group.group_id}#{number}",
+            reason=reason,
+            error=error,
+            simulated=self.options.rehearse,
+            time_scale=self._scale,
+            started_at=now_iso(),
+            finished_at=now_iso(),
+        )
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> RunSummary:
@@ -328,8 +396,16 @@ class Runner:
             def warm(inst: Instance, group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
                 picks = policy.warm_reruns(group, self.measurements)
                 for cell, why in picks:
-                    rd.event("verify", stage=1, cell=cell.cell_id, arm=cell.arm, x=cell.x,
-                             reason="surprise", why=why, instance=inst.name)
+                    rd.event(
+                        "verify",
+                        stage=1,
+                        cell=cell.cell_id,
+                        arm=cell.arm,
+                        x=cell.x,
+                        reason="surprise",
+                        why=why,
+                        instance=inst.name,
+                    )
                 return [(cell, "surprise") for cell, _ in picks]
 
             self.run_cells(group, [(c, "first") for c in todo], after=warm)
@@ -341,8 +417,16 @@ class Runner:
                 break
             for group, cells in batch:
                 for cell, reason, why in cells:
-                    rd.event("verify", stage=2, round=round_no, cell=cell.cell_id, arm=cell.arm,
-                             x=cell.x, reason=reason, why=why)
+                    rd.event(
+                        "verify",
+                        stage=2,
+                        round=round_no,
+                        cell=cell.cell_id,
+                        arm=cell.arm,
+                        x=cell.x,
+                        reason=reason,
+                        why=why,
+                    )
                 self.run_cells(group, [(c, r) for c, r, _ in cells])
 
         obs.status("analysing")
@@ -353,11 +437,12 @@ class Runner:
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report)
 
     def _write_env(self) -> None:
-        env = capture_environment(self.spec, rehearse=self.options.rehearse,
-                                  time_scale=self._scale)
+        env = capture_environment(self.spec, rehearse=self.options.rehearse, time_scale=self._scale)
         env["servers"] = self.servers
-        answers = [json.loads(p.read_text())
-                   for p in sorted((self.run_dir.path / "correctness").glob("*.json"))]
+        answers = [
+            json.loads(p.read_text())
+            for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
+        ]
         if answers:
             from matrixrun.correctness import agreement_by_arm
 
@@ -385,14 +470,17 @@ def finish(rd: RunDir) -> Path | None:
 def rehearsal_engine(spec: Spec, seed_material: str) -> tuple[Engine, float]:
     """The sglang engine pointed at the built-in simulator: the same flag rendering, launch,
     health, server info, flush and teardown code path as on a GPU node."""
-    from matrixrun.engines.sglang import SGLangEngine
     from matrixrun.sim.profile import Profile
 
     profile = spec.rehearsal.profile
     if not isinstance(profile, Profile):
         profile = Profile()
-    extra = ["--profile-json", profile.model_dump_json(), "--time-scale",
-             str(spec.rehearsal.time_scale)]
+    extra = [
+        "--profile-json",
+        profile.model_dump_json(),
+        "--time-scale",
+        str(spec.rehearsal.time_scale),
+    ]
     if spec.rehearsal.stream_interval:
         extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
     engine = SimEngine([sys.executable, "-m", "matrixrun.sim"], extra, seed_material)
@@ -419,8 +507,12 @@ class SimEngine:
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Any:
         self._launches += 1
-        seed = int(hashlib.sha256(f"{self._seed_material}:{group.group_id}:{self._launches}"
-                                  .encode()).hexdigest()[:8], 16)
+        seed = int(
+            hashlib.sha256(
+                f"{self._seed_material}:{group.group_id}:{self._launches}".encode()
+            ).hexdigest()[:8],
+            16,
+        )
         launch = self._inner.launch(group, host, port)
         launch.argv.extend(["--seed", str(seed)])
         return launch
@@ -432,10 +524,14 @@ class SimEngine:
         return self._inner.effective_args(info)
 
 
-def run_experiment(spec_path: str | Path, out: str | Path | None = None,
-                   resume: str | Path | None = None, rehearse: bool = False,
-                   observer: Observer | None = None,
-                   ignore_hardware: bool = False) -> RunSummary:
+def run_experiment(
+    spec_path: str | Path,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    rehearse: bool = False,
+    observer: Observer | None = None,
+    ignore_hardware: bool = False,
+) -> RunSummary:
     from matrixrun.engines import for_spec
     from matrixrun.spec import load_spec
 
@@ -445,17 +541,21 @@ def run_experiment(spec_path: str | Path, out: str | Path | None = None,
     if resume is not None:
         rd = RunDir(resume)
         if not rd.exists():
-            raise MatrixError(f"--resume {resume}: not a run directory (no plan.json); give the "
-                              "directory a previous run printed")
-        old = (rd.path / "spec.yaml")
+            raise MatrixError(
+                f"--resume {resume}: not a run directory (no plan.json); give the "
+                "directory a previous run printed"
+            )
+        old = rd.path / "spec.yaml"
         if old.exists() and old.read_text() != text:
             rd.event("spec_changed_on_resume")
     else:
         stem = spec_path.stem + (".rehearsal" if rehearse else "")
         rd = RunDir(Path(out) if out else Path("runs") / stem / time.strftime("%Y%m%d-%H%M%S"))
         if rd.exists():
-            raise MatrixError(f"{rd.path} already holds a run; use --resume {rd.path} to "
-                              "continue it or --out for a new directory")
+            raise MatrixError(
+                f"{rd.path} already holds a run; use --resume {rd.path} to "
+                "continue it or --out for a new directory"
+            )
     hardware = None
     if rehearse:
         engine, scale = rehearsal_engine(spec, spec.experiment)
@@ -463,8 +563,7 @@ def run_experiment(spec_path: str | Path, out: str | Path | None = None,
         engine, scale = for_spec(spec.engine), 1.0
         if engine.launches:
             hardware = _hardware_gate(spec, ignore_hardware)
-    options = RunOptions(rehearse=rehearse, time_scale=scale,
-                         observer=observer or NullObserver())
+    options = RunOptions(rehearse=rehearse, time_scale=scale, observer=observer or NullObserver())
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware

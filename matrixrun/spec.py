@@ -38,7 +38,7 @@ from matrixrun.metrics import MetricName
 from matrixrun.sim.profile import Profile
 from matrixrun.units import Duration, Percent, Rate
 
-FlagValue = Union[str, int, float, bool, None, list[Any], dict[str, Any]]
+FlagValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 Slug = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)]
 
 #: Client-side sweep axes, in the order they nest (the first swept one is the table's rows).
@@ -59,8 +59,11 @@ class ModelSpec(_Model):
 
     path: str = Field(description="--model-path: a local directory or a hub id.")
     name: Slug | None = Field(None, description="Short label for reports; default: last path part.")
-    quantization: str | None = Field(None, description="Documentary, e.g. nvfp4 (pass the engine "
-                                     "flag in engine.args if the engine needs it).")
+    quantization: str | None = Field(
+        None,
+        description="Documentary, e.g. nvfp4 (pass the engine "
+        "flag in engine.args if the engine needs it).",
+    )
     tokenizer: str | None = None
 
     @property
@@ -109,16 +112,19 @@ class EngineSpec(_Model):
         None, description="Request API the client speaks; default: the engine's own."
     )
     client: Literal["builtin", "bench_serving"] = Field(
-        "builtin", description="builtin: matrixrun's streaming client; bench_serving: run "
+        "builtin",
+        description="builtin: matrixrun's streaming client; bench_serving: run "
         "python -m sglang.bench_serving per cell and parse its output file.",
     )
     client_launch: list[str] | None = Field(
-        None, description="Command prefix for bench_serving (default: [python, -m, "
+        None,
+        description="Command prefix for bench_serving (default: [python, -m, "
         "sglang.bench_serving] with the harness's python).",
     )
     flush_cache: bool = Field(True, description="POST /flush_cache between cells.")
     check_hardware: bool = Field(
-        True, description="Compare nvidia-smi with `hardware` before any launch; false records "
+        True,
+        description="Compare nvidia-smi with `hardware` before any launch; false records "
         "the override in the report.",
     )
 
@@ -165,7 +171,8 @@ class SweepSpec(_Model):
         default_factory=dict, description="Server flag -> values; each value another launch."
     )
     axis: Literal["concurrency", "input_len", "output_len", "request_rate"] | None = Field(
-        None, description="The axis shown as table rows; default: the first client axis with "
+        None,
+        description="The axis shown as table rows; default: the first client axis with "
         "more than one value.",
     )
 
@@ -216,11 +223,16 @@ class WorkloadSpec(_Model):
 
     @model_validator(mode="after")
     def _one_sizing(self) -> WorkloadSpec:
-        given = [n for n in ("prompts_per_concurrency", "num_prompts", "duration")
-                 if getattr(self, n) is not None]
+        given = [
+            n
+            for n in ("prompts_per_concurrency", "num_prompts", "duration")
+            if getattr(self, n) is not None
+        ]
         if len(given) > 1:
-            raise ValueError(f"give one of prompts_per_concurrency, num_prompts, duration, not "
-                             f"{' and '.join(given)}")
+            raise ValueError(
+                f"give one of prompts_per_concurrency, num_prompts, duration, not "
+                f"{' and '.join(given)}"
+            )
         if not given:
             self.prompts_per_concurrency = 4
         return self
@@ -255,8 +267,10 @@ class VerifySpec(_Model):
     fresh_server: bool = Field(True, description="Rerun on a freshly launched server when needed.")
     aa: bool = Field(False, description="A/A: rerun the baseline on a fresh server to measure σ.")
     confidence: float = Field(0.95, gt=0.5, lt=1)
-    failure_rate: Percent = Field(0.01, description="An arm failing more requests than this "
-                                  "cannot be called better in that cell.")
+    failure_rate: Percent = Field(
+        0.01,
+        description="An arm failing more requests than this cannot be called better in that cell.",
+    )
 
 
 class LimitsSpec(_Model):
@@ -289,10 +303,17 @@ class RehearsalSpec(_Model):
     profile: Profile | str | None = Field(
         None, description="A simulator profile, inline or a file path relative to the spec."
     )
-    time_scale: float = Field(1.0, ge=1, le=1000, description="Simulator runs this much faster; "
-                              "measured times are converted back (the report says so).")
+    time_scale: float = Field(
+        1.0,
+        ge=1,
+        le=1000,
+        description="Simulator runs this much faster; "
+        "measured times are converted back (the report says so).",
+    )
     stream_interval: int | None = Field(
-        None, ge=1, description="Tokens per streamed event on the simulator (keeps the client "
+        None,
+        ge=1,
+        description="Tokens per streamed event on the simulator (keeps the client "
         "off the critical path at high dilated rates; the report says so).",
     )
     note: str | None = Field(None, description="Where the profile's numbers come from.")
@@ -318,12 +339,13 @@ class Spec(_Model):
     baseline: str | None = Field(None, description="Baseline arm; default: the first arm.")
     sweep: SweepSpec = Field(default_factory=SweepSpec)
     exclude: list[Combination] = Field(
-        default_factory=list, description="Combinations to drop, e.g. {concurrency: 1024, "
+        default_factory=list,
+        description="Combinations to drop, e.g. {concurrency: 1024, "
         "hardware: 4xH100} (keys: axes, model, hardware; all named keys must match).",
     )
     include: list[Combination] = Field(
-        default_factory=list, description="Combinations to add outside the product; unnamed "
-        "axes take their only value.",
+        default_factory=list,
+        description="Combinations to add outside the product; unnamed axes take their only value.",
     )
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
@@ -379,17 +401,31 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
     """Checks across fields, each located by a YAML path (pydantic would only say "the spec")."""
     found: list[tuple[tuple[Any, ...], str]] = []
     if spec.baseline is not None and spec.baseline not in spec.arms:
-        found.append((("baseline",), f"{spec.baseline!r} is not one of the arms "
-                      f"({', '.join(spec.arms)}); name one of them"))
+        found.append(
+            (
+                ("baseline",),
+                f"{spec.baseline!r} is not one of the arms "
+                f"({', '.join(spec.arms)}); name one of them",
+            )
+        )
     for kind, items in (("model", spec.models), ("hardware", spec.hardwares)):
         labels = [i.label for i in items]
         for i, label in enumerate(labels):
             if labels.index(label) != i:
-                found.append(((kind, i), f"shares the label {label!r} with entry "
-                              f"{labels.index(label)}; give each entry a distinct name"))
+                found.append(
+                    (
+                        (kind, i),
+                        f"shares the label {label!r} with entry "
+                        f"{labels.index(label)}; give each entry a distinct name",
+                    )
+                )
     if spec.engine.kind == "openai" and not spec.engine.base_url:
-        found.append((("engine", "kind"), "kind openai needs engine.base_url (the endpoint "
-                      "that is already running)"))
+        found.append(
+            (
+                ("engine", "kind"),
+                "kind openai needs engine.base_url (the endpoint that is already running)",
+            )
+        )
     axes = spec.axis_values()
     known = sorted(axes)
     for kind, combos in (("exclude", spec.exclude), ("include", spec.include)):
@@ -397,16 +433,27 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             for key, value in combo.items():
                 if key not in axes:
                     hint = _did_you_mean(key, known)
-                    found.append(((kind, i, key), f"not an axis{hint}; axes here: "
-                                  f"{', '.join(known)}"))
+                    found.append(
+                        ((kind, i, key), f"not an axis{hint}; axes here: {', '.join(known)}")
+                    )
                 elif kind == "exclude" and value not in axes[key]:
-                    found.append(((kind, i, key), f"{value!r} is not among its values "
-                                  f"{axes[key]}, so this entry excludes nothing"))
+                    found.append(
+                        (
+                            (kind, i, key),
+                            f"{value!r} is not among its values "
+                            f"{axes[key]}, so this entry excludes nothing",
+                        )
+                    )
             if kind == "include":
                 missing = [a for a, vals in axes.items() if a not in combo and len(vals) > 1]
                 if missing:
-                    found.append(((kind, i), f"must name {', '.join(missing)} (axes with "
-                                  "several values); include adds one whole combination"))
+                    found.append(
+                        (
+                            (kind, i),
+                            f"must name {', '.join(missing)} (axes with "
+                            "several values); include adds one whole combination",
+                        )
+                    )
     return found
 
 
@@ -425,8 +472,13 @@ def load_spec(path: str | Path) -> Spec:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise SpecError([SpecIssue(str(path), None, "", f"cannot read the spec ({exc.strerror}); "
-                                   "check the path")]) from exc
+        raise SpecError(
+            [
+                SpecIssue(
+                    str(path), None, "", f"cannot read the spec ({exc.strerror}); check the path"
+                )
+            ]
+        ) from exc
     return parse_spec(text, str(path))
 
 
@@ -445,13 +497,30 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         dup = re.match(r'found duplicate key "([^"]+)"', what)
         if dup:
             what = f"duplicate key {dup.group(1)!r} (a key may appear once per mapping)"
-        raise SpecError([SpecIssue(where, line, "", f"YAML syntax error: {what}; fix the "
-                                   "indentation or quoting there")]) from exc
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "",
+                    f"YAML syntax error: {what}; fix the indentation or quoting there",
+                )
+            ]
+        ) from exc
     except YAMLError as exc:
         raise SpecError([SpecIssue(where, None, "", f"YAML error: {exc}")]) from exc
     if not isinstance(data, dict):
-        raise SpecError([SpecIssue(where, 1, "", "the spec must be a YAML mapping with keys "
-                                   "experiment, title, model, hardware, arms, ...")])
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    1,
+                    "",
+                    "the spec must be a YAML mapping with keys "
+                    "experiment, title, model, hardware, arms, ...",
+                )
+            ]
+        )
     plain = _plain(data)
     try:
         spec = Spec.model_validate(plain)
@@ -459,9 +528,17 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         raise SpecError(_issues(exc, data, where)) from exc
     semantic = semantic_issues(spec)
     if semantic:
-        raise SpecError([SpecIssue(where, _line_of(data, _data_loc(loc, data)),
-                                   ".".join(map(str, _data_loc(loc, data))), msg)
-                         for loc, msg in semantic])
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    _line_of(data, _data_loc(loc, data)),
+                    ".".join(map(str, _data_loc(loc, data))),
+                    msg,
+                )
+                for loc, msg in semantic
+            ]
+        )
     if isinstance(spec.rehearsal.profile, str):
         spec = _with_profile_file(spec, Path(where).parent, where, data)
     return spec
@@ -477,14 +554,28 @@ def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
         raw = YAML(typ="safe").load(profile_path.read_text())
         profile = Profile.model_validate(raw)
     except OSError as exc:
-        raise SpecError([SpecIssue(where, line, "rehearsal.profile", f"cannot read "
-                                   f"{profile_path} ({exc.strerror})")]) from exc
+        raise SpecError(
+            [
+                SpecIssue(
+                    where, line, "rehearsal.profile", f"cannot read {profile_path} ({exc.strerror})"
+                )
+            ]
+        ) from exc
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise SpecError([SpecIssue(where, line, "rehearsal.profile", f"{profile_path}: "
-                                   f"{'.'.join(map(str, first['loc']))}: {first['msg']}")]) from exc
-    return spec.model_copy(update={"rehearsal": spec.rehearsal.model_copy(
-        update={"profile": profile})})
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "rehearsal.profile",
+                    f"{profile_path}: {'.'.join(map(str, first['loc']))}: {first['msg']}",
+                )
+            ]
+        ) from exc
+    return spec.model_copy(
+        update={"rehearsal": spec.rehearsal.model_copy(update={"profile": profile})}
+    )
 
 
 def _plain(node: Any) -> Any:
@@ -500,11 +591,12 @@ def _line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the deepest node on `loc` that exists in the YAML."""
     node, line = data, None
     for part in loc:
+        lc = getattr(node, "lc", None)  # ruamel's line/column info on its containers
         try:
             if isinstance(node, dict) and part in node:
-                line = node.lc.key(part)[0] + 1
+                line = lc.key(part)[0] + 1 if lc is not None else line
             elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                line = node.lc.item(part)[0] + 1
+                line = lc.item(part)[0] + 1 if lc is not None else line
             else:
                 return line
         except (AttributeError, KeyError, TypeError):
@@ -513,8 +605,10 @@ def _line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
-_MARKER = re.compile(r"^(function-\w+|union_tag|is-instance|list\[|dict\[|tuple\[|[A-Z]\w*Spec$|"
-                     r"Profile$|str$|int$|float$|bool$|none$)")
+_MARKER = re.compile(
+    r"^(function-\w+|union_tag|is-instance|list\[|dict\[|tuple\[|[A-Z]\w*Spec$|"
+    r"Profile$|str$|int$|float$|bool$|none$)"
+)
 
 
 def _issues(exc: ValidationError, data: Any, where: str) -> list[SpecIssue]:
@@ -552,8 +646,11 @@ def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
             continue
         if isinstance(node, dict) and part == "flags" and len(out) == 2 and out[0] == "arms":
             continue
-        if out == ["sweep", "server"] and isinstance(data.get("sweep"), dict) and \
-                f"server.{part}" in data["sweep"]:
+        if (
+            out == ["sweep", "server"]
+            and isinstance(data.get("sweep"), dict)
+            and f"server.{part}" in data["sweep"]
+        ):
             out = ["sweep", f"server.{part}"]
             node = data["sweep"][out[-1]]
             continue
@@ -576,7 +673,7 @@ def _message(err: Any, loc: tuple[Any, ...], data: Any) -> str:
             extra = "; a server flag to sweep is written server.<flag>"
         if loc[:1] == ("engine",) and loc[-1] not in allowed and not hint:
             extra = "; a server flag common to all arms goes under engine.args"
-        return (f"unknown key{hint or ''}; keys allowed in {where}: {', '.join(allowed)}{extra}")
+        return f"unknown key{hint or ''}; keys allowed in {where}: {', '.join(allowed)}{extra}"
     if kind == "too_short" and loc == ("arms",):
         return "needs a baseline and at least one candidate arm"
     if kind == "list_type":
@@ -656,13 +753,19 @@ def json_schema() -> dict[str, Any]:
         ref = prop["items"]
         schema["properties"][key] = {"anyOf": [ref, {**prop}], "title": prop.get("title", key)}
     arms = schema["properties"]["arms"]
-    (pattern, arm_ref), = arms["patternProperties"].items()
+    ((pattern, arm_ref),) = arms["patternProperties"].items()
     flag_value = schema["$defs"]["ArmSpec"]["properties"]["flags"]["additionalProperties"]
-    arms["patternProperties"][pattern] = {"anyOf": [
-        {"type": "object", "description": "server flags of this arm (shorthand)",
-         "not": {"required": ["flags"]}, "additionalProperties": flag_value},
-        {"allOf": [arm_ref, {"required": ["flags"]}]},
-    ]}
+    arms["patternProperties"][pattern] = {
+        "anyOf": [
+            {
+                "type": "object",
+                "description": "server flags of this arm (shorthand)",
+                "not": {"required": ["flags"]},
+                "additionalProperties": flag_value,
+            },
+            {"allOf": [arm_ref, {"required": ["flags"]}]},
+        ]
+    }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://matrixrun.dev/schema/spec.json"
     return schema

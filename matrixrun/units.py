@@ -11,8 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*"
-                       r"(?:(\d+(?:\.\d+)?)s)?\s*(?:(\d+(?:\.\d+)?)ms)?\s*$")
+_DURATION = re.compile(
+    r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*"
+    r"(?:(\d+(?:\.\d+)?)s)?\s*(?:(\d+(?:\.\d+)?)ms)?\s*$"
+)
 
 
 def parse_duration(value: Any) -> float:
@@ -28,7 +30,9 @@ def parse_duration(value: Any) -> float:
         if m and any(m.groups()):
             h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
             return h * 3600 + mi * 60 + s + ms / 1000
-    raise ValueError(f"{value!r} is not a duration; write e.g. 30m, 90s, 1h30m or a number of seconds")
+    raise ValueError(
+        f"{value!r} is not a duration; write e.g. 30m, 90s, 1h30m or a number of seconds"
+    )
 
 
 def parse_percent(value: Any) -> float:
@@ -73,22 +77,40 @@ def format_duration(seconds: float) -> str:
 Duration = Annotated[
     float,
     BeforeValidator(parse_duration),
-    WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0},
-                              {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?(h|m|s|ms)\s*)+$"}],
-                    "description": "seconds, or e.g. 30m, 90s, 1h30m"}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?(h|m|s|ms)\s*)+$"},
+            ],
+            "description": "seconds, or e.g. 30m, 90s, 1h30m",
+        }
+    ),
 ]
 Percent = Annotated[
     float,
     BeforeValidator(parse_percent),
-    WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0},
-                              {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"}],
-                    "description": "e.g. 3% (or 0.03)"}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"},
+            ],
+            "description": "e.g. 3% (or 0.03)",
+        }
+    ),
 ]
 Rate = Annotated[
     float,
     BeforeValidator(parse_rate),
     PlainSerializer(lambda v: "inf" if math.isinf(v) else v, return_type=Any),
-    WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
-                              {"type": "string", "enum": ["inf"]}],
-                    "description": "requests/s, or inf"}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "enum": ["inf"]},
+            ],
+            "description": "requests/s, or inf",
+        }
+    ),
 ]

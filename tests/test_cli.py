@@ -11,8 +11,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def mr(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "matrixrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_validate_ok_and_bad(tmp_path: Path) -> None:
@@ -56,7 +62,8 @@ def test_committed_schema_is_current() -> None:
     from matrixrun.spec import schema_text
 
     assert (ROOT / "spec" / "schema.json").read_text() == schema_text(), (
-        "spec/schema.json is stale: run `nox -s schema` and commit it")
+        "spec/schema.json is stale: run `nox -s schema` and commit it"
+    )
 
 
 def test_committed_specs_validate_against_schema() -> None:

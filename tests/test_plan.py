@@ -34,8 +34,10 @@ def test_ids_are_stable_and_change_only_with_what_defines_the_cell() -> None:
     assert ids == [c.cell_id for c in expand(parse_spec(retitled)).cells()]
     longer = EXAMPLE.replace("output_len: 128", "output_len: 256")
     assert not set(ids) & {c.cell_id for c in expand(parse_spec(longer)).cells()}
-    flag = EXAMPLE.replace("{moe_runner_backend: flashinfer_cutedsl}",
-                           "{moe_runner_backend: flashinfer_cutedsl, cuda_graph_max_bs: 64}")
+    flag = EXAMPLE.replace(
+        "{moe_runner_backend: flashinfer_cutedsl}",
+        "{moe_runner_backend: flashinfer_cutedsl, cuda_graph_max_bs: 64}",
+    )
     changed = {c.cell_id for c in expand(parse_spec(flag)).cells()}
     assert len(set(ids) & changed) == 5  # the baseline's cells keep their ids
 

@@ -21,20 +21,33 @@ TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
 pytestmark = pytest.mark.slow
 
 
-def mr(*args: str, cwd: Path = ROOT, timeout: float = 240,
-       gpus: str | None = "NVIDIA H200, 550.54.15, 143771 MiB") -> subprocess.CompletedProcess[str]:
+def mr(
+    *args: str,
+    cwd: Path = ROOT,
+    timeout: float = 240,
+    gpus: str | None = "NVIDIA H200, 550.54.15, 143771 MiB",
+) -> subprocess.CompletedProcess[str]:
     """Run the CLI; `gpus` is what a fake nvidia-smi on PATH prints (None: no nvidia-smi)."""
     env = dict(os.environ)
     if gpus is not None:
         bin_dir = Path(os.environ.get("PYTEST_TMP", "/tmp")) / f"fake-smi-{abs(hash(gpus))}"
         bin_dir.mkdir(parents=True, exist_ok=True)
         smi = bin_dir / "nvidia-smi"
-        smi.write_text("#!/bin/sh\necho 'name, driver_version, memory.total [MiB]'\n"
-                       + "".join(f"echo '{line}'\n" for line in gpus.split("\n")))
+        smi.write_text(
+            "#!/bin/sh\necho 'name, driver_version, memory.total [MiB]'\n"
+            + "".join(f"echo '{line}'\n" for line in gpus.split("\n"))
+        )
         smi.chmod(0o755)
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "matrixrun", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def read_results(run_dir: Path) -> list[Measurement]:
@@ -48,11 +61,20 @@ def no_live_servers(run_dir: Path) -> bool:
 
 def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
     run_dir, report = tmp_path / "run", tmp_path / "tiny.md"
-    res = mr("run", "tests/specs/tiny.yaml", "--rehearse", "--out", str(run_dir),
-             "--report", str(report))
+    res = mr(
+        "run", "tests/specs/tiny.yaml", "--rehearse", "--out", str(run_dir), "--report", str(report)
+    )
     assert res.returncode == 0, res.stderr[-3000:]
-    for name in ("spec.yaml", "spec.sha256", "plan.json", "env.json", "results.jsonl",
-                 "events.jsonl", "verdict.json", "report.md"):
+    for name in (
+        "spec.yaml",
+        "spec.sha256",
+        "plan.json",
+        "env.json",
+        "results.jsonl",
+        "events.jsonl",
+        "verdict.json",
+        "report.md",
+    ):
         assert (run_dir / name).is_file(), name
     assert (run_dir / "spec.yaml").read_text() == TINY
     ms = read_results(run_dir)
@@ -60,8 +82,7 @@ def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
     assert len(firsts) == 4 and {m.arm for m in firsts} == {"slow", "fast"}
     assert all(m.ok and m.simulated and m.time_scale == 2 for m in ms)
     # the fast arm's modelled step is half the slow one's: about twice the throughput
-    by = {(m.arm, m.point["concurrency"]): m.metrics.output_throughput
-          for m in firsts if m.metrics}
+    by = {(m.arm, m.point["concurrency"]): m.metrics.output_throughput for m in firsts if m.metrics}
     for c in (1, 4):
         assert 1.6 < by[("fast", c)] / by[("slow", c)] < 2.4
     # every measurement's per-request records are there and parse back
@@ -102,9 +123,22 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout: fl
 def test_interrupt_then_resume_measures_only_what_is_missing(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "matrixrun", "run", "tests/specs/tiny.yaml", "--rehearse",
-         "--out", str(run_dir), "--report", str(tmp_path / "r.md")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "matrixrun",
+            "run",
+            "tests/specs/tiny.yaml",
+            "--rehearse",
+            "--out",
+            str(run_dir),
+            "--report",
+            str(tmp_path / "r.md"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     _wait_for_lines(run_dir / "results.jsonl", 1, proc, 120)
     proc.send_signal(signal.SIGINT)
@@ -115,8 +149,15 @@ def test_interrupt_then_resume_measures_only_what_is_missing(tmp_path: Path) -> 
     before = read_results(run_dir)
     assert 1 <= len(before) < 4 + 2
 
-    res = mr("run", "tests/specs/tiny.yaml", "--rehearse", "--resume", str(run_dir),
-             "--report", str(tmp_path / "r.md"))
+    res = mr(
+        "run",
+        "tests/specs/tiny.yaml",
+        "--rehearse",
+        "--resume",
+        str(run_dir),
+        "--report",
+        str(tmp_path / "r.md"),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     after = read_results(run_dir)
     assert after[: len(before)] == before  # nothing measured is lost or rewritten
@@ -125,7 +166,7 @@ def test_interrupt_then_resume_measures_only_what_is_missing(tmp_path: Path) -> 
     assert len(firsts) == 4
     # instance names continue: a resumed launch never reuses an earlier instance's name
     inst_before = {m.instance for m in before}
-    assert not inst_before & {m.instance for m in after[len(before):]}
+    assert not inst_before & {m.instance for m in after[len(before) :]}
     assert "skipped" in res.stdout
 
 
@@ -136,10 +177,14 @@ def _spec_with(tmp_path: Path, old: str, new: str) -> Path:
 
 
 def test_server_that_cannot_start_fails_its_cells_with_the_log_tail(tmp_path: Path) -> None:
-    launch = json.dumps([sys.executable, "-c", "import sys; print('CUDA out of memory: boom');"
-                         " sys.exit(3)"])
-    spec = _spec_with(tmp_path, "engine: {kind: sglang, args: {tp: 1}}",
-                      f"engine: {{kind: sglang, args: {{tp: 1}}, launch: {launch}}}")
+    launch = json.dumps(
+        [sys.executable, "-c", "import sys; print('CUDA out of memory: boom'); sys.exit(3)"]
+    )
+    spec = _spec_with(
+        tmp_path,
+        "engine: {kind: sglang, args: {tp: 1}}",
+        f"engine: {{kind: sglang, args: {{tp: 1}}, launch: {launch}}}",
+    )
     run_dir = tmp_path / "run"
     res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"))
     assert res.returncode == 1, res.stderr[-2000:]
@@ -156,9 +201,12 @@ def test_sglang_engine_path_against_the_simulator(tmp_path: Path) -> None:
     """No rehearsal: the sglang engine's own launch (engine.launch pointing at the simulator),
     flag rendering, /health_generate, server info and /flush_cache."""
     launch = json.dumps([sys.executable, "-m", "matrixrun.sim"])
-    spec = _spec_with(tmp_path, "engine: {kind: sglang, args: {tp: 1}}",
-                      f"engine: {{kind: sglang, args: {{tp: 1, enable_mixed_chunk: true, "
-                      f"disable_radix_cache: false}}, launch: {launch}}}")
+    spec = _spec_with(
+        tmp_path,
+        "engine: {kind: sglang, args: {tp: 1}}",
+        f"engine: {{kind: sglang, args: {{tp: 1, enable_mixed_chunk: true, "
+        f"disable_radix_cache: false}}, launch: {launch}}}",
+    )
     run_dir = tmp_path / "run"
     res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"))
     assert res.returncode == 0, res.stderr[-2000:]
@@ -174,13 +222,15 @@ def test_sglang_engine_path_against_the_simulator(tmp_path: Path) -> None:
 
 def test_server_dying_mid_run_is_relaunched_and_recorded(tmp_path: Path) -> None:
     spec = _spec_with(
-        tmp_path, "    rules:\n",
+        tmp_path,
+        "    rules:\n",
         "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
         "        set: {crash_after_s: 0.6}\n    rules:\n",
     )
     run_dir = tmp_path / "run"
-    res = mr("run", str(spec), "--rehearse", "--out", str(run_dir),
-             "--report", str(tmp_path / "r.md"))
+    res = mr(
+        "run", str(spec), "--rehearse", "--out", str(run_dir), "--report", str(tmp_path / "r.md")
+    )
     assert res.returncode == 1
     ms = read_results(run_dir)
     failed = [m for m in ms if not m.ok]
@@ -189,22 +239,40 @@ def test_server_dying_mid_run_is_relaunched_and_recorded(tmp_path: Path) -> None
     slow = [m for m in ms if m.arm == "slow" and m.reason == "first"]
     assert len(slow) == 2 and all(m.ok for m in slow)
     assert no_live_servers(run_dir)
-    assert os.path.exists(tmp_path / "r.md")
+    assert (tmp_path / "r.md").exists()
 
 
 def test_hardware_mismatch_stops_before_any_launch(tmp_path: Path) -> None:
     launch = json.dumps([sys.executable, "-m", "matrixrun.sim"])
-    spec = _spec_with(tmp_path, "engine: {kind: sglang, args: {tp: 1}}",
-                      f"engine: {{kind: sglang, args: {{tp: 1}}, launch: {launch}}}")
+    spec = _spec_with(
+        tmp_path,
+        "engine: {kind: sglang, args: {tp: 1}}",
+        f"engine: {{kind: sglang, args: {{tp: 1}}, launch: {launch}}}",
+    )
     run_dir = tmp_path / "run"
-    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
-             gpus="NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB")
+    res = mr(
+        "run",
+        str(spec),
+        "--out",
+        str(run_dir),
+        "--report",
+        str(tmp_path / "r.md"),
+        gpus="NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB",
+    )
     assert res.returncode == 2
     assert "H100" in res.stderr and "--ignore-hardware" in res.stderr
     assert not (run_dir / "results.jsonl").exists()
 
-    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
-             "--ignore-hardware", gpus="NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB")
+    res = mr(
+        "run",
+        str(spec),
+        "--out",
+        str(run_dir),
+        "--report",
+        str(tmp_path / "r.md"),
+        "--ignore-hardware",
+        gpus="NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB",
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     env = json.loads((run_dir / "env.json").read_text())
     assert env["hardware_check"]["overridden"] is True
@@ -213,16 +281,21 @@ def test_hardware_mismatch_stops_before_any_launch(tmp_path: Path) -> None:
 
 def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
     spec = _spec_with(
-        tmp_path, "correctness: {enabled: false}",
+        tmp_path,
+        "correctness: {enabled: false}",
         "correctness: {enabled: true, prompts: 3, input_len: 8, max_new_tokens: 12, floor: 90%}",
     )
-    spec.write_text(spec.read_text().replace(
-        "    rules:\n",
-        "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
-        "        set: {diverge_after_tokens: 4}\n    rules:\n"))
+    spec.write_text(
+        spec.read_text().replace(
+            "    rules:\n",
+            "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
+            "        set: {diverge_after_tokens: 4}\n    rules:\n",
+        )
+    )
     run_dir = tmp_path / "run"
-    res = mr("run", str(spec), "--rehearse", "--out", str(run_dir),
-             "--report", str(tmp_path / "r.md"))
+    res = mr(
+        "run", str(spec), "--rehearse", "--out", str(run_dir), "--report", str(tmp_path / "r.md")
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     env = json.loads((run_dir / "env.json").read_text())
     gate = env["correctness"]["fast"]

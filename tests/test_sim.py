@@ -366,15 +366,30 @@ def test_sigterm_exits_cleanly() -> None:
 def _ttfts(base_url: str, n: int, prompt_len: int) -> list[float]:
     from matrixrun.load import LoadConfig, run_load_sync
 
-    res = run_load_sync(LoadConfig(base_url=base_url, num_prompts=n, input_len=prompt_len,
-                                   output_len=2, concurrency=n, warmup_requests=0))
+    res = run_load_sync(
+        LoadConfig(
+            base_url=base_url,
+            num_prompts=n,
+            input_len=prompt_len,
+            output_len=2,
+            concurrency=n,
+            warmup_requests=0,
+        )
+    )
     return sorted(r.ttft or 0.0 for r in res.records)
 
 
 @pytest.mark.parametrize("chunk", [None, 100])
 def test_chunked_prefill_admits_prompts_in_token_budgets(chunk: int | None) -> None:
-    profile = json.dumps({"base": {"step_ms": [[1, 5.0]], "prefill_ms_per_token": 1.0,
-                                   "chunked_prefill_size": chunk}})
+    profile = json.dumps(
+        {
+            "base": {
+                "step_ms": [[1, 5.0]],
+                "prefill_ms_per_token": 1.0,
+                "chunked_prefill_size": chunk,
+            }
+        }
+    )
     with start_sim(["--profile-json", profile]) as (_, url):
         ttfts = _ttfts(url, 4, 100)
     # the first request starts an iteration alone; the other three arrive while it runs

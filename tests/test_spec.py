@@ -38,10 +38,14 @@ def test_multi_axis_spec() -> None:
 
 
 def test_server_axis_nested_form_equals_dotted_form() -> None:
-    dotted = EXAMPLE.replace("sweep: {concurrency: [1, 10, 64, 256, 1024]}",
-                             "sweep: {concurrency: [1], server.chunked_prefill_size: [1, 2]}")
-    nested = EXAMPLE.replace("sweep: {concurrency: [1, 10, 64, 256, 1024]}",
-                             "sweep: {concurrency: [1], server: {chunked_prefill_size: [1, 2]}}")
+    dotted = EXAMPLE.replace(
+        "sweep: {concurrency: [1, 10, 64, 256, 1024]}",
+        "sweep: {concurrency: [1], server.chunked_prefill_size: [1, 2]}",
+    )
+    nested = EXAMPLE.replace(
+        "sweep: {concurrency: [1, 10, 64, 256, 1024]}",
+        "sweep: {concurrency: [1], server: {chunked_prefill_size: [1, 2]}}",
+    )
     assert parse_spec(dotted).sweep == parse_spec(nested).sweep
 
 
@@ -61,42 +65,97 @@ CASES = [
     ("workload:", "workoad:", 14, "workoad", "did you mean 'workload'?"),
     ("max_runs", "max_run", 17, "verify.max_run", "did you mean 'max_runs'?"),
     ("threshold: 3%", "threshold: three", 17, "verify.threshold", "not a percentage"),
-    ("sweep: {concurrency", "sweep: {concurency", 13, "sweep.concurency",
-     "did you mean 'concurrency'?"),
+    (
+        "sweep: {concurrency",
+        "sweep: {concurency",
+        13,
+        "sweep.concurency",
+        "did you mean 'concurrency'?",
+    ),
     ("kind: sglang", "kind: sglng", 9, "engine.kind", "did you mean 'sglang'?"),
     ("args: {tp: 8}", "args: {tp: 8}, tp: 8", 9, "engine.tp", "goes under engine.args"),
     ("count: 8", "cout: 8", 8, "hardware.cout", "did you mean 'count'?"),
-    ("{path: /models/GLM-5-NVFP4, quantization: nvfp4}", "{quantization: nvfp4}", 7,
-     "model.path", "required key is missing"),
-    ("  flashinfer_cutedsl: {moe_runner_backend: flashinfer_cutedsl}\n", "", 10, "arms",
-     "at least one candidate arm"),
+    (
+        "{path: /models/GLM-5-NVFP4, quantization: nvfp4}",
+        "{quantization: nvfp4}",
+        7,
+        "model.path",
+        "required key is missing",
+    ),
+    (
+        "  flashinfer_cutedsl: {moe_runner_backend: flashinfer_cutedsl}\n",
+        "",
+        10,
+        "arms",
+        "at least one candidate arm",
+    ),
     ("min_prompts: 8", "num_prompts: 8", 14, "workload", "give one of"),
-    ("startup_timeout: 30m", "startup_timeout: 30 minutes", 18, "limits.startup_timeout",
-     "not a duration"),
-    ("primary: output_throughput", "primary: output_throughputt", 16, "metrics.primary",
-     "did you mean 'output_throughput'?"),
-    ("limits:", "exclude: [{concurency: 1024}]\nlimits:", 18, "exclude.0.concurency",
-     "did you mean 'concurrency'?"),
-    ("limits:", "exclude: [{concurrency: 7}]\nlimits:", 18, "exclude.0.concurrency",
-     "excludes nothing"),
+    (
+        "startup_timeout: 30m",
+        "startup_timeout: 30 minutes",
+        18,
+        "limits.startup_timeout",
+        "not a duration",
+    ),
+    (
+        "primary: output_throughput",
+        "primary: output_throughputt",
+        16,
+        "metrics.primary",
+        "did you mean 'output_throughput'?",
+    ),
+    (
+        "limits:",
+        "exclude: [{concurency: 1024}]\nlimits:",
+        18,
+        "exclude.0.concurency",
+        "did you mean 'concurrency'?",
+    ),
+    (
+        "limits:",
+        "exclude: [{concurrency: 7}]\nlimits:",
+        18,
+        "exclude.0.concurrency",
+        "excludes nothing",
+    ),
     ("limits:", "baseline: cutlass\nlimits:", 18, "baseline", "not one of the arms"),
-    ("flashinfer_cutedsl: {moe_runner_backend: flashinfer_cutedsl}",
-     "flashinfer_cutedsl: {flags: {moe_runner_backend: x}, lanch: [x]}", 12,
-     "arms.flashinfer_cutedsl.lanch", "did you mean 'launch'?"),
-    ("sweep: {concurrency: [1, 10, 64, 256, 1024]}",
-     "sweep:\n  concurrency: [1]\n  server.chunked_prefill_size: 4096", 15,
-     "sweep.server.chunked_prefill_size", "expected a list of values"),
-    ("limits:", "rehearsal: {profile: {bse: {}}}\nlimits:", 18, "rehearsal.profile.bse",
-     "did you mean 'base'?"),
-    ("sweep: {concurrency: [1, 10, 64, 256, 1024]}", "sweep: {concurrency: [1, 1]}", 13,
-     "sweep.concurrency", "must not repeat"),
+    (
+        "flashinfer_cutedsl: {moe_runner_backend: flashinfer_cutedsl}",
+        "flashinfer_cutedsl: {flags: {moe_runner_backend: x}, lanch: [x]}",
+        12,
+        "arms.flashinfer_cutedsl.lanch",
+        "did you mean 'launch'?",
+    ),
+    (
+        "sweep: {concurrency: [1, 10, 64, 256, 1024]}",
+        "sweep:\n  concurrency: [1]\n  server.chunked_prefill_size: 4096",
+        15,
+        "sweep.server.chunked_prefill_size",
+        "expected a list of values",
+    ),
+    (
+        "limits:",
+        "rehearsal: {profile: {bse: {}}}\nlimits:",
+        18,
+        "rehearsal.profile.bse",
+        "did you mean 'base'?",
+    ),
+    (
+        "sweep: {concurrency: [1, 10, 64, 256, 1024]}",
+        "sweep: {concurrency: [1, 1]}",
+        13,
+        "sweep.concurrency",
+        "must not repeat",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "line", "key", "fragment"), CASES,
-                         ids=[c[3] for c in CASES])
-def test_error_messages_name_file_line_and_key(old: str, new: str, line: int, key: str,
-                                              fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "line", "key", "fragment"), CASES, ids=[c[3] for c in CASES]
+)
+def test_error_messages_name_file_line_and_key(
+    old: str, new: str, line: int, key: str, fragment: str
+) -> None:
     assert old in EXAMPLE
     with pytest.raises(SpecError) as info:
         parse_spec(EXAMPLE.replace(old, new, 1), "spec/x.yaml")
@@ -114,7 +173,9 @@ def test_bad_yaml_syntax_has_line() -> None:
 
 
 def test_duplicate_key_is_an_error() -> None:
-    with pytest.raises(SpecError, match=r"spec/x.yaml:3: YAML syntax error: duplicate key .experiment."):
+    with pytest.raises(
+        SpecError, match=r"spec/x.yaml:3: YAML syntax error: duplicate key .experiment."
+    ):
         parse_spec(EXAMPLE.replace("title:", "experiment: x\ntitle:"), "spec/x.yaml")
 
 

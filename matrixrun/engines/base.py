@@ -114,12 +114,18 @@ class ServerProcess:
             log.flush()
             try:
                 self.proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                    self.launch.argv, stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                    self.launch.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
                 )
             except OSError as exc:
-                raise EngineError(f"could not start {self.name}: {self.launch.argv[0]}: "
-                                  f"{exc.strerror}; check engine.launch in the spec") from exc
+                raise EngineError(
+                    f"could not start {self.name}: {self.launch.argv[0]}: "
+                    f"{exc.strerror}; check engine.launch in the spec"
+                ) from exc
         self.started_at = time.monotonic()
         if self.pid_path is not None:
             self.pid_path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,17 +147,22 @@ class ServerProcess:
             while True:
                 if not self.alive():
                     code = self.proc.returncode if self.proc else None
-                    raise EngineError(f"{self.name} exited with code {code} before it became "
-                                      f"healthy on port {self.launch.port}; see {self.log_path}",
-                                      self.log_tail())
+                    raise EngineError(
+                        f"{self.name} exited with code {code} before it became "
+                        f"healthy on port {self.launch.port}; see {self.log_path}",
+                        self.log_tail(),
+                    )
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(url).status_code == 200:
                         self.startup_s = time.monotonic() - self.started_at
                         return self.startup_s
                 if time.monotonic() > deadline:
-                    raise StartupTimeout(f"{self.name} was not healthy at {url} within "
-                                         f"{timeout_s:.0f}s (limits.startup_timeout); see "
-                                         f"{self.log_path}", self.log_tail())
+                    raise StartupTimeout(
+                        f"{self.name} was not healthy at {url} within "
+                        f"{timeout_s:.0f}s (limits.startup_timeout); see "
+                        f"{self.log_path}",
+                        self.log_tail(),
+                    )
                 time.sleep(poll_s)
 
     def stop(self, grace_s: float = 20.0) -> int | None:

@@ -58,7 +58,9 @@ class LoadConfig(BaseModel):
     seed: int = 0
     request_timeout_s: float = Field(600.0, gt=0)
     duration_s: float | None = Field(
-        None, gt=0, description="stop sending new requests this long after the start "
+        None,
+        gt=0,
+        description="stop sending new requests this long after the start "
         "(num_prompts is then an upper bound); requests in flight finish and count",
     )
     api_key: SecretStr | None = None

@@ -49,7 +49,9 @@ class Curve(BaseModel):
         "is seen: models first-time JIT compilation.",
     )
     chunked_prefill_size: int | None = Field(
-        None, ge=1, description="Most prompt tokens one iteration admits (as SGLang's "
+        None,
+        ge=1,
+        description="Most prompt tokens one iteration admits (as SGLang's "
         "--chunked-prefill-size; the server flag overrides; a longer prompt is admitted alone). "
         "None: no limit.",
     )
