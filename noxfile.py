@@ -1,7 +1,7 @@
 """Developer and CI entry points. `nox -l` lists them.
 
-    nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse   # the main job, on the simulator
-    nox -s tests                                          # the test suite (what CI runs)
+nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse   # the main job, on the simulator
+nox -s tests                                          # the test suite (what CI runs)
 """
 
 from __future__ import annotations
