@@ -386,48 +386,28 @@ class Runner:
         obs.start(policy.expected_runs())
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
 
-        # Stage 1: every cell once per arm; surprising cells rerun while their server is warm.
-        for group in self.plan.groups:
-            todo = [c for c in group.cells if not self.attempts(c)]
-            self.skipped += len(group.cells) - len(todo)
-            if not todo:
-                continue
+        self.skipped = sum(1 for c in self.plan.cells() if self.attempts(c))
 
-            def warm(inst: Instance, group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-                picks = policy.warm_reruns(group, self.measurements)
-                for cell, why in picks:
-                    rd.event(
-                        "verify",
-                        stage=1,
-                        cell=cell.cell_id,
-                        arm=cell.arm,
-                        x=cell.x,
-                        reason="surprise",
-                        why=why,
-                        instance=inst.name,
-                    )
-                return [(cell, "surprise") for cell, _ in picks]
+        def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
+            after = None if warm is None else (lambda inst: warm())
+            self.run_cells(group, cells, after=after)
 
-            self.run_cells(group, [(c, "first") for c in todo], after=warm)
+        def note(stage: int, round_no: int, cell: Cell, reason: str, why: str) -> None:
+            rd.event(
+                "verify",
+                stage=stage,
+                round=round_no,
+                cell=cell.cell_id,
+                arm=cell.arm,
+                x=cell.x,
+                reason=reason,
+                why=why,
+            )
 
-        # Stage 2: planned rounds of reruns on relaunched servers (ABBA), within the budget.
-        for round_no in range(1, policy.rounds + 1):
-            batch = policy.next_round(round_no, self.measurements)
-            if not batch:
-                break
-            for group, cells in batch:
-                for cell, reason, why in cells:
-                    rd.event(
-                        "verify",
-                        stage=2,
-                        round=round_no,
-                        cell=cell.cell_id,
-                        arm=cell.arm,
-                        x=cell.x,
-                        reason=reason,
-                        why=why,
-                    )
-                self.run_cells(group, [(c, r) for c, r, _ in cells])
+        # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
+        # the planned stage-2 rounds: the order of work is verify.drive's, the same code the
+        # policy's scoring benchmark runs.
+        verify.drive(policy, self.measurements, run_cells, note)
 
         obs.status("analysing")
         report = finish(rd)
