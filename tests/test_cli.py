@@ -44,9 +44,9 @@ def test_plan_json_round_trips() -> None:
 def test_plan_text_mentions_launches_and_cost() -> None:
     res = mr("plan", "tests/specs/multi.yaml")
     assert res.returncode == 0, res.stderr
-    assert "first pass: 12 launches" in res.stdout
-    assert "worst case 42 launches" in res.stdout
-    assert "time: first pass" in res.stdout
+    assert "best case (nothing surprising or inconclusive): 12 launches" in res.stdout
+    assert "worst case (every cell to max_runs): 42 launches" in res.stdout
+    assert "times from the spec's estimate block" in res.stdout
 
 
 def test_schema_check_detects_stale(tmp_path: Path) -> None:
