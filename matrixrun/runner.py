@@ -328,8 +328,13 @@ class Runner:
         """How late the simulator wrote tokens during the cell (its window restarts at each
         flush): if it fell behind, the numbers do not reflect its model, and the report says so."""
         stats = get_json(base_url, self.engine.info_paths).get("sim_stats", {})
-        late = stats.get("write_lateness_ms") if isinstance(stats, dict) else None
-        return {"sim_write_lateness_ms": late} if isinstance(late, dict) else {}
+        if not isinstance(stats, dict):
+            return {}
+        return {
+            f"sim_{kind}_lateness_ms": stats[f"{kind}_lateness_ms"]
+            for kind in ("write", "engine")
+            if isinstance(stats.get(f"{kind}_lateness_ms"), dict)
+        }
 
     def run_cells(
         self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: Any = None

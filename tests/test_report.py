@@ -748,3 +748,20 @@ def test_reproduce_uses_the_spec_copy_when_the_stem_is_unknown(tmp_path: Path) -
     rd = write_run(tmp_path / "elsewhere", SPEC_TEXT, ms)
     repro = section(render_run_dir(rd), "Reproduce")
     assert f"nox -s matrix -- {rd.path}/spec.yaml\n" in repro
+
+
+def test_simulator_that_fell_behind_is_flagged() -> None:
+    from matrixrun.report_context import fell_behind, simulation_of
+
+    spec = parse_spec(SPEC_TEXT)
+    cell = plan_of(SPEC_TEXT).groups[0].cells[0]
+    keeps_up = measurement(cell, "g", 10.0, simulated=True, time_scale=50.0, tpot=100.0)
+    keeps_up.extra["sim_engine_lateness_ms"] = {"mean_ms": 0.05}  # 2.5 ms modelled < 5 ms
+    behind = measurement(cell, "g", 10.0, simulated=True, time_scale=50.0, tpot=100.0)
+    behind.extra["sim_engine_lateness_ms"] = {"mean_ms": 0.4}  # 20 ms modelled > 5 ms
+    assert fell_behind([keeps_up]) == []
+    assert fell_behind([keeps_up, behind]) == [pytest.approx(20.0)]
+    info = simulation_of([keeps_up, behind], spec, {})
+    assert info is not None and "fell behind its own model" in info["text"]
+    ok = simulation_of([keeps_up], spec, {})
+    assert ok is not None and "fell behind" not in ok["text"]
