@@ -172,6 +172,34 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -------------------------------------------------------------------------------------- post
+
+
+def cmd_post(args: argparse.Namespace) -> int:
+    from matrixrun.github import post_comment
+    from matrixrun.results import RunDir
+
+    rd = RunDir(args.run_dir)
+    report = rd.path / "report.md"
+    if not report.exists():
+        _err(f"{report} does not exist; render it first with `matrixrun report {rd.path}`")
+        return EXIT_INPUT
+    experiment = args.experiment
+    if experiment is None:
+        plan = rd.path / "plan.json"
+        experiment = json.loads(plan.read_text())["experiment"] if plan.exists() else rd.path.name
+    posted = post_comment(
+        report.read_text(),
+        repo=args.repo,
+        number=args.pr,
+        experiment=experiment,
+        token_env=args.token_env,
+        api_url=args.api_url,
+    )
+    print(f"{'updated' if posted.updated else 'posted'} {posted.url}")
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------ bench-client
 
 
@@ -256,6 +284,19 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_post(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--repo", required=True, metavar="OWNER/NAME")
+    p.add_argument("--pr", required=True, type=int, metavar="N", help="pull request number")
+    p.add_argument("--experiment", help="comment key (default: the run's experiment name)")
+    p.add_argument(
+        "--token-env",
+        default="GITHUB_TOKEN",
+        help="environment variable holding the token (default GITHUB_TOKEN)",
+    )
+    p.add_argument("--api-url", default="https://api.github.com", help=argparse.SUPPRESS)
+
+
 def _add_bench_client(p: argparse.ArgumentParser) -> None:
     from matrixrun.load.command import add_arguments
 
@@ -272,6 +313,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         "build a run directory from sglang.bench_serving output files",
         _add_ingest,
         cmd_ingest,
+    ),
+    "post": (
+        "post the report on a pull request (one comment, updated by later runs)",
+        _add_post,
+        cmd_post,
     ),
     "bench-client": (
         "measure a running server with the built-in client; print JSON",
