@@ -43,11 +43,6 @@ def ingest(
         servers="fresh" if fresh_server else "same",
         margin=margin,
     )
-    if baseline not in result.arms:
-        raise InputError(
-            f"--baseline {baseline!r} is not among the arms found in the files "
-            f"({', '.join(result.arms)}); name one of them"
-        )
     rd.create()
     rd.write_json("settings.json", result.settings.model_dump(mode="json"))
     servers: dict[str, dict[str, Any]] = {}

@@ -225,6 +225,19 @@ def shorten(text: str, limit: int = 400) -> str:
 # ------------------------------------------------------------------------------ headline
 
 
+def hardware_sentence(check: Any) -> str | None:
+    """The runner's hardware gate result as one sentence; an override is said in bold."""
+    if not isinstance(check, dict):
+        return None if check is None else str(check)
+    message = str(check.get("message") or "").rstrip(".")
+    if check.get("overridden"):
+        message = message.split("; ")[0]  # drop the "what to do" half: it was done
+        return f"**overridden**: {message}; the run went ahead anyway (--ignore-hardware)"
+    if check.get("ok"):
+        return f"passed: {message}" if message else "passed"
+    return message or None
+
+
 def simulation_of(
     measurements: Sequence[Measurement], spec: Spec | None, env: Mapping[str, Any]
 ) -> dict[str, Any] | None:
@@ -460,6 +473,19 @@ def setup_of(spec: Spec, plan: Plan | None, measurements: Sequence[Measurement])
         "arm_diff": diffs,
         "cells": plan.cost.cells if plan is not None else None,
     }
+
+
+def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
+    """What the run did about the server's prefix cache before each cell, from events.jsonl
+    (every arm gets the same prompts, so a warm cache would flatter whoever runs second)."""
+    flushes = [e for e in events if e.get("event") == "flush_cache"]
+    if not flushes:
+        return "no flush recorded"
+    done = sum(1 for e in flushes if e.get("ok"))
+    if done == len(flushes):
+        return f"flushed before every cell ({done} flushes)"
+    why = next((str(e["why"]) for e in flushes if not e.get("ok") and e.get("why")), "")
+    return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
 
 
 def ingested_setup(
@@ -945,7 +971,7 @@ def environment_of(env: Mapping[str, Any], spec: Spec | None) -> dict[str, Any]:
     gpu_lines = [
         f"{n}× {name} (driver {driver}, {memory})" for (name, driver, memory), n in gpus.items()
     ]
-    check = env.get("hardware_check")
+    check = hardware_sentence(env.get("hardware_check"))
     if check is None and spec is not None and not spec.engine.check_hardware:
         check = "skipped: engine.check_hardware is false in the spec (hardware not verified)"
     infos = {k: v for k, v in (env.get("servers") or {}).items() if isinstance(v, dict)}
@@ -967,7 +993,7 @@ def environment_of(env: Mapping[str, Any], spec: Spec | None) -> dict[str, Any]:
     return {
         "facts": [(k, table_cell(str(v))) for k, v in facts if v],
         "gpus": gpu_lines,
-        "hardware_check": json.dumps(check) if isinstance(check, dict | list) else check,
+        "hardware_check": check,
         "servers": servers,
         "servers_header": header,
         "servers_note": None if servers else "No server instances are recorded in env.json.",
@@ -1051,6 +1077,7 @@ def context_from(inputs: RunInputs, verdict: Verdict) -> dict[str, Any]:
     arg_warnings = effective_arg_differences(servers, arms, asked) if spec is not None else []
     if spec is not None:
         setup: dict[str, Any] = setup_of(spec, inputs.plan, ms)
+        setup["workload"].append(("prefix cache", cache_flushes(inputs.events)))
         arm_diff = setup["arm_diff"]
         title = spec.title
     else:

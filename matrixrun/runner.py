@@ -229,7 +229,15 @@ class Runner:
         if self.spec.engine.flush_cache and flush_path:
             flushed = post_ok(inst.base_url, flush_path)
             self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=flushed)
-        elif self.spec.engine.flush_cache:
+        elif not self.spec.engine.flush_cache:
+            self.run_dir.event(
+                "flush_cache",
+                instance=inst.name,
+                cell=cell.cell_id,
+                ok=False,
+                why="engine.flush_cache is false in the spec",
+            )
+        else:
             self.run_dir.event(
                 "flush_cache",
                 instance=inst.name,

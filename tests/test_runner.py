@@ -107,6 +107,8 @@ def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
     text = report.read_text()
     assert text == (run_dir / "report.md").read_text()
     assert "SIMULATED" in text.split("\n\n", 2)[0] + text.split("\n\n", 2)[1]
+    n = len(ms)
+    assert f"flushed before every cell ({n} flushes)" in text
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout: float) -> None:
@@ -277,6 +279,8 @@ def test_hardware_mismatch_stops_before_any_launch(tmp_path: Path) -> None:
     env = json.loads((run_dir / "env.json").read_text())
     assert env["hardware_check"]["overridden"] is True
     assert env["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    report = (tmp_path / "r.md").read_text()
+    assert "**overridden**: spec asks for 1x NVIDIA H200" in report
 
 
 def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:

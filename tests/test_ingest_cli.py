@@ -1,0 +1,62 @@
+"""`matrixrun ingest` then `matrixrun report` on real sglang.bench_serving output files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from matrixrun.measurement import Measurement
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "bench_serving"
+
+
+def mr(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_ingest_then_report_renders_a_verdict(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = mr("ingest", str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl"),
+             "--baseline", "fast_prefill", "--out", str(out), "--threshold", "5%")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lines = (out / "results.jsonl").read_text().splitlines()
+    ms = [Measurement.model_validate_json(x) for x in lines]
+    assert {m.arm for m in ms} == {"fast_prefill", "fast_decode"}
+    assert sorted({m.point["concurrency"] for m in ms}) == [1, 8, 64]
+    assert all(m.client == "bench_serving" and not m.simulated for m in ms)
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["baseline"] == "fast_prefill" and settings["margin"] == 0.05
+    assert "ingest" in json.loads((out / "ingest.json").read_text())["command"]
+
+    report = mr("report", str(out), "-o", "-")
+    assert report.returncode == 0, report.stderr
+    text = report.stdout
+    assert "SIMULATED" not in text
+    assert "fast_decode" in text and "fast_prefill" in text
+    # one run per cell and no declared noise: nothing can be decided, and it says so
+    assert "inconclusive" in text
+    assert "matrixrun ingest" in text  # how to reproduce
+    assert (out / "verdict.json").exists()
+
+
+def test_ingest_refuses_to_overwrite_and_unknown_baseline(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    files = [str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl")]
+    bad = mr("ingest", *files, "--baseline", "nope", "--out", str(out))
+    assert bad.returncode == 2 and "baseline arm 'nope' is not among the arms" in bad.stderr
+    assert mr("ingest", *files, "--baseline", "fast_prefill", "--out", str(out)).returncode == 0
+    again = mr("ingest", *files, "--baseline", "fast_prefill", "--out", str(out))
+    assert again.returncode == 2 and "already holds results" in again.stderr
+
+
+def test_bad_line_names_file_and_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.jsonl"
+    good = (GOLDEN / "fast_decode.jsonl").read_text().splitlines()
+    broken.write_text(good[0] + "\n{not json\n")
+    res = mr("ingest", str(broken), "--baseline", "fast_decode", "--out", str(tmp_path / "r"))
+    assert res.returncode == 2
+    assert f"{broken}:2:" in res.stderr
