@@ -20,7 +20,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -460,63 +459,6 @@ def finish(rd: RunDir) -> Path | None:
     return rd.write_text("report.md", text)
 
 
-def rehearsal_engine(spec: Spec, seed_material: str) -> tuple[Engine, float]:
-    """The sglang engine pointed at the built-in simulator: the same flag rendering, launch,
-    health, server info, flush and teardown code path as on a GPU node."""
-    from matrixrun.sim.profile import Profile
-
-    profile = spec.rehearsal.profile
-    if not isinstance(profile, Profile):
-        profile = Profile()
-    extra = [
-        "--profile-json",
-        profile.model_dump_json(),
-        "--time-scale",
-        str(spec.rehearsal.time_scale),
-    ]
-    if spec.rehearsal.stream_interval:
-        extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
-    engine = SimEngine([sys.executable, "-m", "matrixrun.sim"], extra, seed_material)
-    return engine, spec.rehearsal.time_scale
-
-
-class SimEngine:
-    """SGLangEngine with the simulator's own arguments; each launch gets its own seed so a
-    fresh server is a fresh instance (instance noise), as on real hardware."""
-
-    name = "simulator"
-
-    def __init__(self, prefix: list[str], extra: list[str], seed_material: str) -> None:
-        from matrixrun.engines.sglang import SGLangEngine
-
-        self._inner = SGLangEngine(prefix, extra)
-        self._seed_material = seed_material
-        self._launches = 0
-        self.api = self._inner.api
-        self.health_path = self._inner.health_path
-        self.info_paths = self._inner.info_paths
-        self.launches = True
-        self.flush_path = self._inner.flush_path
-
-    def launch(self, group: ServerGroup, host: str, port: int) -> Any:
-        self._launches += 1
-        seed = int(
-            hashlib.sha256(
-                f"{self._seed_material}:{group.group_id}:{self._launches}".encode()
-            ).hexdigest()[:8],
-            16,
-        )
-        launch = self._inner.launch(group, host, port)
-        launch.argv.extend(["--seed", str(seed)])
-        return launch
-
-    def version(self, info: dict[str, Any]) -> str | None:
-        return self._inner.version(info)
-
-    def effective_args(self, info: dict[str, Any]) -> dict[str, Any]:
-        return self._inner.effective_args(info)
-
-
 def run_experiment(
     spec_path: str | Path,
     out: str | Path | None = None,
@@ -550,7 +492,10 @@ def run_experiment(
                 "continue it or --out for a new directory"
             )
     hardware = None
+    engine: Engine
     if rehearse:
+        from matrixrun.engines.sim import rehearsal_engine
+
         engine, scale = rehearsal_engine(spec, spec.experiment)
     else:
         engine, scale = for_spec(spec.engine), 1.0
