@@ -110,9 +110,17 @@ class Runner:
         self.plan: Plan = expand(spec, spec_hash(spec_text))
         self.measurements: list[Measurement] = run_dir.measurements()
         self.launch_counts: dict[str, int] = {}
-        for m in self.measurements:  # instance names continue after a resume
-            number = int(m.instance.rsplit("#", 1)[-1]) if "#" in m.instance else 0
-            self.launch_counts[m.group_id] = max(self.launch_counts.get(m.group_id, 0), number)
+        # instance names continue after a resume: count earlier launches, measured or not
+        launched = [
+            (str(e.get("group")), str(e.get("instance")))
+            for e in run_dir.events()
+            if e.get("event") == "launch"
+        ]
+        launched += [(m.group_id, m.instance) for m in self.measurements]
+        for group_id, instance in launched:
+            tail = instance.rsplit("#", 1)[-1]
+            number = int(tail) if tail.isdigit() else 0
+            self.launch_counts[group_id] = max(self.launch_counts.get(group_id, 0), number)
         self.new_measurements = 0
         self.hardware: dict[str, Any] | None = None
         self.skipped = 0
@@ -482,7 +490,11 @@ def run_experiment(
             )
         old = rd.path / "spec.yaml"
         if old.exists() and old.read_text() != text:
-            rd.event("spec_changed_on_resume")
+            raise InputError(
+                f"{spec_path} differs from the spec this run started with ({old}); resume with "
+                f"that file (`--resume {rd.path}` and spec {old}) or start a new run, so no "
+                "measurement is mixed with cells of another spec"
+            )
     else:
         stem = spec_path.stem + (".rehearsal" if rehearse else "")
         rd = RunDir(Path(out) if out else Path("runs") / stem / time.strftime("%Y%m%d-%H%M%S"))

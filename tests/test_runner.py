@@ -171,6 +171,12 @@ def test_interrupt_then_resume_measures_only_what_is_missing(tmp_path: Path) -> 
     assert not inst_before & {m.instance for m in after[len(before) :]}
     assert "skipped" in res.stdout
 
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(TINY.replace("output_len: 8", "output_len: 9"))
+    res = mr("run", str(edited), "--rehearse", "--resume", str(run_dir))
+    assert res.returncode == 2 and "differs from the spec this run started with" in res.stderr
+    assert read_results(run_dir) == after
+
 
 def _spec_with(tmp_path: Path, old: str, new: str) -> Path:
     path = tmp_path / "spec.yaml"
