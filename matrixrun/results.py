@@ -7,7 +7,9 @@
       results.jsonl            one Measurement per line, appended and flushed as each completes
       events.jsonl             launches, health, stops, flushes, verify decisions (the audit log)
       verdict.json             the analysis result
-      requests/<cell>-<attempt>.jsonl   per-request records
+      requests/<cell>-<attempt>.jsonl   per-request records (in the server's wall time: for a
+                                        time-dilated rehearsal multiply by the measurement's
+                                        time_scale for modelled time)
       logs/<instance>.log      server logs
       pids/<instance>.pid      one per live server (removed when it stops)
       report.md

@@ -220,6 +220,18 @@ class Runner:
         self.run_dir.write_json(f"correctness/{group.group_id}.json", record)
         self._write_env()
 
+    def _flush(self, inst: Instance, cell: Cell) -> None:
+        """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm
+        cache would flatter whoever runs later); recorded either way."""
+        why = None
+        if not self.spec.engine.flush_cache:
+            why = "engine.flush_cache is false in the spec"
+        elif self.engine.flush_path is None:
+            why = f"{self.engine.name} has no cache-flush endpoint"
+        ok = why is None and post_ok(inst.base_url, str(self.engine.flush_path))
+        extra = {"why": why} if why else {}
+        self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
+
     def _api_key(self) -> Any:
         getter = getattr(self.engine, "api_key", None)
         return getter() if callable(getter) else None
@@ -232,26 +244,7 @@ class Runner:
     def measure(self, inst: Instance, cell: Cell, reason: Reason) -> Measurement:
         attempt = len(self.attempts(cell)) + 1
         s, w = self._scale, self.spec.workload
-        flush_path = self.engine.flush_path
-        if self.spec.engine.flush_cache and flush_path:
-            flushed = post_ok(inst.base_url, flush_path)
-            self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=flushed)
-        elif not self.spec.engine.flush_cache:
-            self.run_dir.event(
-                "flush_cache",
-                instance=inst.name,
-                cell=cell.cell_id,
-                ok=False,
-                why="engine.flush_cache is false in the spec",
-            )
-        else:
-            self.run_dir.event(
-                "flush_cache",
-                instance=inst.name,
-                cell=cell.cell_id,
-                ok=False,
-                why=f"{self.engine.name} has no cache-flush endpoint",
-            )
+        self._flush(inst, cell)
         self.options.observer.status(
             f"{inst.group.arm} {self.plan.axis}={cell.x} "
             f"attempt {attempt} ({reason}) on {inst.name}"
