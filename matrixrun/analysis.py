@@ -63,6 +63,7 @@ __all__ = [
     "iter_cells",
     "judge",
     "limiting_arm",
+    "look_of",
     "pooled_sigma",
     "quantile",
     "reruns",
@@ -117,6 +118,16 @@ def interval(
     """Interval of a log ratio of two means of n_a and n_b log values with per-value σ."""
     half = quantile(level, df) * sigma * math.sqrt(1 / n_a + 1 / n_b)
     return d - half, d + half
+
+
+def look_of(baseline: ArmSample, candidate: ArmSample, looks: int) -> int:
+    """A cell's data state for the look-dependent level: 1 + the most server instances beyond
+    its first that either arm has. Each stage-2 round relaunches a group at most once, so an
+    arm's extra instances never exceed the rounds that added to the cell: this never
+    overcounts (with nondecreasing levels per look, undercounting is only conservative). Warm
+    reruns on the first server are stage 1 and do not count."""
+    extra = max(len(set(a.instances)) - 1 for a in (baseline, candidate))
+    return min(1 + max(extra, 0), max(looks, 1))
 
 
 def judge(lo: float, hi: float, margin: float) -> tuple[CellVerdict, bool]:
@@ -419,7 +430,9 @@ def compare(
             text=format_cell(change, None, None, n_b, n_c, verdict, note=note),
         )
 
-    d_lo, d_hi = interval(d, sigma.value, sigma.df, n_b, n_c, settings.level)
+    look = look_of(baseline, candidate, settings.looks)
+    level = settings.level_at(look)
+    d_lo, d_hi = interval(d, sigma.value, sigma.df, n_b, n_c, level)
     verdict, small = judge(d_lo, d_hi, settings.margin)
     note = ""
     # §7: an arm failing more than the limit cannot be called better there.
@@ -451,6 +464,8 @@ def compare(
         verdict=verdict,
         confident=confident,
         provisional=provisional,
+        look=look,
+        level=level,
         small_change=small,
         surprise=surprise,
         limiting_arm=None if confident or verdict == "same" else limiting_arm(n_b, n_c),

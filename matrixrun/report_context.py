@@ -671,10 +671,18 @@ def slice_labels_of(plan: Plan | None, verdict: Verdict) -> dict[str, str]:
 def sigma_of(verdict: Verdict) -> dict[str, Any]:
     s = verdict.settings
     if s.looks > 1:
-        level = (
-            f"{100 * s.confidence:g}% confidence over {s.looks} planned looks "
-            f"(Bonferroni): each interval is a {100 * verdict.level:.4g}% interval"
-        )
+        if s.spending == "equal":
+            level = (
+                f"{100 * s.confidence:g}% confidence over {s.looks} planned looks "
+                f"(Bonferroni): each interval is a {100 * verdict.level:.4g}% interval"
+            )
+        else:
+            levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.looks + 1))
+            level = (
+                f"{100 * s.confidence:g}% confidence over {s.looks} planned looks "
+                f"(α split over each cell's data states, more to later ones): a cell's "
+                f"interval is at {levels} after 0, 1, 2… stage-2 rounds gave it runs"
+            )
     else:
         level = f"{100 * verdict.level:.4g}% confidence (one look)"
     return {

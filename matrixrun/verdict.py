@@ -49,6 +49,11 @@ class AnalysisSettings(_Model):
     )
     confidence: float = Field(0.95, gt=0.5, lt=1)
     looks: int = Field(1, ge=1, description="Interim looks fixed in the plan (Bonferroni).")
+    spending: Literal["equal", "increasing"] = Field(
+        "equal",
+        description="How 1 − confidence is split over the looks: equally (Bonferroni), or in "
+        "proportion to k² for a cell's k-th data state (more for later, larger samples).",
+    )
     failure_limit: float = Field(0.01, ge=0, lt=1, description="Share of failed requests.")
     axis: str = Field("concurrency", description="Main sweep axis: point[axis] is x.")
     correctness: dict[str, float] = Field(
@@ -71,8 +76,29 @@ class AnalysisSettings(_Model):
 
     @property
     def level(self) -> float:
-        """Per-look confidence level: Bonferroni over the plan's looks (VERDICTS.md §6)."""
-        return 1 - (1 - self.confidence) / self.looks
+        """Confidence level at the last look (the widest a cell can be judged at): equal
+        Bonferroni over the plan's looks, or the last share of the increasing split."""
+        return self.level_at(self.looks)
+
+    def level_at(self, look: int) -> float:
+        """Confidence level for a cell whose data are in their `look`-th state (1 = stage 1
+        only; each stage-2 round that added runs to the cell is one more).
+
+        Why this is valid: a cell's verdict is a test on one of at most `looks` successive
+        data states, and it is re-measured only while inconclusive, so a false verdict needs
+        at least one of those tests to err; their levels are split so they sum to the spec's
+        1 − confidence (Bonferroni's inequality holds whatever the correlation between
+        states). `increasing` gives state k a share ∝ k² (3 looks: 0.36%, 1.43%, 3.21% of a
+        5% α), like O'Brien–Fleming spending: early decisions on n = 1 need a large effect
+        anyway, the last state decides the close cells. The weights are nondecreasing, so a
+        look index that undercounts a cell's states (see `analysis.look_of`) only makes its
+        interval wider."""
+        k = min(max(look, 1), self.looks)
+        alpha = 1 - self.confidence
+        if self.spending == "equal":
+            return 1 - alpha / self.looks
+        weights = [j * j for j in range(1, self.looks + 1)]
+        return 1 - alpha * weights[k - 1] / sum(weights)
 
 
 class Sigma(_Model):
@@ -123,6 +149,8 @@ class Cell(_Model):
     verdict: CellVerdict
     confident: bool = Field(description="verdict is better or worse.")
     provisional: bool = Field(description="Either arm has n = 1 (VERDICTS.md §5).")
+    look: int = Field(1, ge=1, description="The cell's data state: 1 + stage-2 rounds it had.")
+    level: float | None = Field(None, description="Confidence level of its interval.")
     small_change: bool = Field(False, description="Inconclusive but the interval excludes 0.")
     surprise: bool = Field(False, description="|change| > the surprise threshold.")
     limiting_arm: LimitingArm | None = None
@@ -222,7 +250,9 @@ class Verdict(_Model):
     """The whole analysis: written as verdict.json and rendered by the report."""
 
     settings: AnalysisSettings
-    level: float = Field(description="Per-look confidence level actually used.")
+    level: float = Field(
+        description="Confidence level at the last look (a cell's own is `Cell.level`)."
+    )
     sigma: list[Sigma] = Field(description="One per metric, primary first.")
     slices: list[SliceResult]
     overall: dict[str, Overall] = Field(

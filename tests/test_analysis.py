@@ -25,6 +25,7 @@ from matrixrun.analysis import (
     interval,
     judge,
     limiting_arm,
+    look_of,
     pooled_sigma,
     quantile,
     runs_needed,
@@ -32,7 +33,7 @@ from matrixrun.analysis import (
 )
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import Metrics
-from matrixrun.verdict import Cell, Verdict
+from matrixrun.verdict import ArmSample, Cell, Verdict
 
 BASE, CAND = "cutlass", "cutedsl"
 X = [1, 10, 64, 256, 1024]
@@ -596,3 +597,25 @@ def test_verdict_round_trips_through_json() -> None:
     text = v.model_dump_json()
     assert "Infinity" not in text and "NaN" not in text
     assert Verdict.model_validate_json(text) == v
+
+
+def test_increasing_spending_sums_to_alpha_and_grows_with_the_look() -> None:
+    s = AnalysisSettings(baseline="b", looks=3, spending="increasing")
+    alphas = [1 - s.level_at(k) for k in (1, 2, 3)]
+    assert sum(alphas) == pytest.approx(0.05)  # Bonferroni's inequality: never more than α
+    assert alphas == sorted(alphas) and alphas[0] == pytest.approx(0.05 / 14)
+    assert s.level == s.level_at(3) and s.level_at(9) == s.level_at(3)
+    equal = AnalysisSettings(baseline="b", looks=3)
+    assert [equal.level_at(k) for k in (1, 2, 3)] == [pytest.approx(1 - 0.05 / 3)] * 3
+    assert AnalysisSettings(baseline="b", looks=1, spending="increasing").level == 0.95
+
+
+def test_a_cells_look_counts_its_extra_server_instances() -> None:
+    def arm(*instances: str) -> ArmSample:
+        return ArmSample(arm="a", values=[1.0] * len(instances), n=len(instances), mean=1.0,
+                         instances=list(instances), reasons=[])  # fmt: skip
+
+    assert look_of(arm("b#1"), arm("c#1", "c#1"), 3) == 1  # a warm rerun is stage 1
+    assert look_of(arm("b#1", "b#2"), arm("c#1"), 3) == 2
+    assert look_of(arm("b#1", "b#2"), arm("c#1", "c#2", "c#3"), 3) == 3
+    assert look_of(arm("b#1", "b#2", "b#3", "b#4"), arm("c#1"), 3) == 3  # capped at looks

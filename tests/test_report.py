@@ -282,9 +282,9 @@ def test_writeup_document_parses_and_its_table_matches_the_writeup(tmp_path: Pat
     assert [r[2] for r in body] == ["10.07", "64.29", "249.2", "515.7", "796.9"]
     assert [r[3] for r in body] == ["−2.8%", "+67.2%", "+13.9%", "−28.3%", "−50.3%"]
     assert body[3][4].startswith("−28.3% [") and body[3][4].endswith("n=1/2 worse (provisional)")
-    assert body[0][4].startswith("~ −2.8%") and body[0][4].endswith(
-        "inconclusive (provisional; small change)"
-    )
+    # A stage-1 cell is judged at the first look's 99.64% (α split ∝ k² over 3 looks), so its
+    # interval no longer excludes 0 ("small change" came from the old equal 98.33%).
+    assert body[0][4].startswith("~ −2.8%") and body[0][4].endswith("inconclusive (provisional)")
 
 
 def test_writeup_headline_regimes_and_crossover(tmp_path: Path) -> None:
@@ -342,8 +342,8 @@ def test_sigma_statement_names_source_df_and_looks(tmp_path: Path) -> None:
         "understate)" in noise
     )
     assert (
-        "95% confidence over 3 planned looks (Bonferroni): each interval is a 98.33% "
-        "interval" in noise
+        "95% confidence over 3 planned looks (α split over each cell's data states, more to "
+        "later ones): a cell's interval is at 99.64%, 98.57%, 96.79%" in noise
     )
     doc = render_run_dir(writeup_run(tmp_path / "none", rerun=False))
     assert "no noise estimate" in section(doc, "Noise and confidence")
