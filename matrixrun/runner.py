@@ -21,10 +21,10 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from matrixrun.engines.base import (
     Engine,
@@ -44,6 +44,7 @@ from matrixrun.results import RunDir, now_iso
 from matrixrun.spec import Spec, spec_hash
 
 HOST = "127.0.0.1"
+T = TypeVar("T")
 
 
 class Observer(Protocol):
@@ -298,9 +299,7 @@ class Runner:
                 )
                 extra["argv"] = redact_argv(argv)
             else:
-                result = asyncio.run(
-                    asyncio.wait_for(run_load(config), self.spec.limits.cell_timeout / s)
-                )
+                result = asyncio.run(_bounded(run_load(config), self.spec.limits.cell_timeout / s))
                 metrics, records = result.metrics.undilated(s), result.records
             path = self.run_dir.requests_file(cell.cell_id, attempt)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -511,6 +510,13 @@ def run_experiment(
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
     return runner.run()
+
+
+async def _bounded(work: Coroutine[Any, Any, T], seconds: float) -> T:
+    """`work` within a time limit. (asyncio.timeout, not wait_for: on Python 3.11 wait_for can
+    swallow the cancellation that Ctrl-C sends, and the run would not stop.)"""
+    async with asyncio.timeout(seconds):
+        return await work
 
 
 def _hardware_gate(spec: Spec, ignore: bool) -> dict[str, Any]:
