@@ -253,6 +253,8 @@ class Policy:
                                 "A/A: the baseline again on a fresh server "
                                 "measures the server-to-server spread",
                             )
+        primary_sigma = next(x for x in verdict.sigma if x.metric == self.settings.primary)
+        no_sigma = primary_sigma.value is None
         for slice_name, candidate, res in results:
             if res.verdict != "inconclusive":
                 continue
@@ -267,7 +269,13 @@ class Policy:
                     self.by_point_arm.get((slice_name, res.point_id, arm)),
                     "inconclusive",
                     f"inconclusive ({res.text}); {arm}'s n limits the interval; "
-                    f"≈{chance:.0%} chance that {v.max_runs} runs per arm settle it",
+                    + (
+                        "no σ measured yet, so runs are needed to measure it"
+                        if no_sigma
+                        else f"an optimistic estimate gives {v.max_runs} runs per arm a "
+                        f"{chance:.0%} chance to settle it (the futility rule's input, "
+                        "not a prediction)"
+                    ),
                     chance,
                 )
         if v.fresh_server:
