@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from statistics import NormalDist
 
-from matrixrun.analysis import analyse, iter_cells, quantile
+from matrixrun.analysis import analyse, format_change, iter_cells, quantile
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup
 from matrixrun.spec import Spec
@@ -204,7 +204,7 @@ class Policy:
                 (
                     cell,
                     "surprise",
-                    f"change {res.change:+.1%} vs {self.plan.baseline} exceeds the surprise "
+                    f"change {format_change(res.change or 0.0)} vs {self.plan.baseline} exceeds the surprise "
                     f"threshold {v.surprise:.0%} with {group.arm} the slower arm: a warm "
                     "rerun tests first-run JIT compile/warmup",
                 )
@@ -326,7 +326,7 @@ class Policy:
             want(
                 cell,
                 "fresh_server",
-                f"change {res.change:+.1%} is surprising: a rerun on a "
+                f"change {format_change(res.change or 0.0)} is surprising: a rerun on a "
                 "freshly launched server tests whether the first server was odd",
             )
 
