@@ -204,9 +204,9 @@ class Policy:
                 (
                     cell,
                     "surprise",
-                    f"change {format_change(res.change or 0.0)} vs {self.plan.baseline} exceeds the surprise "
-                    f"threshold {v.surprise:.0%} with {group.arm} the slower arm: a warm "
-                    "rerun tests first-run JIT compile/warmup",
+                    f"change {format_change(res.change or 0.0)} vs {self.plan.baseline} "
+                    f"exceeds the surprise threshold {v.surprise:.0%} with {group.arm} the "
+                    "slower arm: a warm rerun tests first-run JIT compile/warmup",
                 )
             )
         return [(cell, why) for cell, _, why in self._within_budget(picks, ms, launch=False)]
