@@ -315,3 +315,15 @@ def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
     cand = verdict["slices"][0]["candidates"][0]
     assert cand["candidate"] == "fast" and cand["suspect"] is True
     assert "suspect" in (tmp_path / "r.md").read_text().lower()
+
+
+def test_missing_sglang_says_which_python_to_point_at(tmp_path: Path) -> None:
+    """The default launch (this Python, no SGLang here) fails with what to do."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(TINY)
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--out", str(run_dir), "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 1
+    ms = read_results(run_dir)
+    assert ms and all("has no SGLang; set engine.launch" in (m.error or "") for m in ms)
+    assert "MATRIXRUN_SGLANG_PYTHON" in (tmp_path / "r.md").read_text()

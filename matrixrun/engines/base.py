@@ -147,6 +147,13 @@ class ServerProcess:
             while True:
                 if not self.alive():
                     code = self.proc.returncode if self.proc else None
+                    if "No module named 'sglang'" in self.log_tail().replace('"', "'"):
+                        raise EngineError(
+                            f"{self.name}: its Python ({self.launch.argv[0]}) has no SGLang; set "
+                            "engine.launch to the Python (or container) that has it, or export "
+                            "MATRIXRUN_SGLANG_PYTHON=/path/to/python",
+                            self.log_tail(),
+                        )
                     raise EngineError(
                         f"{self.name} exited with code {code} before it became "
                         f"healthy on port {self.launch.port}; see {self.log_path}",

@@ -36,6 +36,7 @@ never on the command line or in the log).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import PurePath
 from typing import Any
@@ -43,7 +44,10 @@ from typing import Any
 from matrixrun.engines.base import Api, Launch
 from matrixrun.plan import ServerGroup
 
-DEFAULT_LAUNCH = [sys.executable, "-m", "sglang.launch_server"]
+#: The Python that has SGLang, when the spec gives no `engine.launch`: $MATRIXRUN_SGLANG_PYTHON,
+#: else the harness's own (which works only when both share an environment; not under nox).
+ENGINE_PYTHON = os.environ.get("MATRIXRUN_SGLANG_PYTHON", sys.executable)
+DEFAULT_LAUNCH = [ENGINE_PYTHON, "-m", "sglang.launch_server"]
 
 #: Spec shorthands -> the flag SGLang declares (see the module docstring).
 ALIASES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "ep": "ep_size"}

@@ -40,7 +40,11 @@ from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import RequestRecord
 from matrixrun.metrics import Metrics
 
-DEFAULT_PREFIX = [sys.executable, "-m", "sglang.bench_serving"]
+DEFAULT_PREFIX = [
+    os.environ.get("MATRIXRUN_SGLANG_PYTHON", sys.executable),
+    "-m",
+    "sglang.bench_serving",
+]
 BACKENDS = {"sglang": "sglang", "openai": "sglang-oai"}
 OUTPUT_NAME = "bench_serving.jsonl"
 LOG_NAME = "bench_serving.log"
