@@ -163,6 +163,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         out=args.out,
         threshold=args.threshold,
+        noise=args.noise,
         arm_field=args.arm_field,
         axis_field=args.axis_field,
         fresh_server=args.fresh_server,
@@ -266,6 +267,11 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
     p.add_argument("--threshold", default="3%", help="practical margin (default 3%%)")
+    p.add_argument(
+        "--noise",
+        metavar="PCT",
+        help="declared run-to-run spread (e.g. 2%%), used where nothing is measured",
+    )
     p.add_argument(
         "--arm-field",
         default="tag",

@@ -23,12 +23,14 @@ def ingest(
     arm_field: str = "tag",
     axis_field: str = "max_concurrency",
     fresh_server: bool = False,
+    noise: str | None = None,
     argv: list[str] | None = None,
 ) -> Path:
     try:
         margin = parse_percent(threshold)
+        prior = parse_percent(noise) if noise is not None else None
     except ValueError as exc:
-        raise InputError(f"--threshold {threshold}: {exc}") from exc
+        raise InputError(f"--threshold/--noise: {exc}") from exc
     rd = RunDir(out)
     if rd.results_file.exists():
         raise InputError(
@@ -42,6 +44,7 @@ def ingest(
         axis_field=axis_field,
         servers="fresh" if fresh_server else "same",
         margin=margin,
+        noise=prior,
     )
     rd.create()
     rd.write_json("settings.json", result.settings.model_dump(mode="json"))

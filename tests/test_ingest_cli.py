@@ -60,3 +60,14 @@ def test_bad_line_names_file_and_line(tmp_path: Path) -> None:
     res = mr("ingest", str(broken), "--baseline", "fast_decode", "--out", str(tmp_path / "r"))
     assert res.returncode == 2
     assert f"{broken}:2:" in res.stderr
+
+
+def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = mr("ingest", str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl"),
+             "--baseline", "fast_prefill", "--out", str(out), "--noise", "2%")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "settings.json").read_text())["noise"] == 0.02
+    text = mr("report", str(out), "-o", "-").stdout
+    # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
+    assert "better (provisional)" in text and "declared" in text
