@@ -9,7 +9,6 @@ absolute schedule makes them robust (ITL), loosely upwards where scheduling dela
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import socket
 import subprocess
@@ -206,10 +205,6 @@ def test_bench_client_command(server: str) -> None:
         parser.parse_args([*argv, "--request-rate", "-1"])
 
 
-def _sim_available() -> bool:
-    return importlib.util.find_spec("matrixrun.sim.__main__") is not None
-
-
 def sim_profile(step_ms: float) -> list[str]:
     """A flat profile: every decode step takes `step_ms`, no prefill cost, no effects."""
     data = {
@@ -223,7 +218,6 @@ def sim_profile(step_ms: float) -> list[str]:
     return ["--profile-json", json.dumps(data)]
 
 
-@pytest.mark.skipif(not _sim_available(), reason="simulator not present")
 @pytest.mark.parametrize("api", ["sglang", "openai"])
 def test_against_the_simulator(api: str) -> None:
     from simserver import start_sim
