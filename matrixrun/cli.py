@@ -316,7 +316,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "run": ("launch, measure, verify, analyse and report a spec", _add_run, cmd_run),
     "report": ("analyse a run directory and render its verdict document", _add_report, cmd_report),
     "ingest": (
-        "build a run directory from sglang.bench_serving output files",
+        "build a run directory from the output files of sglang.bench_serving",
         _add_ingest,
         cmd_ingest,
     ),
