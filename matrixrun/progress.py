@@ -67,12 +67,13 @@ class RichObserver:
 
         self.console = Console(stderr=True)
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
+            BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            # last, so a narrow terminal truncates the description, not the clock
+            TextColumn("[bold]{task.description}"),
             console=self.console,
             transient=False,
         )
@@ -90,7 +91,9 @@ class RichObserver:
         if task.total is not None and task.completed + 1 > task.total:
             self.progress.update(self.task, total=task.completed + 1)
         self.progress.advance(self.task)
-        self.progress.console.log(_summary(m))
+        self.progress.console.print(
+            f"[dim]{time.strftime('%H:%M:%S')}[/dim] {_summary(m)}", markup=True, highlight=False
+        )
 
     def finish(self) -> None:
         self.progress.stop()
