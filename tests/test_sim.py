@@ -9,6 +9,7 @@ versus a single one, half versus full time at time_scale 2).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import time
@@ -363,39 +364,41 @@ def test_sigterm_exits_cleanly() -> None:
         assert proc.wait(timeout=10) == 0
 
 
-def _ttfts(base_url: str, n: int, prompt_len: int) -> list[float]:
-    from matrixrun.load import LoadConfig, run_load_sync
-
-    res = run_load_sync(
-        LoadConfig(
-            base_url=base_url,
-            num_prompts=n,
-            input_len=prompt_len,
-            output_len=2,
-            concurrency=n,
-            warmup_requests=0,
-        )
-    )
-    return sorted(r.ttft or 0.0 for r in res.records)
-
-
 @pytest.mark.parametrize("chunk", [None, 100])
 def test_chunked_prefill_admits_prompts_in_token_budgets(chunk: int | None) -> None:
-    profile = json.dumps(
-        {
-            "base": {
-                "step_ms": [[1, 5.0]],
-                "prefill_ms_per_token": 1.0,
-                "chunked_prefill_size": chunk,
-            }
-        }
-    )
-    with start_sim(["--profile-json", profile]) as (_, url):
-        ttfts = _ttfts(url, 4, 100)
-    # the first request starts an iteration alone; the other three arrive while it runs
-    if chunk is None:  # ... and are prefilled together in the next: equal TTFTs ≈ 410 ms
-        assert max(ttfts[1:]) - min(ttfts[1:]) < 0.05
-        assert 0.35 < min(ttfts[1:]) < 0.6
-    else:  # ... one prompt per iteration: TTFTs ≈ 210, 315, 420 ms
-        assert max(ttfts[1:]) - min(ttfts[1:]) > 0.15
-        assert ttfts[1] < 0.3
+    """Four 100-token prompts queued together; prefill costs 1 ms a token, a step 5 ms. Without
+    a budget one iteration prefills all four (first tokens together, 405 ms in); with a budget
+    of 100 tokens one prompt is admitted per iteration (first tokens 105 ms apart). Read off
+    the batcher's deadlines, which are the model's times, so machine load cannot blur them."""
+    from matrixrun.sim.batcher import Batcher, SimRequest
+    from matrixrun.sim.profile import Curve
+
+    curve = Curve(step_ms=[(1.0, 5.0)], prefill_ms_per_token=1.0, chunked_prefill_size=chunk)
+
+    class FirstToken:
+        def __init__(self) -> None:
+            self.at: float | None = None
+
+        def emit(self, produced: int, finished: bool, deadline: float) -> None:
+            if self.at is None and produced >= 1:
+                self.at = deadline
+
+    async def scenario() -> list[float]:
+        batcher = Batcher(curve)
+        sinks = [FirstToken() for _ in range(4)]
+        for sink in sinks:
+            batcher.submit(SimRequest(100, 3, True, sink))
+        t0 = time.monotonic()
+        task = asyncio.create_task(batcher.run())
+        while any(s.at is None for s in sinks):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        return sorted((s.at or 0.0) - t0 for s in sinks)
+
+    firsts = asyncio.run(scenario())
+    if chunk is None:
+        assert max(firsts) - min(firsts) < 1e-6
+        assert firsts[0] == pytest.approx(0.405, abs=0.02)
+    else:
+        gaps = [b - a for a, b in itertools.pairwise(firsts)]
+        assert gaps == [pytest.approx(0.105, abs=1e-3)] * 3
