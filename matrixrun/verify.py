@@ -293,7 +293,7 @@ class Policy:
                         )
         calibration: set[str] = set()
         if wanted:
-            calibration = self._calibration(results, ms, set(wanted), want)
+            calibration = self._calibration(results, ms, set(wanted), want, round_no)
 
         def rank(p: Pick) -> tuple[int, float]:
             kind = "calibration" if p[0].cell_id in calibration else p[1]
@@ -336,6 +336,7 @@ class Policy:
         ms: Sequence[Measurement],
         picked: set[str],
         want: Callable[[Cell | None, Reason, str], None],
+        round_no: int = 1,
     ) -> set[str]:
         """Once a round relaunches anything, the analysis will judge every cell with the
         fresh-server σ; top its degrees of freedom up to `MIN_FRESH_DF` (or as many as the
@@ -352,7 +353,10 @@ class Policy:
         if df >= target:
             return set()
         groups = {self.group_of[cid].group_id for cid in picked}
-        order: list[tuple[bool, bool, float, Cell]] = []
+        # the round's first launch first: its replicates bring σ before the later launches
+        # (and its own re-choice) decide which inconclusive cells still need runs
+        position = {g.group_id: i for i, g in enumerate(self._order(round_no))}
+        order: list[tuple[bool, int, bool, float, Cell]] = []
         for slice_name, candidate, res in results:
             arms = [candidate, self.plan.baseline]
             if res.limiting_arm == "baseline":
@@ -364,13 +368,14 @@ class Policy:
                 order.append(
                     (
                         self.group_of[cell.cell_id].group_id not in groups,
+                        position[self.group_of[cell.cell_id].group_id],
                         res.verdict != "inconclusive",
                         abs(res.d or 0.0),
                         cell,
                     )
                 )
         added: set[str] = set()
-        for *_, cell in sorted(order, key=lambda t: t[:3]):
+        for *_, cell in sorted(order, key=lambda t: t[:4]):
             if df >= target:
                 break
             if cell.cell_id in added or self._n(cell, ms) >= self.spec.verify.max_runs:
@@ -426,11 +431,16 @@ class Policy:
             kept.append(pick)
         return kept
 
-    def _batched(self, picks: list[Pick], round_no: int) -> list[tuple[ServerGroup, list[Pick]]]:
-        """One launch per group per round; arm order alternates by round (ABBA)."""
+    def _order(self, round_no: int) -> list[ServerGroup]:
+        """Launch order of a round: the plan's order reversed on odd rounds (ABBA)."""
         order = list(self.plan.groups)
         if round_no % 2 == 1:
             order.reverse()
+        return order
+
+    def _batched(self, picks: list[Pick], round_no: int) -> list[tuple[ServerGroup, list[Pick]]]:
+        """One launch per group per round; arm order alternates by round (ABBA)."""
+        order = self._order(round_no)
         by_group: dict[str, list[Pick]] = {}
         for pick in picks:
             by_group.setdefault(self.group_of[pick[0].cell_id].group_id, []).append(pick)
@@ -471,7 +481,8 @@ def drive(
     """The order of work, shared by the runner and the scoring benchmark so both run exactly
     the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
     on the same warm server, by its warm reruns; then the planned stage-2 rounds, each group in
-    a round on one fresh launch. `ms` is the live list `run_cells` appends to."""
+    a round on one fresh launch whose reruns are re-chosen as σ arrives (`_run_round`). `ms`
+    is the live list `run_cells` appends to."""
     measured = {m.cell_id for m in ms}
     for group in policy.plan.groups:
         todo = [c for c in group.cells if c.cell_id not in measured]
@@ -490,8 +501,51 @@ def drive(
         batch = policy.next_round(round_no, ms)
         if not batch:
             break
-        for group, cells in batch:
-            for cell, reason, why in cells:
-                if note is not None:
-                    note(2, round_no, cell, reason, why)
-            run_cells(group, [(c, r) for c, r, _ in cells], None)
+        _run_round(policy, ms, run_cells, note, round_no, [g for g, _ in batch])
+
+
+def _run_round(
+    policy: Policy,
+    ms: list[Measurement],
+    run_cells: RunCells,
+    note: Note | None,
+    round_no: int,
+    groups: list[ServerGroup],
+) -> None:
+    """One stage-2 round: each group that still has picks gets one fresh launch. On it the
+    checks and σ replicates run first; the inconclusive reruns are then chosen again, on the
+    same launch, with the fresh σ they (and earlier launches of the round) brought, so cells
+    that σ settles are not rerun. A group left with no picks is not launched at all."""
+    done: set[str] = set()  # cells already rerun in this round
+
+    def current(group: ServerGroup) -> list[Pick]:
+        return [
+            p
+            for g, picks in policy.next_round(round_no, ms)
+            if g.group_id == group.group_id
+            for p in picks
+            if p[0].cell_id not in done
+        ]
+
+    def step(picks: list[Pick]) -> list[Pick]:
+        """What to run next on the launch: every check and σ replicate, else one
+        inconclusive rerun (each measured one may bring the σ that settles the rest)."""
+        checks = [p for p in picks if p[1] != "inconclusive"]
+        return checks or picks[:1]
+
+    def take(picks: list[Pick]) -> list[tuple[Cell, Reason]]:
+        for cell, reason, why in picks:
+            done.add(cell.cell_id)
+            if note is not None:
+                note(2, round_no, cell, reason, why)
+        return [(c, r) for c, r, _ in picks]
+
+    for group in groups:
+        first = step(current(group))
+        if not first:
+            continue
+
+        def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
+            return take(step(current(group)))
+
+        run_cells(group, take(first), more)

@@ -225,3 +225,36 @@ def test_drive_runs_stage_one_then_warm_then_rounds_and_resumes() -> None:
     done = len(ms)
     drive(policy, ms, run_cells)  # resumed: nothing left to do
     assert len(ms) == done
+
+
+def test_a_round_chooses_inconclusive_reruns_again_once_its_replicates_bring_sigma() -> None:
+    """At the start of round 1 nothing has a σ, so every cell looks inconclusive; the launch
+    runs its σ replicates first and then re-chooses: a +50% cell is settled by then and is
+    not rerun, while the policy computed at the round's start would have rerun it."""
+    spec, plan = setup("{threshold: 3%, surprise: 60%, max_runs: 3, warm_rerun: false}")
+    truth = {("base", 1): 100.0, ("base", 4): 100.0, ("base", 16): 100.0,
+             ("cand", 1): 101.0, ("cand", 4): 102.0, ("cand", 16): 150.0}  # fmt: skip
+    ms: list[Measurement] = []
+    launches: dict[str, int] = {}
+
+    def run_cells(g: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None) -> None:
+        launches[g.arm] = launches.get(g.arm, 0) + 1
+        queue = list(cells)
+        while queue:
+            c, reason = queue.pop(0)
+            n = sum(1 for x in ms if x.cell_id == c.cell_id)
+            wobble = 1.0 + 0.004 * (-1) ** (launches[g.arm] + int(c.x))  # ±0.4% per launch
+            ms.append(m(plan, c.arm, int(c.x), truth[(c.arm, int(c.x))] * wobble,
+                        launches[g.arm], reason, n + 1))  # fmt: skip
+            if not queue and after is not None:
+                queue.extend(after())
+
+    policy = Policy(spec, plan)
+    for g in plan.groups:  # stage 1 only
+        run_cells(g, [(c, "first") for c in g.cells], None)
+    at_start = picks(policy.next_round(1, ms))
+    assert ("cand", 16, "inconclusive") in at_start  # no σ yet: it looks undecided
+    drive(policy, ms, run_cells)
+    reruns = {(x.arm, int(x.point["concurrency"]), x.reason) for x in ms if x.reason != "first"}
+    assert ("cand", 16, "inconclusive") not in reruns
+    assert any(r == "fresh_server" for _, _, r in reruns)  # the σ replicates ran
