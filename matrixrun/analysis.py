@@ -678,7 +678,6 @@ def reruns(
     groups: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in measurements:
         groups.setdefault((m.slice, m.point_id, m.arm), []).append(m)
-    m_log = math.log1p(margin)
     out: list[Rerun] = []
     for (slice_name, pid, arm), ms in groups.items():
         if len(ms) < 2:
@@ -704,7 +703,9 @@ def reruns(
             else:
                 r = math.log(value / first_value)
                 change = math.expm1(r)
-                matches = abs(r) < m_log
+                # judged on the change as printed (rerun / first − 1), so "within ±3%" never
+                # sits beside a printed −2.95%
+                matches = abs(change) <= margin
                 text = (
                     f"{head}: {value:.6g} vs {first_value:.6g} {unit(metric)} first "
                     f"({format_change(change, 2)}): "

@@ -619,3 +619,15 @@ def test_a_cells_look_counts_its_extra_server_instances() -> None:
     assert look_of(arm("b#1", "b#2"), arm("c#1"), 3) == 2
     assert look_of(arm("b#1", "b#2"), arm("c#1", "c#2", "c#3"), 3) == 3
     assert look_of(arm("b#1", "b#2", "b#3", "b#4"), arm("c#1"), 3) == 3  # capped at looks
+
+
+def test_rerun_within_margin_is_judged_on_the_printed_change() -> None:
+    """−2.95% against a first run reads as within ±3%: the judgement uses the change as
+    printed (rerun / first − 1), not the log ratio (whose bound is ±2.956%)."""
+    from matrixrun.analysis import reruns
+
+    first = meas("cand", 1, 250.83, instance="g#1")
+    again = meas("cand", 1, 243.43, instance="g#2", attempt=2, reason="fresh_server")
+    (r,) = reruns([first, again], "output_throughput", 0.03)
+    assert r.change_vs_first == pytest.approx(-0.0295, abs=1e-4)
+    assert r.matches_first is True
