@@ -954,8 +954,9 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
         )
     alpha = 1 - settings.level
     multiplicity = (
-        f"{judged} cells judged at {100 * settings.level:g}% confidence: about "
-        f"{judged * alpha:.1f} may flag by chance; no multiplicity correction is applied, "
+        f"{judged} cells judged at {100 * settings.level:.4g}% confidence"
+        + (" or stricter: at most about " if settings.looks > 1 else ": about ")
+        + f"{judged * alpha:.1f} may flag by chance; no multiplicity correction is applied, "
         "so treat an isolated flag as a lead to re-measure."
     )
     if judged * alpha >= 0.5:
