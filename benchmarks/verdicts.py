@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -287,6 +288,103 @@ def policy_run(world: World, spec: Spec, plan: Plan) -> Outcome:
     )
 
 
+# --------------------------------------------------------------------------- the ceiling
+
+#: Two-sided 95% normal quantile: the ceiling judges with σ known, at one look.
+Z95 = 1.959963984540054
+
+
+def p_correct(effect: float, sigma: float, n: int) -> float:
+    """Chance that a cell with true relative `effect`, measured n times per arm on fresh
+    servers whose per-run σ (log scale) is known exactly, is decided correctly by one look at
+    95%: the interval d ± z·σ·√(2/n) entirely past the margin on the right side, or entirely
+    inside ±margin when |effect| ≤ margin. No compile penalty (it only lowers the chance)."""
+    from scipy.stats import norm  # only the ceiling needs it
+
+    m = math.log1p(MARGIN)
+    d = math.log1p(effect)
+    sd = sigma * math.sqrt(2 / n)
+    h = Z95 * sd
+    if abs(effect) <= MARGIN:
+        return float(max(norm.cdf((m - h - d) / sd) - norm.cdf((-m + h - d) / sd), 0.0))
+    gap = d - m - h if effect > 0 else -m - h - d
+    return float(norm.cdf(gap / sd))
+
+
+@dataclass
+class Ceiling:
+    """What knowing everything would buy on the same worlds (shares of candidate cells)."""
+
+    one_run: float  # every cell once, σ known
+    fixed3: float  # every cell 3 times per arm, σ known
+    oracle: float  # `share` of fixed 3's runs placed by an oracle, σ known
+    share: float
+
+
+def ceiling(matrices: int, seed: int, share: float = 0.6, max_n: int = 12) -> Ceiling:
+    """An upper bound for any verify policy on these worlds: an oracle that knows every
+    cell's true effect and σ spends `share` of fixed 3's runs (the first run of every cell
+    included) where they raise the expected share decided correctly most, greedily in steps
+    of 1–3 runs per arm (P(correct) is S-shaped in n, so single steps would stall), judged with
+    σ known at one look at 95%. A real policy must also estimate σ, find the cells that need
+    runs from noisy first runs, correct for its looks and run its explanation checks — each
+    costs accuracy or runs — so it cannot beat this. A candidate's step costs its own run plus
+    its share of the baseline's (shared by the matrix's candidates): generous to the oracle."""
+    import heapq
+
+    cells: list[tuple[float, float, float]] = []  # (effect, σ, cost per step of one run/arm)
+    cell_arms = 0
+    for i in range(matrices):
+        world, points, cands = draw_world(np.random.default_rng([seed, i]))
+        sigma = math.hypot(world.sigma_w, world.sigma_b)
+        cell_arms += len(points) * (1 + len(cands))
+        cells += [(world.effect[c][x], sigma, 1 + 1 / len(cands)) for c in cands for x in points]
+    budget = (3 * share - 1) * cell_arms
+    n = [1] * len(cells)
+    expected = sum(p_correct(e, s, 1) for e, s, _ in cells)
+    heap: list[tuple[float, int, int, int]] = []
+
+    def offer(k: int) -> None:
+        e, s, cost = cells[k]
+        now = p_correct(e, s, n[k])
+        for step in range(1, 4):
+            if n[k] + step <= max_n:
+                gain = p_correct(e, s, n[k] + step) - now
+                heapq.heappush(heap, (-gain / (step * cost), k, n[k], step))
+
+    for k in range(len(cells)):
+        offer(k)
+    spent = 0.0
+    while heap:
+        rate, k, at, step = heapq.heappop(heap)
+        cost = step * cells[k][2]
+        if n[k] != at or rate >= 0 or spent + cost > budget:
+            continue
+        expected += -rate * cost
+        spent += cost
+        n[k] += step
+        offer(k)
+    total = len(cells)
+    return Ceiling(
+        one_run=sum(p_correct(e, s, 1) for e, s, _ in cells) / total,
+        fixed3=sum(p_correct(e, s, 3) for e, s, _ in cells) / total,
+        oracle=expected / total,
+        share=share,
+    )
+
+
+def ceiling_text(c: Ceiling) -> str:
+    return (
+        f"Ceiling (analytic, the same worlds): with σ known, one look at 95% and no compile "
+        f"penalty, fixed 3 runs decide {100 * c.fixed3:.1f}% of cells correctly (1 run: "
+        f"{100 * c.one_run:.1f}%); an oracle that knows every cell's true effect and σ and puts "
+        f"{100 * c.share:.0f}% of fixed 3's runs where they raise that share most decides "
+        f"{100 * c.oracle:.1f}% — {100 * (c.oracle - c.fixed3):.1f} points of headroom, before a "
+        "real policy pays for estimating σ, finding those cells from noisy first runs, "
+        "correcting for its looks and running its explanation checks."
+    )
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -335,6 +433,36 @@ def policy_name(verify: str) -> str:
     return f"policy `{verify}`"
 
 
+#: What-if switches (`--what-if`): each removes one cost a real policy pays, to measure it.
+#: They patch the analysis inside this process only; a what-if table is not a result.
+WHAT_IF = {
+    "sigma-known": "every strategy's analysis is given the matrix's true per-run σ "
+    "(√(σ_w² + σ_b²)) with infinite df instead of estimating it",
+    "no-look-correction": "every look is judged at the spec's 95%, with no correction for "
+    "looks (invalid as a method: it measures what the correction costs)",
+}
+_TRUE_SIGMA: list[float] = []
+
+
+def apply_what_if(names: list[str]) -> None:
+    """Patch the analysis for the what-ifs named (this process only)."""
+    from matrixrun import analysis
+    from matrixrun.verdict import AnalysisSettings
+
+    if "sigma-known" in names:
+        real = analysis.estimate_sigma
+
+        def known(ms: Any, metric: str, prior: float | None = None) -> Any:
+            s = real(ms, metric, prior)
+            if metric != "output_throughput" or not _TRUE_SIGMA:
+                return s
+            return s.model_copy(update={"value": _TRUE_SIGMA[-1], "df": None})
+
+        analysis.estimate_sigma = known  # type: ignore[assignment]
+    if "no-look-correction" in names:
+        AnalysisSettings.level_at = lambda self, look: self.confidence  # type: ignore[method-assign]
+
+
 def score(matrices: int, seed: int, policies: list[str]) -> dict[str, Score]:
     names = BASELINES + [policy_name(v) for v in policies]
     scores = {name: Score() for name in names}
@@ -343,6 +471,7 @@ def score(matrices: int, seed: int, policies: list[str]) -> dict[str, Score]:
             # Every strategy measures the same world with its own noise stream.
             world, points, cands = draw_world(np.random.default_rng([seed, i]))
             world.rng = np.random.default_rng([seed, i, k])
+            _TRUE_SIGMA[:] = [math.hypot(world.sigma_w, world.sigma_b)]
             t0 = time.perf_counter()
             if k >= len(BASELINES):
                 spec = spec_for(points, cands, policies[k - len(BASELINES)])
@@ -403,12 +532,22 @@ def main(argv: list[str] | None = None) -> int:
         "mapping); repeat for several (default: max_runs 3 and 5)",
     )
     ap.add_argument("--write", type=Path, help="replace the scoring section of this Markdown file")
+    ap.add_argument(
+        "--what-if",
+        action="append",
+        default=[],
+        choices=sorted(WHAT_IF),
+        help="remove one cost to measure it (the table is then not a result: no --write)",
+    )
     args = ap.parse_args(argv)
+    if args.what_if and args.write:
+        ap.error("--what-if tables are measurements of a cost, not results: do not --write them")
+    apply_what_if(args.what_if)
     t0 = time.perf_counter()
     policies = args.verify or POLICIES
     scores = score(args.matrices, args.seed, policies)
     ref = scores[FIXED3]
-    head = (
+    head = "".join(f"WHAT-IF: {WHAT_IF[w]}.\n" for w in args.what_if) + (
         f"{args.matrices} matrices, {ref.cells} candidate cells ({ref.ties} exact ties, "
         f"{ref.penalty_ties} of them in matrices with a compile penalty), seed {args.seed}, "
         f"{time.perf_counter() - t0:.0f} s"
@@ -418,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- {policy_name(v)}: target {'met' if meets(scores[policy_name(v)], ref) else 'missed'}"
         for v in policies
     )
+    verdicts += "\n\n" + ceiling_text(ceiling(args.matrices, args.seed))
     print(head, text, verdicts, sep="\n\n")
     if args.write:
         write_section(args.write, args, head, text, verdicts)

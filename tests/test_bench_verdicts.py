@@ -1,0 +1,48 @@
+"""The verify-policy benchmark's analytic ceiling: its chance formula must agree with the
+product's own verdict rule, and the oracle must behave like an allocation (the closing note's
+claim that the issue's target is out of reach rests on these numbers)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from matrixrun.analysis import judge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import verdicts  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("effect", "sigma", "n"),
+    [(0.10, 0.05, 3), (-0.08, 0.03, 2), (0.0, 0.01, 4), (0.02, 0.008, 5), (0.3, 0.08, 1)],
+)
+def test_p_correct_matches_the_verdict_rule(effect: float, sigma: float, n: int) -> None:
+    """Monte Carlo through `analysis.judge` with σ known: the closed form is the same rule."""
+    rng = np.random.default_rng(7)
+    sd = sigma * math.sqrt(2 / n)
+    half = verdicts.Z95 * sd
+    want = "same" if abs(effect) <= verdicts.MARGIN else "better" if effect > 0 else "worse"
+    draws = rng.normal(math.log1p(effect), sd, size=20_000)
+    hits = sum(judge(d - half, d + half, verdicts.MARGIN)[0] == want for d in draws)
+    assert abs(hits / len(draws) - verdicts.p_correct(effect, sigma, n)) < 0.012
+
+
+def test_p_correct_grows_with_runs_for_a_real_effect() -> None:
+    chances = [verdicts.p_correct(0.08, 0.05, n) for n in range(1, 8)]
+    assert chances == sorted(chances) and chances[-1] > chances[0] + 0.3
+
+
+def test_oracle_spends_its_share() -> None:
+    """A third of fixed 3's runs is the first pass: the oracle can add nothing. All of them:
+    it places them at least as well as three runs everywhere."""
+    first_pass = verdicts.ceiling(20, seed=3, share=1 / 3)
+    assert first_pass.oracle == pytest.approx(first_pass.one_run)
+    everything = verdicts.ceiling(20, seed=3, share=1.0)
+    assert everything.oracle >= everything.fixed3 - 1e-9
+    sixty = verdicts.ceiling(20, seed=3, share=0.6)
+    assert first_pass.oracle < sixty.oracle < everything.oracle
