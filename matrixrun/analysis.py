@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -113,11 +114,23 @@ def pooled_sigma(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
 
 
 def interval(
-    d: float, sigma: float, df: float | None, n_a: int, n_b: int, level: float
+    d: float, sigma: float, df: float | None, n_a: float, n_b: float, level: float
 ) -> tuple[float, float]:
     """Interval of a log ratio of two means of n_a and n_b log values with per-value σ."""
     half = quantile(level, df) * sigma * math.sqrt(1 / n_a + 1 / n_b)
     return d - half, d + half
+
+
+def effective_n(instances: Sequence[str]) -> float:
+    """An arm's runs as a fresh-server σ counts them: n² / Σ nᵢ² over its server instances
+    (n when every run had a server of its own, 1 when all ran on one). Why: that σ is the
+    spread of one run across servers, and repeats on one server do not average that server's
+    own offset away, so counting a warm rerun as a full replicate would make the interval too
+    narrow. (It gives repeats no credit for averaging within-server noise either, which errs
+    on the wide side.)"""
+    counts = Counter(instances)
+    total = sum(counts.values())
+    return total * total / sum(c * c for c in counts.values()) if total else 0.0
 
 
 def look_of(baseline: ArmSample, candidate: ArmSample, looks: int) -> int:
@@ -432,7 +445,15 @@ def compare(
 
     look = look_of(baseline, candidate, settings.looks)
     level = settings.level_at(look)
-    d_lo, d_hi = interval(d, sigma.value, sigma.df, n_b, n_c, level)
+    e_b, e_c = float(n_b), float(n_c)
+    if sigma.source == "fresh_server":
+        e_b, e_c = effective_n(baseline.instances), effective_n(candidate.instances)
+        if (e_b, e_c) != (n_b, n_c):
+            notes.append(
+                "repeats on one server count once toward the interval: σ is the "
+                "server-to-server one"
+            )
+    d_lo, d_hi = interval(d, sigma.value, sigma.df, e_b, e_c, level)
     verdict, small = judge(d_lo, d_hi, settings.margin)
     note = ""
     # §7: an arm failing more than the limit cannot be called better there.

@@ -17,6 +17,7 @@ from matrixrun.analysis import (
     arm_sample,
     compare,
     crossover_estimate,
+    effective_n,
     estimate_sigma,
     format_cell,
     format_change,
@@ -231,8 +232,9 @@ def cell(
     metric: str = "output_throughput",
     **kw: Any,
 ) -> Cell:
-    bs = [meas(BASE, 8, v, metric=metric) for v in base]
-    cs = [meas(CAND, 8, v, metric=metric) for v in cand]
+    # every run on a server of its own (the fresh-server σ counts them all)
+    bs = [meas(BASE, 8, v, metric=metric, instance=f"{BASE}#{i}") for i, v in enumerate(base)]
+    cs = [meas(CAND, 8, v, metric=metric, instance=f"{CAND}#{i}") for i, v in enumerate(cand)]
     return compare(
         arm_sample(BASE, bs, metric),
         arm_sample(CAND, cs, metric),
@@ -252,6 +254,32 @@ def test_provisional_when_either_arm_has_n_1(
     c = cell(base, cand)
     assert c.provisional is provisional
     assert ("provisional" in c.text) is provisional
+
+
+@pytest.mark.parametrize(
+    ("instances", "n_eff"), [(["a", "b", "c"], 3.0), (["a", "a"], 1.0), (["a", "a", "b"], 1.8)]
+)
+def test_effective_n_counts_repeats_on_one_server_once(instances: list[str], n_eff: float) -> None:
+    assert effective_n(instances) == pytest.approx(n_eff)
+
+
+def test_warm_repeats_do_not_narrow_a_fresh_server_interval() -> None:
+    """Two runs of each arm on one server each: with the server-to-server σ the interval is
+    that of one run per arm (the server's own offset is not averaged away), and it says so;
+    with a warm σ (within-server) the repeats count."""
+    bs = [meas(BASE, 8, 100.0, attempt=i + 1) for i in range(2)]
+    cs = [meas(CAND, 8, 110.0, attempt=i + 1) for i in range(2)]
+    fresh = compare(arm_sample(BASE, bs, "output_throughput"),
+                    arm_sample(CAND, cs, "output_throughput"), metric="output_throughput",
+                    sigma=sig(0.02), settings=settings())  # fmt: skip
+    half = quantile(0.95, 10) * 0.02 * math.sqrt(2)
+    assert fresh.d_hi - fresh.d_lo == pytest.approx(2 * half)
+    assert any("count once" in n for n in fresh.notes)
+    warm = compare(arm_sample(BASE, bs, "output_throughput"),
+                   arm_sample(CAND, cs, "output_throughput"), metric="output_throughput",
+                   sigma=sig(0.02).model_copy(update={"source": "warm"}),
+                   settings=settings())  # fmt: skip
+    assert warm.d_hi - warm.d_lo == pytest.approx(2 * half / math.sqrt(2))
 
 
 def test_interval_uses_pooled_sigma_t_and_both_ns() -> None:

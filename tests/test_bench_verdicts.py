@@ -14,7 +14,7 @@ import pytest
 from matrixrun.analysis import judge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import verdicts  # noqa: E402
+import verdicts
 
 
 @pytest.mark.parametrize(
