@@ -121,6 +121,12 @@ def interval(
     return d - half, d + half
 
 
+#: A cell's note when an arm's repeats on one server were counted once (`effective_n`).
+ONE_SERVER_NOTE = (
+    "repeats on one server count once toward the interval: σ is the server-to-server one"
+)
+
+
 def effective_n(instances: Sequence[str]) -> float:
     """An arm's runs as a fresh-server σ counts them: n² / Σ nᵢ² over its server instances
     (n when every run had a server of its own, 1 when all ran on one). Why: that σ is the
@@ -449,10 +455,7 @@ def compare(
     if sigma.source == "fresh_server":
         e_b, e_c = effective_n(baseline.instances), effective_n(candidate.instances)
         if (e_b, e_c) != (n_b, n_c):
-            notes.append(
-                "repeats on one server count once toward the interval: σ is the "
-                "server-to-server one"
-            )
+            notes.append(ONE_SERVER_NOTE)
     d_lo, d_hi = interval(d, sigma.value, sigma.df, e_b, e_c, level)
     verdict, small = judge(d_lo, d_hi, settings.margin)
     note = ""
@@ -972,6 +975,16 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
         warnings.append(
             f"{provisional_cells} of {judged} cells have n = 1 in an arm: their verdicts are "
             "provisional (the interval exists only through the pooled or declared σ)."
+        )
+    one_server = sum(
+        1 for cells in all_primary.values() for c in cells if ONE_SERVER_NOTE in c.notes
+    )
+    if one_server:
+        warnings.append(
+            f"{one_server} of {judged} cells have an arm with repeats on one server (warm "
+            "reruns): n counts all runs, but their interval counts the repeats on each server "
+            "once (σ is the server-to-server one; a warm rerun cannot average away its "
+            "server's offset)."
         )
     alpha = 1 - settings.level
     multiplicity = (

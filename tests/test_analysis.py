@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from matrixrun.analysis import (
+    ONE_SERVER_NOTE,
     AnalysisSettings,
     analyse,
     arm_sample,
@@ -280,6 +281,18 @@ def test_warm_repeats_do_not_narrow_a_fresh_server_interval() -> None:
                    sigma=sig(0.02).model_copy(update={"source": "warm"}),
                    settings=settings())  # fmt: skip
     assert warm.d_hi - warm.d_lo == pytest.approx(2 * half / math.sqrt(2))
+
+
+def test_the_verdict_warns_when_warm_repeats_counted_once() -> None:
+    """The write-up plus a fresh-server replicate of the baseline at 256: σ is fresh-server,
+    and the candidate's warm rerun at 256 counts once, which the verdict's warnings say."""
+    ms = [*writeup(), meas(BASE, 256, 712.0, instance=f"{BASE}#2", attempt=2)]
+    v = analyse(ms, settings())
+    assert v.sigma[0].source == "fresh_server"
+    cell_256 = next(c for c in primary_cells(v) if c.x == 256)
+    assert ONE_SERVER_NOTE in cell_256.notes and cell_256.candidate.n == 2
+    assert any("1 of 5 cells have an arm with repeats on one server" in w for w in v.warnings)
+    assert not any(ONE_SERVER_NOTE in c.notes for c in primary_cells(v) if c.x != 256)
 
 
 def test_interval_uses_pooled_sigma_t_and_both_ns() -> None:
