@@ -22,7 +22,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from scipy import stats
 
@@ -119,6 +119,13 @@ def interval(
     """Interval of a log ratio of two means of n_a and n_b log values with per-value σ."""
     half = quantile(level, df) * sigma * math.sqrt(1 / n_a + 1 / n_b)
     return d - half, d + half
+
+
+class WarmupGap(NamedTuple):
+    """How much an arm's later runs on a server beat the first (log scale, + = better)."""
+
+    gap: float
+    pairs: int
 
 
 #: A cell's note when an arm's repeats on one server were counted once (`effective_n`).
@@ -374,7 +381,71 @@ def estimate_sigma(
     )
 
 
+def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, WarmupGap]:
+    """Per arm, how much later runs on a server beat the first run of the same cell on it:
+    the mean signed log gain over every such pair (+ = the later run is better for `metric`),
+    and the number of pairs. First-run JIT compile or warmup shows here as a positive gap; an
+    arm with no repeat on any server has no entry."""
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    runs: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
+    for m in measurements:
+        v = _value(m, metric)
+        if v is not None:
+            runs.setdefault((m.slice, m.point_id, m.arm, m.instance), []).append(
+                (m.attempt, math.log(v))
+            )
+    gains: dict[str, list[float]] = {}
+    for (_, _, arm, _), values in runs.items():
+        values.sort()
+        first = values[0][1]
+        gains.setdefault(arm, []).extend(sign * (v - first) for _, v in values[1:])
+    return {arm: WarmupGap(gap=sum(g) / len(g), pairs=len(g)) for arm, g in gains.items() if g}
+
+
 # --------------------------------------------------------------------------- one cell
+
+
+#: One-sided 95% normal quantile: a warmup gap must exceed what noise explains at this level.
+WARMUP_Z = 1.645
+
+
+def confirmed_warmup(w: WarmupGap, margin: float, sigma: float | None) -> bool:
+    """Is an arm's first-run warmup confirmed? Its later runs must beat the first by more than
+    the margin on average *and* by more than noise explains: z·√2·σ/√pairs (a difference of
+    two runs has σ√2). Why the second condition: warm reruns are run where the arm looked
+    slow, so by regression to the mean a rerun tends to beat its first run even with no
+    warmup at all; the run's σ (server-to-server when measured, ≥ the within-server one)
+    keeps that from passing for warmup."""
+    floor = WARMUP_Z * math.sqrt(2) * sigma / math.sqrt(w.pairs) if sigma else 0.0
+    return w.gap > max(math.log1p(margin), floor)
+
+
+def _warmup_shift(
+    baseline: ArmSample,
+    candidate: ArmSample,
+    warmup: dict[str, WarmupGap],
+    margin: float,
+    sigma: float | None = None,
+) -> tuple[float, str]:
+    """How far first-run warmup may have moved d, and why. Each server's first run of an arm
+    is its cold one, so an arm with a confirmed gap g (later runs better than the first by more
+    than the margin, on average) looks worse by g × (its servers / its runs); the shift undoes
+    that for both arms. A sensitivity check only: it never decides a cell, it can only take a
+    verdict's confidence away. (0, "") when neither arm has a confirmed gap."""
+    shift = 0.0
+    reasons = []
+    for role, a in ((1.0, candidate), (-1.0, baseline)):
+        w = warmup.get(a.arm)
+        if w is None or not a.n or not confirmed_warmup(w, margin, sigma):
+            continue
+        cold = len(set(a.instances))
+        shift += role * w.gap * cold / a.n
+        reasons.append(
+            f"later runs of {a.arm} on a server beat the first by "
+            f"{format_change(math.expm1(w.gap))} ({w.pairs} pair(s)); {cold} of its {a.n} "
+            "run(s) here were first on their server"
+        )
+    return shift, "; ".join(reasons)
 
 
 def compare(
@@ -387,8 +458,12 @@ def compare(
     point_id: str = "",
     point: dict[str, Any] | None = None,
     x: float | None = None,
+    warmup: dict[str, WarmupGap] | None = None,
 ) -> Cell:
-    """Judge one cell: candidate against baseline on one metric (VERDICTS.md §1, 4, 5, 7)."""
+    """Judge one cell: candidate against baseline on one metric (VERDICTS.md §1, 4, 5, 7).
+    `warmup` (from `warmup_gaps`): an arm whose later runs on a server beat its first runs by
+    more than the margin on average has confirmed first-run warmup; a verdict that its cold
+    first runs could account for is not confident (`_warmup_shift`)."""
     point = point or {}
     sign = 1.0 if higher_is_better(metric) else -1.0
     n_b, n_c = baseline.n, candidate.n
@@ -466,6 +541,12 @@ def compare(
     elif verdict == "worse" and failing(baseline):
         verdict, small = "inconclusive", d_hi < 0
         note = "baseline fails too many requests to be called better"
+    shift, why = _warmup_shift(baseline, candidate, warmup or {}, settings.margin, sigma.value)
+    if shift and verdict != "inconclusive":
+        moved, _ = judge(d_lo + shift, d_hi + shift, settings.margin)
+        if moved != verdict:
+            verdict, small = "inconclusive", False
+            note = f"first-run warmup could account for it: {why}"
     if small:
         notes.append("small change, below the margin or not yet shown to exceed it")
     if note:
@@ -814,6 +895,16 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
                 "one pair of repeats buys little."
             )
 
+    gaps = {metric: warmup_gaps(measurements, metric) for metric in settings.metrics}
+    for arm, w in gaps[settings.primary].items():
+        if confirmed_warmup(w, settings.margin, sigmas[settings.primary].value):
+            warnings.append(
+                f"first-run warmup on {arm}: its later runs on a server beat the first by "
+                f"{format_change(math.expm1(w.gap))} on average ({w.pairs} pair(s), "
+                f"{settings.primary}), beyond the margin and beyond what noise explains: a "
+                "verdict its cold first runs could account for is inconclusive (warm each cell "
+                "up before measuring it, e.g. more workload.warmup_requests)."
+            )
     by_key: dict[tuple[str, str, str], list[Measurement]] = {}
     points: dict[str, dict[str, dict[str, Any]]] = {}
     for m in measurements:
@@ -856,6 +947,7 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
                                 point_id=pid,
                                 point=point,
                                 x=_x(point, settings.axis),
+                                warmup=gaps[metric],
                             )
                         )
                     if not cells:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrixrun.analysis import analyse, format_change
+from matrixrun.analysis import WarmupGap, analyse, confirmed_warmup, format_change
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import higher_is_better, unit
 from matrixrun.plan import Plan
@@ -764,6 +764,7 @@ def rerun_entries(
     u = unit(metric)
     margin_text = f"±{100 * settings.margin:g}%"
     whys = verify_whys(events, measurements)
+    sigma = {s.metric: s.value for s in verdict.sigma}
     by_key = {(m.slice, m.point_id, m.arm, m.attempt): m for m in measurements}
     cells: dict[tuple[str, str, str], Cell] = {}
     for sl in verdict.slices:
@@ -784,7 +785,9 @@ def rerun_entries(
         where = f"{axis} {fmt_x(r.point.get(axis, '?'))}"
         if r.slice:
             where += f" [{r.slice}]"
-        test = rerun_test(r, cell, settings.baseline, settings.margin, settings.surprise)
+        test = rerun_test(
+            r, cell, settings.baseline, settings.margin, settings.surprise, sigma.get(r.metric)
+        )
         out.append(
             {
                 "where": where,
@@ -819,13 +822,20 @@ class RerunTest:
 
 
 def rerun_test(
-    r: Rerun, cell: Cell | None, baseline: str, margin: float, surprise: float
+    r: Rerun,
+    cell: Cell | None,
+    baseline: str,
+    margin: float,
+    surprise: float,
+    sigma: float | None = None,
 ) -> RerunTest:
     """Judge a rerun (VERDICTS.md §6). A warm rerun tests first-run JIT/warmup, which predicts
     the rerun is better than the first run beyond the margin: within the margin (or worse)
-    falsifies it. A fresh-server rerun tests "that instance was odd", which predicts the effect
-    does not reproduce: the rerun on its own still beyond the surprise threshold, same sign,
-    falsifies it; within the margin of the baseline confirms it; in between settles nothing.
+    falsifies it; better beyond the margin confirms it only if also beyond what noise explains
+    for one pair (`analysis.confirmed_warmup` with the run's σ), else it settles nothing. A
+    fresh-server rerun tests "that instance was odd", which predicts the effect does not
+    reproduce: the rerun on its own still beyond the surprise threshold, same sign, falsifies
+    it; within the margin of the baseline confirms it; in between settles nothing.
     Inconclusive/crossover/A/A reruns are replicates and test no story."""
     alone: float | None = None
     if cell is not None and r.value is not None and cell.baseline.mean and cell.candidate.mean:
@@ -839,8 +849,11 @@ def rerun_test(
         improved = r.change_vs_first is not None and (
             (r.change_vs_first > 0) == higher_is_better(r.metric)
         )
-        confirmed = not r.matches_first and improved
-        return RerunTest("warmup", "confirmed" if confirmed else "falsified", alone)
+        if r.matches_first or not improved:
+            return RerunTest("warmup", "falsified", alone)
+        gain = WarmupGap(gap=abs(math.log1p(r.change_vs_first or 0.0)), pairs=1)
+        settled = confirmed_warmup(gain, margin, sigma)
+        return RerunTest("warmup", "confirmed" if settled else "not settled", alone)
     if alone is None or cell is None or cell.change is None:
         return RerunTest("instance", None, alone)
     if abs(alone) > surprise and (alone > 0) == (cell.change > 0):
@@ -871,9 +884,16 @@ def rerun_sentence(
         rerun = f"warm rerun {numbers} ({delta}, {within}{alone})"
         if test.outcome == "confirmed":
             return (
-                f"the first run at {where} was held back: {rerun}, better than the first run — "
-                "the JIT/warmup explanation is confirmed for that first run; both runs are "
-                "kept and counted."
+                f"the first run at {where} was held back: {rerun}, better than the first run "
+                "beyond what noise explains — the JIT/warmup explanation is confirmed for that "
+                "first run; both runs are kept and counted (whether a verdict rests on cold "
+                "first runs is judged over all of the arm's repeats: see the caveats)."
+            )
+        if test.outcome == "not settled":
+            return (
+                f"the first run at {where} may have been held back: {rerun}, better than the "
+                "first run but within what the noise σ explains for one pair — the JIT/warmup "
+                "explanation is neither confirmed nor falsified."
             )
         if r.matches_first:
             return f"{effect} is not warmup: {rerun} — the JIT/warmup explanation is falsified."

@@ -17,6 +17,7 @@ from matrixrun.analysis import (
     analyse,
     arm_sample,
     compare,
+    confirmed_warmup,
     crossover_estimate,
     effective_n,
     estimate_sigma,
@@ -32,6 +33,7 @@ from matrixrun.analysis import (
     quantile,
     runs_needed,
     surprising_cells,
+    warmup_gaps,
 )
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import Metrics
@@ -293,6 +295,69 @@ def test_the_verdict_warns_when_warm_repeats_counted_once() -> None:
     assert ONE_SERVER_NOTE in cell_256.notes and cell_256.candidate.n == 2
     assert any("1 of 5 cells have an arm with repeats on one server" in w for w in v.warnings)
     assert not any(ONE_SERVER_NOTE in c.notes for c in primary_cells(v) if c.x != 256)
+
+
+def test_warmup_gaps_are_signed_by_the_metric() -> None:
+    """Later runs on the same server against the first: + = better, so a latency that falls
+    is a positive gap; a repeat on another server is no pair."""
+    ms = [
+        meas(CAND, 8, 90.0),
+        meas(CAND, 8, 100.0, attempt=2),
+        meas(CAND, 8, 101.0, attempt=3, instance=f"{CAND}#2"),
+        meas(BASE, 8, 50.0, metric="mean_tpot_ms"),
+        meas(BASE, 8, 40.0, metric="mean_tpot_ms", attempt=2),
+    ]
+    gaps = warmup_gaps(ms, "output_throughput")
+    assert gaps[CAND].gap == pytest.approx(math.log(100 / 90)) and gaps[CAND].pairs == 1
+    assert warmup_gaps(ms, "mean_tpot_ms")[BASE].gap == pytest.approx(math.log(50 / 40))
+
+
+def penalised_tie(warm: bool) -> list[Measurement]:
+    """A true tie whose candidate runs 15% slow on the first run of a cell on each server:
+    three servers per arm, four points; with `warm`, one warm rerun of the candidate at 8
+    and at 16 (on its first server) that shows it."""
+    ms = []
+    for x in (8, 16, 32, 64):
+        for k, base, cold in ((1, 100.0, 85.0), (2, 101.0, 86.0), (3, 100.5, 85.3)):
+            ms.append(meas(BASE, x, base, instance=f"{BASE}#{k}", attempt=k))
+            ms.append(meas(CAND, x, cold, instance=f"{CAND}#{k}", attempt=k))
+    if warm:
+        ms += [meas(CAND, x, 100.2, attempt=4, reason="surprise") for x in (8, 16)]
+    return ms
+
+
+def test_a_verdict_confirmed_warmup_could_explain_is_not_confident() -> None:
+    """The candidate's later runs on a server beat its first by 17%, far beyond noise: its
+    cold first runs make it look worse everywhere, and corrected for them it is not worse, so
+    no cell says worse; each cell and the verdict's warnings name the warmup. Without the warm
+    reruns nothing reveals it and the cold runs read as worse (the bias this check is for)."""
+    cold = analyse(penalised_tie(warm=False), settings())
+    assert {c.verdict for c in primary_cells(cold)} == {"worse"}
+    v = analyse(penalised_tie(warm=True), settings())
+    assert v.sigma[0].source == "fresh_server"
+    unrerun = [c for c in primary_cells(v) if c.x in (32, 64)]
+    assert [c.verdict for c in unrerun] == ["inconclusive", "inconclusive"]
+    assert all(c.notes[0].startswith("first-run warmup could account for it") for c in unrerun)
+    assert "3 of its 3 run(s) here were first on their server" in unrerun[0].notes[0]
+    assert any(w.startswith(f"first-run warmup on {CAND}") for w in v.warnings)
+
+
+def test_a_warm_rerun_within_noise_confirms_no_warmup() -> None:
+    """A 4% gain (beyond the 3% margin) with a σ of several percent is what noise does: no
+    warmup is confirmed, and the verdicts stand as without the rerun's pairing."""
+    ms = [
+        meas(arm, x, v, instance=f"{arm}#{k}", attempt=k)
+        for x in (8, 16)
+        for k, (b, c) in enumerate(((100.0, 80.0), (108.0, 88.0), (93.0, 75.0)), start=1)
+        for arm, v in ((BASE, b), (CAND, c))
+    ]
+    ms.append(meas(CAND, 8, 83.3, attempt=4, reason="surprise"))
+    v = analyse(ms, settings())
+    gap = warmup_gaps(ms, "output_throughput")[CAND]
+    assert gap.gap > math.log1p(0.03)
+    assert not confirmed_warmup(gap, 0.03, v.sigma[0].value)
+    assert not any("warmup" in w for w in v.warnings)
+    assert not any("warmup" in n for c in primary_cells(v) for n in c.notes)
 
 
 def test_interval_uses_pooled_sigma_t_and_both_ns() -> None:
