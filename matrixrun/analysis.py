@@ -405,6 +405,9 @@ def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, W
 # --------------------------------------------------------------------------- one cell
 
 
+#: How a cell's note starts when confirmed first-run warmup took its verdict's confidence.
+WARMUP_NOTE = "first-run warmup could account for it"
+
 #: One-sided 95% normal quantile: a warmup gap must exceed what noise explains at this level.
 WARMUP_Z = 1.645
 
@@ -428,10 +431,10 @@ def _warmup_shift(
     sigma: float | None = None,
 ) -> tuple[float, str]:
     """How far first-run warmup may have moved d, and why. Each server's first run of an arm
-    is its cold one, so an arm with a confirmed gap g (later runs better than the first by more
-    than the margin, on average) looks worse by g × (its servers / its runs); the shift undoes
-    that for both arms. A sensitivity check only: it never decides a cell, it can only take a
-    verdict's confidence away. (0, "") when neither arm has a confirmed gap."""
+    is its cold one, so an arm with a confirmed gap g (`confirmed_warmup`) looks worse by
+    g × (its servers / its runs); the shift undoes that for both arms. A sensitivity check
+    only: it never decides a cell, it can only take a verdict's confidence away. (0, "") when
+    neither arm has a confirmed gap."""
     shift = 0.0
     reasons = []
     for role, a in ((1.0, candidate), (-1.0, baseline)):
@@ -461,9 +464,9 @@ def compare(
     warmup: dict[str, WarmupGap] | None = None,
 ) -> Cell:
     """Judge one cell: candidate against baseline on one metric (VERDICTS.md §1, 4, 5, 7).
-    `warmup` (from `warmup_gaps`): an arm whose later runs on a server beat its first runs by
-    more than the margin on average has confirmed first-run warmup; a verdict that its cold
-    first runs could account for is not confident (`_warmup_shift`)."""
+    `warmup` (from `warmup_gaps`): for an arm with confirmed first-run warmup
+    (`confirmed_warmup`), a verdict that its cold first runs could account for is not
+    confident (`_warmup_shift`), and the cell's first note starts with `WARMUP_NOTE`."""
     point = point or {}
     sign = 1.0 if higher_is_better(metric) else -1.0
     n_b, n_c = baseline.n, candidate.n
@@ -546,7 +549,7 @@ def compare(
         moved, _ = judge(d_lo + shift, d_hi + shift, settings.margin)
         if moved != verdict:
             verdict, small = "inconclusive", False
-            note = f"first-run warmup could account for it: {why}"
+            note = f"{WARMUP_NOTE}: {why}"
     if small:
         notes.append("small change, below the margin or not yet shown to exceed it")
     if note:
