@@ -8,10 +8,28 @@ from collections.abc import Mapping
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
 from matrixrun.units import format_duration
+from matrixrun.verify import MIN_FRESH_DF
 
 
 def _flags(flags: Mapping[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in flags.items()) or "(none)"
+
+
+def sigma_cost(plan: Plan) -> tuple[float, int, int] | None:
+    """GPU time of the cheapest fresh-server σ the verify policy tops up to (`MIN_FRESH_DF`
+    replicates, or every cell in a smaller matrix): relaunch the largest groups until they
+    hold enough cells, one run each. (seconds, relaunches, runs); None without estimates."""
+    c = plan.cost
+    if c.launch_s is None or c.cell_s is None:
+        return None
+    need = min(MIN_FRESH_DF, c.cells)
+    launches = covered = 0
+    for size in sorted((len(g.cells) for g in plan.groups), reverse=True):
+        if covered >= need:
+            break
+        launches += 1
+        covered += size
+    return launches * c.launch_s + need * c.cell_s, launches, need
 
 
 def plan_text(spec: Spec, plan: Plan) -> str:
@@ -46,6 +64,15 @@ def plan_text(spec: Spec, plan: Plan) -> str:
         f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "
         f"{c.runs_worst_case} cell runs{when(c.time_worst_case_s)}",
     ]
+    sigma = sigma_cost(plan)
+    if c.budget_s is not None and sigma is not None and v.max_runs > 1 and c.budget_s < sigma[0]:
+        lines.append(
+            f"warning: the rerun budget {format_duration(c.budget_s)} is less than a "
+            f"fresh-server σ with {sigma[2]} degrees of freedom costs (≈ "
+            f"{format_duration(sigma[0])}: {sigma[1]} relaunch(es) and {sigma[2]} runs, before "
+            "any warm rerun); with less, σ rests on a few fresh replicates (t ≥ 3 at df ≤ 3) "
+            "or none and most cells stay inconclusive: raise verify.budget"
+        )
     if timed:
         lines.append("times from the spec's estimate block")
     else:

@@ -69,3 +69,20 @@ def test_multi_axis_expansion_exclude_include_and_abba() -> None:
 def test_single_slice_label_is_empty() -> None:
     plan = expand(parse_spec(EXAMPLE))
     assert [s.label for s in plan.slices] == [""]
+
+
+def test_plan_warns_when_the_budget_cannot_buy_a_fresh_sigma() -> None:
+    """glm5: two groups of 5 cells, launch 12m, cell 4m: a fresh-server σ with 6 df needs both
+    groups relaunched and 6 runs (48m); a 30m budget gets a warning, 2h does not."""
+    from matrixrun.render_plan import plan_text, sigma_cost
+
+    spec = load_spec(ROOT / "spec" / "glm5_cutedsl.yaml")
+    assert sigma_cost(expand(spec)) == (48 * 60, 2, 6)
+
+    def text(budget: float) -> str:
+        s = spec.model_copy(update={"verify": spec.verify.model_copy(update={"budget": budget})})
+        return plan_text(s, expand(s))
+
+    assert "warning: the rerun budget 30m is less than a fresh-server σ" in text(1800)
+    assert "≈ 48m: 2 relaunch(es) and 6 runs" in text(1800)
+    assert "warning" not in text(7200)
