@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import heapq
 import math
 import re
 import sys
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -314,8 +316,6 @@ def p_correct(effect: float, sigma: float, n: int) -> float:
     servers whose per-run σ (log scale) is known exactly, is decided correctly by one look at
     95%: the interval d ± z·σ·√(2/n) entirely past the margin on the right side, or entirely
     inside ±margin when |effect| ≤ margin. No compile penalty (it only lowers the chance)."""
-    from scipy.stats import norm  # only the ceiling needs it
-
     m = math.log1p(MARGIN)
     d = math.log1p(effect)
     sd = sigma * math.sqrt(2 / n)
@@ -347,8 +347,6 @@ def ceiling(matrices: int, seed: int, share: float = 0.6, max_n: int = 12) -> Ce
     sees, which this fixed allocation does not, but it pays for its looks to do so; the
     `--what-if` tables measure those costs directly.) A candidate's step costs its own run plus
     its share of the baseline's (shared by the matrix's candidates): generous to the oracle."""
-    import heapq
-
     cells: list[tuple[float, float, float]] = []  # (effect, σ, cost per step of one run/arm)
     cell_arms = 0
     for i in range(matrices):
