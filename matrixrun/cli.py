@@ -12,10 +12,9 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from matrixrun import __version__
-from matrixrun.errors import MatrixError
+from matrixrun.errors import MatrixError, SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,7 +29,6 @@ def _err(text: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from matrixrun.errors import SpecError
     from matrixrun.plan import expand
     from matrixrun.spec import load_spec
 
@@ -40,7 +38,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             spec = load_spec(path)
         except SpecError as exc:
             bad += 1
-            print(str(exc), file=sys.stderr)
+            _print_spec_issues(exc)
             continue
         plan = expand(spec)
         print(
@@ -355,17 +353,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted; everything measured so far is kept in the run directory")
         return EXIT_INTERRUPTED
+    except SpecError as exc:
+        _print_spec_issues(exc)
+        return exc.exit_code
     except MatrixError as exc:
-        text = str(exc)
-        if "\n" in text and text.count(": ") > 1 and exc.exit_code == EXIT_INPUT:
-            print(text, file=sys.stderr)
-        else:
-            _err(text)
+        _err(str(exc))
         return exc.exit_code
 
 
-def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str))
+def _print_spec_issues(exc: SpecError) -> None:
+    """One `path:line: key: message` line per issue, unprefixed, so editors and CI annotators
+    can jump to the line (the format the README promises for `validate`)."""
+    for issue in exc.issues:
+        print(str(issue), file=sys.stderr)
 
 
 if __name__ == "__main__":

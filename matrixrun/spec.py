@@ -92,7 +92,7 @@ class HardwareSpec(_Model):
 class EngineSpec(_Model):
     """Which serving engine runs the arms, how to launch it, and which client measures."""
 
-    kind: Literal["sglang", "vllm", "openai", "sim"] = "sglang"
+    kind: Literal["sglang", "vllm", "openai"] = "sglang"
     args: dict[str, FlagValue] = Field(
         default_factory=dict,
         description="Server flags common to every arm, snake_case: {tp: 8} -> --tp 8; true -> "
@@ -128,8 +128,17 @@ class EngineSpec(_Model):
         "the override in the report.",
     )
 
-
-_ARM_KEYS = {"flags", "launch", "env", "description"}
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _not_sim(cls, value: Any) -> Any:
+        """`kind: sim` used to launch SGLang silently; the simulator is a way to run, not an
+        engine, so say how to reach it instead."""
+        if value == "sim":
+            raise ValueError(
+                "sim is not an engine: keep the engine the arms are for (e.g. sglang) and "
+                "rehearse on the simulator with `matrixrun run SPEC --rehearse`"
+            )
+        return value
 
 
 class ArmSpec(_Model):

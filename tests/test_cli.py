@@ -83,3 +83,14 @@ def test_missing_spec_exit_2() -> None:
 
 def test_unknown_command_exit_2() -> None:
     assert mr("frobnicate").returncode == 2
+
+
+def test_a_single_spec_error_is_printed_as_its_location(tmp_path: Path) -> None:
+    """Any command that loads a spec prints each issue as `path:line: key: message` (no
+    `matrixrun:` prefix), whether there is one issue or several."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "spec/glm5_cutedsl.yaml").read_text().replace("max_runs", "max_rn"))
+    res = mr("plan", str(bad))
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[0].startswith(f"{bad}:17: verify.max_rn: unknown key")
+    assert "matrixrun:" not in res.stderr

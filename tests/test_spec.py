@@ -73,6 +73,7 @@ CASES = [
         "did you mean 'concurrency'?",
     ),
     ("kind: sglang", "kind: sglng", 9, "engine.kind", "did you mean 'sglang'?"),
+    ("kind: sglang", "kind: sim", 9, "engine.kind", "sim is not an engine: keep the engine"),
     ("args: {tp: 8}", "args: {tp: 8}, tp: 8", 9, "engine.tp", "goes under engine.args"),
     ("count: 8", "cout: 8", 8, "hardware.cout", "did you mean 'count'?"),
     (

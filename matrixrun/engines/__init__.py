@@ -16,10 +16,10 @@ from matrixrun.spec import EngineSpec
 def for_spec(engine: EngineSpec | str) -> Engine:
     """The engine for a spec's `engine:` section (or just its kind, for the launched engines).
 
-    Rehearsals wrap the sglang engine around the simulator instead (`runner.rehearsal_engine`).
+    Rehearsals wrap the sglang engine around the simulator instead (`engines.sim.rehearsal_engine`).
     """
     spec = engine if isinstance(engine, EngineSpec) else EngineSpec(kind=engine)
-    if spec.kind in ("sglang", "sim"):
+    if spec.kind == "sglang":
         from matrixrun.engines.sglang import SGLangEngine
 
         return SGLangEngine()
