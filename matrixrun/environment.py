@@ -1,8 +1,12 @@
-"""What the run ran on, for env.json and the report's environment section.
+"""What the run ran on: env.json as a typed model, and how the runner captures it.
 
-Only named facts are recorded: the harness, Python, the platform, the git commit of the working
-directory, selected GPU-related environment variables and, when present, what nvidia-smi
-reports. Never the whole environment (it holds tokens and keys).
+env.json is one of the run directory's interface files (the report's environment section reads
+it), so its shape is a pydantic model (`Environment`) rather than a dict assembled in the
+runner: writers (`run`, `ingest`) and readers agree on one definition, and `read_environment`
+rejects a file that is not one. Only named facts are recorded: the harness, Python, the
+platform, the git commit of the working directory, selected GPU-related environment variables,
+every server instance (its arm, version, effective args, redacted argv), the hardware gate and
+what nvidia-smi reported. Never the whole environment (it holds tokens and keys).
 """
 
 from __future__ import annotations
@@ -12,9 +16,14 @@ import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from matrixrun import __version__
+from matrixrun.errors import InputError
+from matrixrun.hardware import Gpu, HardwareCheck
 from matrixrun.spec import Spec
 
 #: Environment variables that change GPU behaviour and are safe to record.
@@ -59,18 +68,88 @@ def git_sha(cwd: str | None = None) -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def capture_environment(spec: Spec, rehearse: bool, time_scale: float) -> dict[str, Any]:
-    return {
-        "harness": {"name": "matrixrun", "version": __version__},
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "host": platform.node(),
-        "cpus": os.cpu_count(),
-        "git_sha": git_sha(),
-        "engine": spec.engine.kind,
-        "client": spec.engine.client,
-        "simulated": rehearse,
-        "time_scale": time_scale,
-        "env": {k: os.environ[k] for k in RECORDED_ENV if k in os.environ},
-    }
+class Harness(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = "matrixrun"
+    version: str | None = None
+
+
+class ServerRecord(BaseModel):
+    """One server instance (`group#n`) as it reported itself when it became healthy; an
+    ingested run knows only arm, version, args and the file the lines came from."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    arm: str
+    group: str | None = None
+    slice: str | None = None
+    startup_s: float | None = None
+    version: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    argv: list[str] | None = Field(None, description="As launched, secrets redacted.")
+    source: str | None = Field(None, description="Ingested runs: the bench_serving file.")
+
+
+class HardwareGate(HardwareCheck):
+    """The hardware gate's result; `overridden` when the run went on despite a mismatch."""
+
+    overridden: bool = False
+
+
+class Environment(BaseModel):
+    """The content of env.json. Unknown keys (here and in its parts) are ignored on reading,
+    so run directories written by older versions still render."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    harness: Harness = Field(default_factory=Harness)
+    python: str | None = None
+    platform: str | None = None
+    machine: str | None = None
+    host: str | None = None
+    cpus: int | None = None
+    git_sha: str | None = None
+    engine: str | None = None
+    client: str | None = None
+    simulated: bool = False
+    time_scale: float = 1.0
+    env: dict[str, str] = Field(default_factory=dict, description="RECORDED_ENV variables.")
+    servers: dict[str, ServerRecord] = Field(default_factory=dict)
+    #: Correctness agreement per arm (`correctness.agreement_by_arm`); None: no gate ran.
+    correctness: dict[str, Any] | None = None
+    hardware_check: HardwareGate | None = None
+    gpus: list[Gpu] = Field(default_factory=list)
+
+
+def capture_environment(spec: Spec, simulated: bool, time_scale: float) -> Environment:
+    """This process's facts for a run of `spec` (servers, gates and GPUs are added later)."""
+    return Environment(
+        harness=Harness(version=__version__),
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        machine=platform.machine(),
+        host=platform.node(),
+        cpus=os.cpu_count(),
+        git_sha=git_sha(),
+        engine=spec.engine.kind,
+        client=spec.engine.client,
+        simulated=simulated,
+        time_scale=time_scale,
+        env={k: os.environ[k] for k in RECORDED_ENV if k in os.environ},
+    )
+
+
+def read_environment(path: Path) -> Environment | None:
+    """env.json at `path`; None when there is none. A file that is not one is an InputError
+    naming it (a resumed run must not silently drop the servers it recorded)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return Environment.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "the top level"
+        raise InputError(f"{path}: not an env.json ({where}: {first['msg']})") from exc

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
+from matrixrun.environment import Environment, ServerRecord
 from matrixrun.errors import InputError
 from matrixrun.ingest import measurements_from_files
 from matrixrun.results import RunDir
@@ -48,28 +48,22 @@ def ingest(
     )
     rd.create()
     rd.write_json("settings.json", result.settings.model_dump(mode="json"))
-    servers: dict[str, dict[str, Any]] = {}
+    servers: dict[str, ServerRecord] = {}
     for m, record in zip(result.measurements, result.records, strict=True):
         rd.append(m)
         info = record.server_info or {}
+        version = info.get("version")
         servers.setdefault(
             m.instance,
-            {
-                "arm": m.arm,
-                "version": info.get("version"),
-                "args": {k: v for k, v in info.items() if not isinstance(v, dict | list)},
-                "source": record.source,
-            },
+            ServerRecord(
+                arm=m.arm,
+                version=str(version) if version is not None else None,
+                args={k: v for k, v in info.items() if not isinstance(v, dict | list)},
+                source=record.source,
+            ),
         )
-    rd.write_json(
-        "env.json",
-        {
-            "harness": {"name": "matrixrun"},
-            "simulated": False,
-            "client": "bench_serving",
-            "servers": servers,
-        },
-    )
+    env = Environment(simulated=False, client="bench_serving", servers=servers)
+    rd.write_json("env.json", env.model_dump(mode="json"))
     command = shlex.join(["matrixrun", *(argv[1:] if argv else [])]) if argv else None
     rd.write_json(
         "ingest.json",

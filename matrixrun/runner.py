@@ -14,37 +14,32 @@ the group's remaining cells; a server that will not start marks the group's cell
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
-import math
 import os
-import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from matrixrun.engines.base import (
-    Engine,
-    ServerProcess,
-    free_port,
-    get_json,
-    post_ok,
-    redact_argv,
-)
-from matrixrun.environment import capture_environment
-from matrixrun.errors import EngineError, InputError, LoadError, MatrixError
-from matrixrun.load.client import LoadConfig, run_load
+from matrixrun.engines.base import Engine, ServerHandle, free_port, get_json, post_ok, redact_argv
+from matrixrun.environment import HardwareGate, ServerRecord, capture_environment, read_environment
+from matrixrun.errors import EngineError
+from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
+from matrixrun.load.cell import BenchServing, CellRun, measure_cell
+from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.results import RunDir, now_iso
+from matrixrun.resume import launch_counts, new_run_dir, resumed_run_dir
 from matrixrun.spec import Spec, spec_hash
 
 HOST = "127.0.0.1"
-T = TypeVar("T")
+
+#: instance -> more (cell, reason) pairs to measure on it while it is up (warm reruns).
+After = Callable[["Instance"], list[tuple[Cell, Reason]]]
 
 
 class Observer(Protocol):
@@ -75,8 +70,9 @@ class NullObserver:
 
 @dataclass
 class RunOptions:
+    #: Measure on the simulator: every number is labelled simulated, and the built-in client
+    #: is used even when the spec asks for bench_serving (which needs SGLang installed).
     rehearse: bool = False
-    time_scale: float = 1.0
     observer: Observer = field(default_factory=NullObserver)
 
 
@@ -91,15 +87,22 @@ class RunSummary:
 
 @dataclass
 class Instance:
-    """A live server of one group: which launch of the group it is and its process."""
+    """A live server of one group: which launch of the group it is, its handle, and what it
+    said about itself when it became healthy."""
 
     group: ServerGroup
     name: str
-    server: ServerProcess
+    server: ServerHandle
     base_url: str
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class Runner:
+    """Runs one plan against one engine into one run directory. Knows the order of work and
+    the directory's files; how a server is started, how fast it runs and what it reports per
+    cell are the engine's (`engines/base.Engine`), how a cell is measured the load client's
+    (`load/cell.py`), what to rerun the verify policy's."""
+
     def __init__(
         self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine, options: RunOptions
     ) -> None:
@@ -110,22 +113,12 @@ class Runner:
         self.options = options
         self.plan: Plan = expand(spec, spec_hash(spec_text))
         self.measurements: list[Measurement] = run_dir.measurements()
-        self.launch_counts: dict[str, int] = {}
         # instance names continue after a resume: count earlier launches, measured or not
-        launched = [
-            (str(e.get("group")), str(e.get("instance")))
-            for e in run_dir.events()
-            if e.get("event") == "launch"
-        ]
-        launched += [(m.group_id, m.instance) for m in self.measurements]
-        for group_id, instance in launched:
-            tail = instance.rsplit("#", 1)[-1]
-            number = int(tail) if tail.isdigit() else 0
-            self.launch_counts[group_id] = max(self.launch_counts.get(group_id, 0), number)
+        self.launch_counts = launch_counts(run_dir.events(), self.measurements)
         self.new_measurements = 0
-        self.hardware: dict[str, Any] | None = None
+        self.hardware: HardwareGate | None = None
         self.skipped = 0
-        self.servers: dict[str, dict[str, Any]] = {}
+        self.servers: dict[str, ServerRecord] = {}
         #: Instances whose server info says they are a simulator: their numbers are labelled
         #: simulated even outside --rehearse (e.g. engine.launch pointed at matrixrun.sim).
         self.simulated_instances: set[str] = set()
@@ -140,21 +133,22 @@ class Runner:
         self.new_measurements += 1
         self.options.observer.measured(m, note)
 
+    @property
+    def _api(self) -> Any:
+        return self.spec.engine.api or self.engine.api
+
     # -- servers ------------------------------------------------------------------------
     @contextlib.contextmanager
     def launched(self, group: ServerGroup) -> Iterator[Instance]:
+        """One launch of `group`, healthy and gated; stopped on the way out, whatever happens."""
         number = self.launch_counts.get(group.group_id, 0) + 1
         self.launch_counts[group.group_id] = number
         name = f"{group.group_id}#{number}"
         launch = self.engine.launch(group, HOST, free_port(HOST))
         label = f"{self.engine.name} server {name} ({group.arm})"
-        server: Any
-        if self.engine.launches:
-            server = ServerProcess(
-                launch, self.run_dir.log_file(name), self.run_dir.pid_file(name), name=label
-            )
-        else:  # an endpoint that is already running: not ours to start or stop
-            server = self.engine.serve(launch, name=label)  # type: ignore[attr-defined]
+        server = self.engine.serve(
+            launch, label, self.run_dir.log_file(name), self.run_dir.pid_file(name)
+        )
         self.options.observer.status(f"launching {group.arm} ({name})")
         self.run_dir.event(
             "launch",
@@ -167,58 +161,43 @@ class Runner:
         server.start()
         try:
             startup = server.wait_healthy(
-                self.engine.health_path, self.spec.limits.startup_timeout / self._scale
+                self.engine.health_path,
+                self.engine.time_scale.server_seconds(self.spec.limits.startup_timeout),
             )
             info = get_json(launch.base_url, self.engine.info_paths)
             if info.get("simulated"):
                 self.simulated_instances.add(name)
-            self.servers[name] = {
-                "group": group.group_id,
-                "arm": group.arm,
-                "slice": group.slice,
-                "startup_s": round(startup, 3),
-                "version": self.engine.version(info),
-                "args": self.engine.effective_args(info),
-                "argv": redact_argv(launch.argv),
-            }
+            self.servers[name] = ServerRecord(
+                group=group.group_id,
+                arm=group.arm,
+                slice=group.slice,
+                startup_s=round(startup, 3),
+                version=self.engine.version(info),
+                args=self.engine.effective_args(info),
+                argv=redact_argv(launch.argv),
+            )
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
             self._write_env()
             self._correctness(group, launch.base_url)
-            yield Instance(group, name, server, launch.base_url)
+            yield Instance(group, name, server, launch.base_url, info)
         finally:
             code = server.stop()
             self.run_dir.event("stop", instance=name, returncode=code)
 
     def _correctness(self, group: ServerGroup, base_url: str) -> None:
-        """Once per group: the arm answers the fixed greedy prompts (the correctness gate).
-        A failure is recorded for the report; it does not stop the measurements."""
-        c = self.spec.correctness
-        target = self.run_dir.path / "correctness" / f"{group.group_id}.json"
-        if not c.enabled or target.exists():
+        """Once per group: the arm answers the fixed greedy prompts (the correctness gate)."""
+        if correctness_done(self.spec, self.run_dir, group):
             return
-        from matrixrun.correctness import collect
-
-        record: dict[str, Any] = {
-            "arm": group.arm,
-            "slice": group.slice,
-            "answers": None,
-            "error": None,
-        }
         self.options.observer.status(f"correctness gate: {group.arm}")
-        try:
-            record["answers"] = asyncio.run(
-                collect(
-                    base_url,
-                    self.spec.engine.api or self.engine.api,
-                    c,
-                    group.model.path,
-                    api_key=self._api_key(),
-                    timeout_s=self.spec.limits.request_timeout / self._scale,
-                )
-            )
-        except MatrixError as exc:
-            record["error"] = str(exc)
-        self.run_dir.write_json(f"correctness/{group.group_id}.json", record)
+        correctness_gate(
+            self.spec,
+            self.run_dir,
+            group,
+            base_url,
+            self._api,
+            self.engine.api_key(),
+            self.engine.time_scale.server_seconds(self.spec.limits.request_timeout),
+        )
         self._write_env()
 
     def _flush(self, inst: Instance, cell: Cell) -> None:
@@ -233,118 +212,102 @@ class Runner:
         extra = {"why": why} if why else {}
         self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
 
-    def _api_key(self) -> Any:
-        getter = getattr(self.engine, "api_key", None)
-        return getter() if callable(getter) else None
-
-    @property
-    def _scale(self) -> float:
-        return self.options.time_scale
-
     # -- measuring ----------------------------------------------------------------------
     def measure(self, inst: Instance, cell: Cell, reason: Reason) -> Measurement:
+        """Measure `cell` once on `inst`: flush, run the load (`load.cell.measure_cell` maps
+        its failures to one error), keep the per-request records, notice a dead server."""
         attempt = len(self.attempts(cell)) + 1
-        s, w = self._scale, self.spec.workload
         self._flush(inst, cell)
         self.options.observer.status(
             f"{inst.group.arm} {self.plan.axis}={cell.x} "
             f"attempt {attempt} ({reason}) on {inst.name}"
         )
-        rate = float(cell.point["request_rate"])
-        config = LoadConfig(
-            base_url=inst.base_url,
-            api=self.spec.engine.api or self.engine.api,
-            model=inst.group.model.path,
-            num_prompts=cell.num_prompts,
-            input_len=int(cell.point["input_len"]),
-            output_len=int(cell.point["output_len"]),
-            concurrency=int(cell.point["concurrency"]),
-            request_rate=rate if math.isinf(rate) else rate * s,
-            warmup_requests=w.warmup_requests,
-            seed=w.seed,
-            request_timeout_s=self.spec.limits.request_timeout / s,
-            duration_s=w.duration / s if w.duration is not None else None,
-            api_key=self._api_key(),
+        started_at = now_iso()
+        bench = self._bench_serving(inst, cell, attempt)
+        run = measure_cell(
+            self._load_config(inst, cell),
+            self.engine.time_scale,
+            self.spec.limits.cell_timeout,
+            bench,
         )
-        use_bench_serving = self.spec.engine.client == "bench_serving" and not self.options.rehearse
-        base = dict(
-            cell_id=cell.cell_id,
-            point_id=cell.point_id,
-            arm=cell.arm,
-            group_id=inst.group.group_id,
-            slice=cell.slice,
-            point=cell.point,
-            attempt=attempt,
-            instance=inst.name,
-            reason=reason,
-            simulated=self.options.rehearse or inst.name in self.simulated_instances,
-            time_scale=s,
-            started_at=now_iso(),
-            client="bench_serving" if use_bench_serving else "builtin",
-        )
-        extra: dict[str, Any] = {}
-        error: str | None = None
-        metrics = None
-        requests_file = None
-        try:
-            if use_bench_serving:
-                from matrixrun.load.bench_serving_client import run_bench_serving
-
-                metrics, records, argv = run_bench_serving(
-                    config,
-                    self.run_dir.path / "bench_serving" / f"{cell.cell_id}-{attempt}",
-                    self.spec.engine.client_launch,
-                    self.spec.limits.cell_timeout,
-                    tokenizer=inst.group.model.tokenizer,
-                )
-                extra["argv"] = redact_argv(argv)
-            else:
-                result = asyncio.run(_bounded(run_load(config), self.spec.limits.cell_timeout / s))
-                metrics, records = result.metrics.undilated(s), result.records
-            path = self.run_dir.requests_file(cell.cell_id, attempt)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_jsonl(path, records)
-            requests_file = str(path.relative_to(self.run_dir.path))
-            if metrics.completed == 0:
-                first = next((r.error for r in records if r.error), "no request completed")
-                error = f"every request failed: {first}"
-        except TimeoutError:
+        requests_file = self._keep_records(cell, attempt, run)
+        error = run.error
+        extra: dict[str, Any] = {"argv": redact_argv(run.argv)} if run.argv else {}
+        if inst.server.alive():
+            extra.update(self.engine.cell_extras(inst.base_url, inst.info))
+        else:
             error = (
-                f"cell timed out after {self.spec.limits.cell_timeout:.0f}s (limits.cell_timeout)"
+                f"server {inst.name} died (exit code {inst.server.exit_code()}) during the "
+                f"cell; last log lines: {inst.server.log_tail(5)}"
             )
-        except LoadError as exc:
-            error = str(exc)
-        if not inst.server.alive():
-            code = inst.server.proc.returncode if inst.server.proc else None
-            error = (
-                f"server {inst.name} died (exit code {code}) during the cell; last log "
-                f"lines: {inst.server.log_tail(5)}"
-            )
-        if inst.name in self.simulated_instances and inst.server.alive():
-            extra.update(self._sim_lateness(inst.base_url))
         return Measurement(
-            **base,
-            metrics=metrics,
+            **self._identity(inst.group, cell, attempt, inst.name, reason),
+            started_at=started_at,
+            client="bench_serving" if bench is not None else "builtin",
+            simulated=self.options.rehearse or inst.name in self.simulated_instances,
+            metrics=run.metrics,
             error=error,
             finished_at=now_iso(),
             requests_file=requests_file,
             extra=extra,
         )
 
-    def _sim_lateness(self, base_url: str) -> dict[str, Any]:
-        """How late the simulator wrote tokens during the cell (its window restarts at each
-        flush): if it fell behind, the numbers do not reflect its model, and the report says so."""
-        stats = get_json(base_url, self.engine.info_paths).get("sim_stats", {})
-        if not isinstance(stats, dict):
-            return {}
-        return {
-            f"sim_{kind}_lateness_ms": stats[f"{kind}_lateness_ms"]
-            for kind in ("write", "engine")
-            if isinstance(stats.get(f"{kind}_lateness_ms"), dict)
-        }
+    def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
+        """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
+        w = self.spec.workload
+        return LoadConfig(
+            base_url=inst.base_url,
+            api=self._api,
+            model=inst.group.model.path,
+            num_prompts=cell.num_prompts,
+            input_len=int(cell.point["input_len"]),
+            output_len=int(cell.point["output_len"]),
+            concurrency=int(cell.point["concurrency"]),
+            request_rate=float(cell.point["request_rate"]),
+            warmup_requests=w.warmup_requests,
+            seed=w.seed,
+            request_timeout_s=self.spec.limits.request_timeout,
+            duration_s=w.duration,
+            api_key=self.engine.api_key(),
+        )
+
+    def _bench_serving(self, inst: Instance, cell: Cell, attempt: int) -> BenchServing | None:
+        if self.spec.engine.client != "bench_serving" or self.options.rehearse:
+            return None
+        return BenchServing(
+            self.run_dir.path / "bench_serving" / f"{cell.cell_id}-{attempt}",
+            self.spec.engine.client_launch,
+            inst.group.model.tokenizer,
+        )
+
+    def _keep_records(self, cell: Cell, attempt: int, run: CellRun) -> str | None:
+        """Write the cell's per-request records; their path relative to the run directory."""
+        if run.metrics is None:
+            return None
+        path = self.run_dir.requests_file(cell.cell_id, attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(path, run.records)
+        return str(path.relative_to(self.run_dir.path))
+
+    def _identity(
+        self, group: ServerGroup, cell: Cell, attempt: int, instance: str, reason: Reason
+    ) -> dict[str, Any]:
+        """The fields that say which run of which cell on which server a measurement is."""
+        return dict(
+            cell_id=cell.cell_id,
+            point_id=cell.point_id,
+            arm=cell.arm,
+            group_id=group.group_id,
+            slice=cell.slice,
+            point=cell.point,
+            attempt=attempt,
+            instance=instance,
+            reason=reason,
+            time_scale=self.engine.time_scale.factor,
+        )
 
     def run_cells(
-        self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: Any = None
+        self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None = None
     ) -> None:
         """Measure `cells` on one launch of `group`, relaunching if the server dies. `after`
         (instance -> list of (cell, reason)) may add warm reruns while the server is up."""
@@ -366,26 +329,21 @@ class Runner:
                 queue.clear()
 
     def _failed(self, group: ServerGroup, cell: Cell, reason: Reason, error: str) -> Measurement:
+        """A cell that never measured because its server would not start (or stay up)."""
         number = self.launch_counts.get(group.group_id, 0)
+        attempt = len(self.attempts(cell)) + 1
         return Measurement(
-            cell_id=cell.cell_id,
-            point_id=cell.point_id,
-            arm=cell.arm,
-            group_id=group.group_id,
-            slice=cell.slice,
-            point=cell.point,
-            attempt=len(self.attempts(cell)) + 1,
-            instance=f"{group.group_id}#{number}",
-            reason=reason,
+            **self._identity(group, cell, attempt, f"{group.group_id}#{number}", reason),
             error=error,
             simulated=self.options.rehearse,
-            time_scale=self._scale,
             started_at=now_iso(),
             finished_at=now_iso(),
         )
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> RunSummary:
+        """Write the run's fixed files, measure in the verify policy's order, then analyse and
+        render from the run directory alone."""
         from matrixrun import verify
 
         rd = self.run_dir.create()
@@ -429,8 +387,15 @@ class Runner:
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report)
 
     def _write_env(self) -> None:
-        env = capture_environment(self.spec, rehearse=self.options.rehearse, time_scale=self._scale)
-        env["servers"] = self.servers
+        """env.json as of now: this process's facts, every server so far (a resumed run keeps
+        those of earlier sessions), the gates' results."""
+        env = capture_environment(
+            self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
+        )
+        previous = read_environment(self.run_dir.path / "env.json")
+        env.servers = {**(previous.servers if previous else {}), **self.servers}
+        # The correctness outcome travels through env.json to the analysis (issue 11 moves it
+        # to settings.json; this is the one place the runner writes it).
         answers = [
             json.loads(p.read_text())
             for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
@@ -438,16 +403,11 @@ class Runner:
         if answers:
             from matrixrun.correctness import agreement_by_arm
 
-            env["correctness"] = agreement_by_arm(answers, self.plan.baseline)
+            env.correctness = agreement_by_arm(answers, self.plan.baseline)
         if self.hardware is not None:
-            env["hardware_check"] = self.hardware
-            env["gpus"] = self.hardware.get("gpus", [])
-        previous = self.run_dir.path / "env.json"
-        if previous.exists():  # a resumed run keeps the servers of earlier sessions
-            with contextlib.suppress(ValueError, OSError):
-                old = json.loads(previous.read_text()).get("servers", {})
-                env["servers"] = {**old, **self.servers}
-        self.run_dir.write_json("env.json", env)
+            env.hardware_check = self.hardware
+            env.gpus = list(self.hardware.gpus)
+        self.run_dir.write_json("env.json", env.model_dump(mode="json"))
 
 
 def finish(rd: RunDir) -> Path | None:
@@ -467,6 +427,8 @@ def run_experiment(
     observer: Observer | None = None,
     ignore_hardware: bool = False,
 ) -> RunSummary:
+    """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
+    hardware (real launches only), run."""
     from matrixrun.engines import for_spec
     from matrixrun.spec import load_spec
 
@@ -474,58 +436,21 @@ def run_experiment(
     spec = load_spec(spec_path)
     text = spec_path.read_text()
     if resume is not None:
-        rd = RunDir(resume)
-        if not rd.exists():
-            raise MatrixError(
-                f"--resume {resume}: not a run directory (no plan.json); give the "
-                "directory a previous run printed"
-            )
-        old = rd.path / "spec.yaml"
-        if old.exists() and old.read_text() != text:
-            raise InputError(
-                f"{spec_path} differs from the spec this run started with ({old}); resume with "
-                f"that file (`--resume {rd.path}` and spec {old}) or start a new run, so no "
-                "measurement is mixed with cells of another spec"
-            )
+        rd = resumed_run_dir(resume, spec_path, text)
     else:
-        stem = spec_path.stem + (".rehearsal" if rehearse else "")
-        rd = RunDir(Path(out) if out else Path("runs") / stem / time.strftime("%Y%m%d-%H%M%S"))
-        if rd.exists():
-            raise MatrixError(
-                f"{rd.path} already holds a run; use --resume {rd.path} to "
-                "continue it or --out for a new directory"
-            )
+        rd = new_run_dir(spec_path, out, rehearse)
     hardware = None
     engine: Engine
     if rehearse:
         from matrixrun.engines.sim import rehearsal_engine
 
-        engine, scale = rehearsal_engine(spec, spec.experiment)
+        engine = rehearsal_engine(spec, spec.experiment)
     else:
-        engine, scale = for_spec(spec.engine), 1.0
+        engine = for_spec(spec.engine)
         if engine.launches:
-            hardware = _hardware_gate(spec, ignore_hardware)
-    options = RunOptions(rehearse=rehearse, time_scale=scale, observer=observer or NullObserver())
+            hardware = hardware_gate(spec, ignore_hardware)
+    options = RunOptions(rehearse=rehearse, observer=observer or NullObserver())
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
     return runner.run()
-
-
-async def _bounded(work: Coroutine[Any, Any, T], seconds: float) -> T:
-    """`work` within a time limit. (asyncio.timeout, not wait_for: on Python 3.11 wait_for can
-    swallow the cancellation that Ctrl-C sends, and the run would not stop.)"""
-    async with asyncio.timeout(seconds):
-        return await work
-
-
-def _hardware_gate(spec: Spec, ignore: bool) -> dict[str, Any]:
-    """Compare nvidia-smi with the spec before any launch; stop on a mismatch unless the user
-    overrode it (the override is recorded and the report says so)."""
-    from matrixrun.hardware import check_hardware
-
-    check = check_hardware(spec)
-    overridden = not check.ok and (ignore or not spec.engine.check_hardware)
-    if not check.ok and not overridden:
-        raise InputError(check.message)
-    return {**check.model_dump(mode="json"), "overridden": overridden}

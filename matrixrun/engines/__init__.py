@@ -1,9 +1,10 @@
 """Engines: how to start a serving engine's server, know it is ready, read what it runs, and
 which request API to speak. One small module per engine; `for_spec` picks one.
 
-Adding an engine is one module with a class that has the `Engine` attributes (name, api,
-launches, health_path, info_paths, flush_path, launch, version, effective_args) and one branch
-here.
+Adding an engine is one module with a class that has the `Engine` attributes (`base.Engine`:
+name, api, launches, health_path, info_paths, flush_path, time_scale, launch, serve, api_key,
+version, effective_args, cell_extras; a launched engine inherits the serving ones from
+`base.LaunchedEngine`) and one branch here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from matrixrun.spec import EngineSpec
 def for_spec(engine: EngineSpec | str) -> Engine:
     """The engine for a spec's `engine:` section (or just its kind, for the launched engines).
 
-    Rehearsals wrap the sglang engine around the simulator instead (`engines.sim.rehearsal_engine`).
+    Rehearsals wrap the sglang engine around the simulator instead (`sim.rehearsal_engine`).
     """
     spec = engine if isinstance(engine, EngineSpec) else EngineSpec(kind=engine)
     if spec.kind == "sglang":

@@ -1,9 +1,19 @@
-"""What every engine shares: a server process in its own process group, with its log captured,
-a health wait that fails fast, and a teardown that cannot leave orphans.
+"""What every engine shares: the `Engine` protocol the runner talks to, a server process in its
+own process group (log captured, a health wait that fails fast, a teardown that cannot leave
+orphans), and `LaunchedEngine`, the defaults of an engine whose servers are local processes.
 
-An `Engine` only knows its own conventions (command line, ready URL, info URL, API); the
-`ServerProcess` here does the process work for all of them. Mirrors nox's shutdown_process
-(wait, terminate, kill) and vLLM sweep's start_new_session + kill the whole group.
+An `Engine` knows its own conventions (command line, ready URL, info URL, API) and owns every
+serving detail the runner must not know: how a launch becomes a server handle (`serve`), the
+key requests carry (`api_key`), how fast its servers run against modelled time (`time_scale`:
+the simulator's dilation), and what to record with each cell (`cell_extras`: the simulator's
+lateness). The runner never asks which engine it has. `ServerProcess` does the process work
+for all launched engines. Mirrors nox's shutdown_process (wait, terminate, kill) and vLLM
+sweep's start_new_session + kill the whole group.
+
+Protocol change of issue 11 (for engine authors): besides `launch`, `version` and
+`effective_args`, an engine now has `time_scale`, `serve(launch, name, log_path, pid_path)`,
+`api_key()` and `cell_extras(base_url, info)`. An engine whose servers are local processes
+inherits all four from `LaunchedEngine` and needs no code for them.
 """
 
 from __future__ import annotations
@@ -20,9 +30,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import httpx
+from pydantic import SecretStr
 
 from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
+from matrixrun.timescale import REAL, TimeScale
 
 Api = Literal["sglang", "openai"]
 
@@ -37,8 +49,31 @@ class Launch:
     port: int
 
 
+class ServerHandle(Protocol):
+    """A server the runner measures: one it launched (`ServerProcess`) or one already running
+    (`openai.RemoteServer`). The runner reaches servers only through this surface."""
+
+    name: str
+
+    def start(self) -> ServerHandle: ...
+
+    def alive(self) -> bool: ...
+
+    def exit_code(self) -> int | None:
+        """The process's exit code once it has exited; None while it runs (or if not ours)."""
+        ...
+
+    def log_tail(self, lines: int = 20) -> str: ...
+
+    def wait_healthy(self, health_path: str, timeout_s: float) -> float:
+        """Block until ready; the startup time in seconds. Raises EngineError/StartupTimeout."""
+        ...
+
+    def stop(self) -> int | None: ...
+
+
 class Engine(Protocol):
-    """One serving engine's conventions."""
+    """One serving engine's conventions, and every serving detail the runner must not know."""
 
     name: str
     api: Api
@@ -48,12 +83,53 @@ class Engine(Protocol):
     launches: bool
     #: Path that empties the prefix cache between cells; None when the engine has none.
     flush_path: str | None
+    #: How much faster than modelled time its servers run: 1 for real engines, the
+    #: simulator's `rehearsal.time_scale` in a rehearsal. The runner converts every timeout,
+    #: rate and metric through it and never scales a number by itself.
+    time_scale: TimeScale
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch: ...
+
+    def serve(
+        self, launch: Launch, name: str, log_path: Path, pid_path: Path | None
+    ) -> ServerHandle:
+        """The (not yet started) server for `launch`: `name` labels it in messages; a launched
+        server logs to `log_path` and keeps its pid in `pid_path` while it lives."""
+        ...
+
+    def api_key(self) -> SecretStr | None:
+        """The key every request carries; None when the server needs none."""
+        ...
 
     def version(self, info: dict[str, Any]) -> str | None: ...
 
     def effective_args(self, info: dict[str, Any]) -> dict[str, Any]: ...
+
+    def cell_extras(self, base_url: str, info: dict[str, Any]) -> dict[str, Any]:
+        """Engine-specific facts recorded with a cell's measurement (`Measurement.extra`),
+        read right after the cell from a server that is still alive; `info` is what the
+        server said about itself when it became healthy. {} when there is nothing to add."""
+        ...
+
+
+class LaunchedEngine:
+    """Defaults for an engine whose servers are local processes started from an argv: real
+    time, no API key, a `ServerProcess` per launch, nothing extra per cell. Subclasses set the
+    protocol's attributes and write `launch`, `version` and `effective_args`."""
+
+    launches = True
+    time_scale: TimeScale = REAL
+
+    def serve(
+        self, launch: Launch, name: str, log_path: Path, pid_path: Path | None
+    ) -> ServerProcess:
+        return ServerProcess(launch, log_path, pid_path, name=name)
+
+    def api_key(self) -> SecretStr | None:
+        return None
+
+    def cell_extras(self, base_url: str, info: dict[str, Any]) -> dict[str, Any]:
+        return {}
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -134,6 +210,9 @@ class ServerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll() if self.proc is not None else None
 
     def log_tail(self, lines: int = 20) -> str:
         return tail(self.log_path, lines)

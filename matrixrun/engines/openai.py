@@ -20,6 +20,7 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +30,7 @@ from pydantic import SecretStr
 from matrixrun.engines.base import Api, Launch
 from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
+from matrixrun.timescale import REAL, TimeScale
 
 
 def normalise_base_url(url: str) -> str:
@@ -69,6 +71,9 @@ class RemoteServer:
 
     def alive(self) -> bool:
         return True
+
+    def exit_code(self) -> int | None:
+        return None
 
     def log_tail(self, lines: int = 20) -> str:
         return ""
@@ -115,6 +120,7 @@ class OpenAIEngine:
     health_path = "/v1/models"
     info_paths: tuple[str, ...] = ("/v1/models",)
     flush_path: str | None = None
+    time_scale: TimeScale = REAL
 
     def __init__(self, base_url: str, api_key_env: str | None = None) -> None:
         parts = urlsplit(base_url)
@@ -137,7 +143,14 @@ class OpenAIEngine:
         default = 443 if parts.scheme == "https" else 80
         return Launch(argv=[], env={}, base_url=self.base_url, port=parts.port or default)
 
-    def serve(self, launch: Launch, name: str = "endpoint") -> RemoteServer:
+    def serve(
+        self,
+        launch: Launch,
+        name: str = "endpoint",
+        log_path: Path | None = None,
+        pid_path: Path | None = None,
+    ) -> RemoteServer:
+        """Not ours to start: no log, no pid file (both are ignored)."""
         return RemoteServer(launch, name=name, api_key=self.api_key())
 
     def version(self, info: dict[str, Any]) -> str | None:
@@ -148,4 +161,7 @@ class OpenAIEngine:
         data = info.get("data")
         if isinstance(data, list):
             return {"served_models": [m.get("id") for m in data if isinstance(m, dict)]}
+        return {}
+
+    def cell_extras(self, base_url: str, info: dict[str, Any]) -> dict[str, Any]:
         return {}

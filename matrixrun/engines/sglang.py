@@ -41,7 +41,7 @@ import sys
 from pathlib import PurePath
 from typing import Any
 
-from matrixrun.engines.base import Api, Launch
+from matrixrun.engines.base import Api, Launch, LaunchedEngine, get_json
 from matrixrun.plan import ServerGroup
 
 #: The Python that has SGLang, when the spec gives no `engine.launch`: $MATRIXRUN_SGLANG_PYTHON,
@@ -116,12 +116,11 @@ def with_container_env(prefix: list[str], env: dict[str, str]) -> tuple[list[str
     return [*prefix[:at], *opts, *prefix[at:]], True
 
 
-class SGLangEngine:
+class SGLangEngine(LaunchedEngine):
     """SGLang's conventions; `launch_prefix` (e.g. the simulator) overrides the group's."""
 
     name = "sglang"
     api: Api = "sglang"
-    launches = True
     health_path = "/health_generate"
     info_paths: tuple[str, ...] = ("/server_info", "/get_server_info")
     flush_path: str | None = "/flush_cache"
@@ -148,3 +147,22 @@ class SGLangEngine:
 
     def effective_args(self, info: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in info.items() if k not in _NOT_ARGS}
+
+    def cell_extras(self, base_url: str, info: dict[str, Any]) -> dict[str, Any]:
+        """A server that says `simulated: true` is matrixrun's simulator speaking SGLang's API
+        (a rehearsal, or engine.launch pointed at `python -m matrixrun.sim`): record how late
+        it wrote tokens during the cell. Real SGLang is not asked (nothing to read)."""
+        return simulator_lateness(base_url, self.info_paths) if info.get("simulated") else {}
+
+
+def simulator_lateness(base_url: str, info_paths: tuple[str, ...]) -> dict[str, Any]:
+    """How late the simulator wrote tokens during the cell (its window restarts at each
+    flush): if it fell behind, the numbers do not reflect its model, and the report says so."""
+    stats = get_json(base_url, info_paths).get("sim_stats", {})
+    if not isinstance(stats, dict):
+        return {}
+    return {
+        f"sim_{kind}_lateness_ms": stats[f"{kind}_lateness_ms"]
+        for kind in ("write", "engine")
+        if isinstance(stats.get(f"{kind}_lateness_ms"), dict)
+    }

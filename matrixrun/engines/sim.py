@@ -4,22 +4,29 @@ It is the sglang engine with its launch command pointed at `python -m matrixrun.
 accepts SGLang's launch_server command line) plus the simulator's own options, so a rehearsal
 runs the same flag rendering, launch, health, server-info, flush and teardown code as a GPU
 node. Each launch gets its own seed: a fresh server is a fresh instance, as on real hardware.
+
+What makes a rehearsal different lives here, not in the runner: the simulator runs
+`rehearsal.time_scale` times faster than the hardware it models, so the engine's `time_scale`
+carries that factor (the runner and load client convert timeouts, rates and metrics through
+it). The per-cell lateness read is the sglang engine's `cell_extras`, which asks any server
+that says it is the simulator, rehearsal or not.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sys
-from typing import Any
 
 from matrixrun.engines.base import Launch
+from matrixrun.engines.sglang import SGLangEngine
 from matrixrun.plan import ServerGroup
 from matrixrun.spec import Spec
+from matrixrun.timescale import TimeScale
 
 
-def rehearsal_engine(spec: Spec, seed_material: str) -> tuple[SimEngine, float]:
-    """The sglang engine pointed at the built-in simulator: the same flag rendering, launch,
-    health, server info, flush and teardown code path as on a GPU node."""
+def rehearsal_engine(spec: Spec, seed_material: str) -> SimEngine:
+    """The sglang engine pointed at the built-in simulator with the spec's profile, time scale
+    and stream interval."""
     from matrixrun.sim.profile import Profile
 
     profile = spec.rehearsal.profile
@@ -33,27 +40,31 @@ def rehearsal_engine(spec: Spec, seed_material: str) -> tuple[SimEngine, float]:
     ]
     if spec.rehearsal.stream_interval:
         extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
-    engine = SimEngine([sys.executable, "-m", "matrixrun.sim"], extra, seed_material)
-    return engine, spec.rehearsal.time_scale
+    return SimEngine(
+        [sys.executable, "-m", "matrixrun.sim"],
+        extra,
+        seed_material,
+        TimeScale(spec.rehearsal.time_scale),
+    )
 
 
-class SimEngine:
-    """SGLangEngine with the simulator's own arguments; each launch gets its own seed so a
-    fresh server is a fresh instance (instance noise), as on real hardware."""
+class SimEngine(SGLangEngine):
+    """SGLangEngine with the simulator's own arguments and time scale; each launch gets its own
+    seed so a fresh server is a fresh instance (instance noise), as on real hardware."""
 
     name = "simulator"
 
-    def __init__(self, prefix: list[str], extra: list[str], seed_material: str) -> None:
-        from matrixrun.engines.sglang import SGLangEngine
-
-        self._inner = SGLangEngine(prefix, extra)
+    def __init__(
+        self,
+        prefix: list[str],
+        extra: list[str],
+        seed_material: str,
+        time_scale: TimeScale,
+    ) -> None:
+        super().__init__(prefix, extra)
         self._seed_material = seed_material
         self._launches = 0
-        self.api = self._inner.api
-        self.health_path = self._inner.health_path
-        self.info_paths = self._inner.info_paths
-        self.launches = True
-        self.flush_path = self._inner.flush_path
+        self.time_scale = time_scale
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch:
         self._launches += 1
@@ -63,12 +74,6 @@ class SimEngine:
             ).hexdigest()[:8],
             16,
         )
-        launch = self._inner.launch(group, host, port)
+        launch = super().launch(group, host, port)
         launch.argv.extend(["--seed", str(seed)])
         return launch
-
-    def version(self, info: dict[str, Any]) -> str | None:
-        return self._inner.version(info)
-
-    def effective_args(self, info: dict[str, Any]) -> dict[str, Any]:
-        return self._inner.effective_args(info)

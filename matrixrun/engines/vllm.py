@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from matrixrun.engines.base import Api, Launch
+from matrixrun.engines.base import Api, Launch, LaunchedEngine
 from matrixrun.engines.sglang import render_flags, with_container_env
 from matrixrun.plan import ServerGroup
 
@@ -37,10 +37,9 @@ ALIASES = {
 }
 
 
-class VLLMEngine:
+class VLLMEngine(LaunchedEngine):
     name = "vllm"
     api: Api = "openai"
-    launches = True
     health_path = "/health"
     info_paths: tuple[str, ...] = ("/version",)
     flush_path: str | None = "/reset_prefix_cache"

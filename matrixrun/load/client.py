@@ -4,8 +4,8 @@
 not recorded), then dispatches the measured requests at the configured rate (all at once for
 an infinite rate, else Poisson arrivals from the seed) under a concurrency limit, streams each
 response through an API parser (`apis.py`), and returns per-request records (`records.py`) and
-their aggregate metrics (`stats.py`). It keeps real time; time dilation is the runner's
-business.
+their aggregate metrics (`stats.py`). It keeps real time; time dilation is `cell.py`'s
+business (with the engine's time scale).
 
 Per-request failures (HTTP errors, in-stream errors, truncated streams, timeouts, refused
 connections) are data: the request's record carries the error text. Only a cell that cannot be
