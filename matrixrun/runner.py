@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from matrixrun.resume import launch_counts, new_run_dir, resumed_run_dir
 from matrixrun.spec import Spec, spec_hash
 
 HOST = "127.0.0.1"
+#: How long a server whose requests failed may take to be seen exiting (see Runner._died).
+DEATH_GRACE_S = 1.0
 
 #: instance -> more (cell, reason) pairs to measure on it while it is up (warm reruns).
 After = Callable[["Instance"], list[tuple[Cell, Reason]]]
@@ -233,7 +236,7 @@ class Runner:
         requests_file = self._keep_records(cell, attempt, run)
         error = run.error
         extra: dict[str, Any] = {"argv": redact_argv(run.argv)} if run.argv else {}
-        if inst.server.alive():
+        if not self._died(inst, run):
             extra.update(self.engine.cell_extras(inst.base_url, inst.info))
         else:
             error = (
@@ -251,6 +254,23 @@ class Runner:
             requests_file=requests_file,
             extra=extra,
         )
+
+    @staticmethod
+    def _died(inst: Instance, run: CellRun) -> bool:
+        """Whether the server died under the cell. A killed server drops its connections a
+        moment before its process can be reaped, so when requests failed the process gets
+        `DEATH_GRACE_S` to show it exited: otherwise the cell would read as a load failure
+        on a live server and the relaunch would wait for the next cell."""
+        if not inst.server.alive():
+            return True
+        if run.error is None and not any(r.error for r in run.records):
+            return False
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            if not inst.server.alive():
+                return True
+        return False
 
     def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
         """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
