@@ -15,7 +15,8 @@
       report.md
 
 A crash loses at most the measurement in flight; `--resume` reads results.jsonl back and skips
-what is there. Lines are never rewritten: a rerun is a new line.
+what is there. Lines are never rewritten: a rerun is a new line. (A last line torn by a crash
+mid-write is skipped when reading and cut away before the next append; it was never a line.)
 """
 
 from __future__ import annotations
@@ -87,12 +88,42 @@ class RunDir:
         return self.write_text(name, json.dumps(obj, indent=2, default=str) + "\n")
 
     def append(self, measurement: Measurement) -> None:
-        """Append one measurement and make it durable before returning."""
+        """Append one measurement and make it durable before returning. A torn last line (a
+        crash mid-write) is dealt with first, so the new record never glues onto it."""
         line = measurement.model_dump_json() + "\n"
+        self._mend_torn_tail()
         with self.results_file.open("a") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+
+    def _mend_torn_tail(self) -> None:
+        """If results.jsonl does not end in a newline, its last write was cut off. A tail that
+        is a whole record (only the newline was lost) gets its newline; a partial record is cut
+        away: it is not a line (nothing ever read it as a measurement, see `measurements`) and
+        the cell it belonged to is measured again. The only write that is not an append."""
+        path = self.results_file
+        try:
+            with path.open("rb") as fh:
+                if fh.seek(0, os.SEEK_END) == 0:
+                    return
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) == b"\n":
+                    return  # the usual case: one byte read
+        except FileNotFoundError:
+            return
+        data = path.read_bytes()
+        start = data.rfind(b"\n") + 1
+        try:
+            Measurement.model_validate_json(data[start:])
+        except ValidationError:
+            with path.open("r+b") as fh:
+                fh.truncate(start)
+                fh.flush()
+                os.fsync(fh.fileno())
+            return
+        with path.open("ab") as fh:
+            fh.write(b"\n")
 
     def event(self, kind: str, **fields: Any) -> None:
         """Append to the audit log (launch, healthy, stop, flush, verify decisions)."""
