@@ -214,6 +214,8 @@ class Runner:
                     group.model.path,
                     api_key=self._api_key(),
                     timeout_s=self.spec.limits.request_timeout / self._scale,
+                    tokenizer=self._tokenizer(group),
+                    strict_openai=self.spec.engine.strict_openai,
                 )
             )
         except MatrixError as exc:
@@ -232,6 +234,12 @@ class Runner:
         ok = why is None and post_ok(inst.base_url, str(self.engine.flush_path))
         extra = {"why": why} if why else {}
         self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
+
+    def _tokenizer(self, group: ServerGroup) -> str | None:
+        """Where text prompts get their tokenizer (None: prompts go as token ids)."""
+        if self.spec.engine.prompt_format != "text":
+            return None
+        return group.model.tokenizer or group.model.path
 
     def _api_key(self) -> Any:
         getter = getattr(self.engine, "api_key", None)
@@ -265,6 +273,9 @@ class Runner:
             request_timeout_s=self.spec.limits.request_timeout / s,
             duration_s=w.duration / s if w.duration is not None else None,
             api_key=self._api_key(),
+            prompt_format=self.spec.engine.prompt_format,
+            tokenizer=self._tokenizer(inst.group),
+            strict_openai=self.spec.engine.strict_openai,
         )
         use_bench_serving = self.spec.engine.client == "bench_serving" and not self.options.rehearse
         base = dict(
@@ -301,6 +312,9 @@ class Runner:
             else:
                 result = asyncio.run(_bounded(run_load(config), self.spec.limits.cell_timeout / s))
                 metrics, records = result.metrics.undilated(s), result.records
+                short = result.short_outputs(config.output_len)
+                if short:
+                    extra["short_outputs"] = short
             path = self.run_dir.requests_file(cell.cell_id, attempt)
             path.parent.mkdir(parents=True, exist_ok=True)
             write_jsonl(path, records)

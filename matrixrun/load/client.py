@@ -65,6 +65,13 @@ class LoadConfig(BaseModel):
     )
     api_key: SecretStr | None = None
     transport: Literal["raw", "httpx"] = "raw"
+    prompt_format: Literal["token_ids", "text"] = "token_ids"
+    tokenizer: str | None = Field(
+        None, description="tokenizer.json (or its folder) for prompt_format text"
+    )
+    strict_openai: bool = Field(
+        False, description="send only OpenAI completions fields (no ignore_eos)"
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -82,6 +89,22 @@ class LoadResult:
     records: list[RequestRecord]
     metrics: Metrics
     warmup_failed: int = 0
+
+    def short_outputs(self, output_len: int) -> int:
+        """Completed requests that produced fewer than `output_len` tokens (the model stopped
+        early: possible only where ignore_eos could not be sent)."""
+        return sum(1 for r in self.records if r.ok and r.output_tokens < output_len)
+
+
+def _prompts(config: LoadConfig, ids: list[list[int]]) -> list[tuple[list[int] | str, int]]:
+    """(prompt as sent, its token count): ids as they are, or text of the same count."""
+    if config.prompt_format == "token_ids":
+        return [(p, len(p)) for p in ids]
+    from matrixrun.load.text_prompts import text_prompts
+
+    if not config.tokenizer:
+        raise InputError("prompt_format text needs a tokenizer (model.tokenizer or model.path)")
+    return [(text, n) for text, n in text_prompts(config.tokenizer, ids, config.input_len)]
 
 
 def _outcome(parser: StreamParser, output_len: int) -> str:
@@ -128,7 +151,7 @@ async def _request(
         e2e=end - start,
         chunk_times=[t - start for t in times],
         chunk_tokens=parser.tokens,
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_tokens if parser.reported_prompt is None else parser.reported_prompt,
         output_tokens=parser.output_tokens,
         error=error,
     )
@@ -142,8 +165,11 @@ def _unreachable(records: list[RequestRecord], url: str) -> LoadError | None:
 
 async def run_load(config: LoadConfig) -> LoadResult:
     """Measure one cell: warmup, then `num_prompts` requests; see the module docstring."""
-    prompts = make_prompts(config.seed, config.num_prompts, config.input_len)
-    bodies = [request_body(config.api, p, config.output_len, config.model) for p in prompts]
+    prompts = _prompts(config, make_prompts(config.seed, config.num_prompts, config.input_len))
+    bodies = [
+        request_body(config.api, p, config.output_len, config.model, config.strict_openai)
+        for p, _ in prompts
+    ]
     offsets = arrival_offsets(config.seed, config.num_prompts, config.request_rate)
     key = config.api_key.get_secret_value() if config.api_key else None
     transport = make_transport(config.transport, config.base_url, config.concurrency, key)
@@ -157,7 +183,7 @@ async def run_load(config: LoadConfig) -> LoadResult:
                 if stop_at is not None and time.perf_counter() >= stop_at:
                     return None  # duration-sized cell: the time is up, never sent
                 return await _request(
-                    transport, config.api, bodies[i], i, config.input_len,
+                    transport, config.api, bodies[i], i, prompts[i][1],
                     config.output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
@@ -186,16 +212,16 @@ async def _warmup(config: LoadConfig, transport: Transport) -> int:
     if n == 0:
         return 0
     out_len = min(config.output_len, WARMUP_OUTPUT_LEN)
-    prompts = make_warmup_prompts(config.seed, n, config.input_len)
+    prompts = _prompts(config, make_warmup_prompts(config.seed, n, config.input_len))
     sem = asyncio.Semaphore(config.concurrency)
     t0 = time.perf_counter()
 
     async def one(i: int) -> RequestRecord:
         async with sem:
-            body = request_body(config.api, prompts[i], out_len, config.model)
+            text, count = prompts[i]
+            body = request_body(config.api, text, out_len, config.model, config.strict_openai)
             return await _request(
-                transport, config.api, body, i, config.input_len, out_len,
-                config.request_timeout_s, t0,
+                transport, config.api, body, i, count, out_len, config.request_timeout_s, t0,
             )  # fmt: skip
 
     records = await asyncio.gather(*(one(i) for i in range(n)))

@@ -132,6 +132,30 @@ def parse_native(body: Any) -> GenRequest:
     )
 
 
+class UnexpectedFields(BadRequest):
+    """A strict server's answer to fields outside the OpenAI completions API (HTTP 422)."""
+
+
+#: Fields of OpenAI's `POST /v1/completions` request (the API reference's list).
+OPENAI_COMPLETION_FIELDS = frozenset(
+    {
+        "model", "prompt", "suffix", "max_tokens", "temperature", "top_p", "n", "stream",
+        "stream_options", "logprobs", "echo", "stop", "presence_penalty", "frequency_penalty",
+        "best_of", "logit_bias", "user", "seed",
+    }
+)  # fmt: skip
+
+
+def parse_openai_strict(body: Any) -> GenRequest:
+    """`parse_openai` for a server that validates the body: unknown fields are refused with
+    the message transformers serve gives."""
+    if isinstance(body, dict):
+        unknown = sorted(set(body) - OPENAI_COMPLETION_FIELDS)
+        if unknown:
+            raise UnexpectedFields(f"Unexpected fields in the request: {set(unknown)}")
+    return parse_openai(body)
+
+
 def parse_openai(body: Any) -> GenRequest:
     """`POST /v1/completions`: `prompt` as text, token ids, or a one-element list of either."""
     if not isinstance(body, dict):
