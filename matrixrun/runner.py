@@ -276,6 +276,7 @@ class Runner:
             prompt_format=self.spec.engine.prompt_format,
             tokenizer=self._tokenizer(inst.group),
             strict_openai=self.spec.engine.strict_openai,
+            time_cap_s=self.spec.limits.cell_timeout / s,
         )
         use_bench_serving = self.spec.engine.client == "bench_serving" and not self.options.rehearse
         base = dict(
@@ -310,8 +311,19 @@ class Runner:
                 )
                 extra["argv"] = redact_argv(argv)
             else:
-                result = asyncio.run(_bounded(run_load(config), self.spec.limits.cell_timeout / s))
+                # the client caps the measured requests at cell_timeout itself; this outer bound
+                # also covers the warmup, whose requests each have request_timeout
+                bound = (self.spec.limits.cell_timeout + self.spec.limits.request_timeout) / s
+                result = asyncio.run(_bounded(run_load(config), bound + 30.0))
                 metrics, records = result.metrics.undilated(s), result.records
+                if result.client_cpu is not None:
+                    extra["client_cpu"] = round(result.client_cpu, 3)
+                if result.capped:
+                    extra["capped"] = {
+                        "after_s": self.spec.limits.cell_timeout,
+                        "cut_requests": result.capped,
+                        "completed": len([r for r in records if r.ok]),
+                    }
                 short = result.short_outputs(config.output_len)
                 if short:
                     extra["short_outputs"] = short
@@ -319,7 +331,12 @@ class Runner:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_jsonl(path, records)
             requests_file = str(path.relative_to(self.run_dir.path))
-            if metrics.completed == 0:
+            if metrics.completed == 0 and "capped" in extra:
+                error = (
+                    f"no request finished within limits.cell_timeout "
+                    f"({self.spec.limits.cell_timeout:.0f}s); raise it or lower the load"
+                )
+            elif metrics.completed == 0:
                 first = next((r.error for r in records if r.error), "no request completed")
                 error = f"every request failed: {first}"
         except TimeoutError:

@@ -65,6 +65,12 @@ class LoadConfig(BaseModel):
     )
     api_key: SecretStr | None = None
     transport: Literal["raw", "httpx"] = "raw"
+    time_cap_s: float | None = Field(
+        None,
+        gt=0,
+        description="the cell's time cap: requests not finished this long after the start are "
+        "cancelled, and the cell is reported as capped over the requests that finished",
+    )
     prompt_format: Literal["token_ids", "text"] = "token_ids"
     tokenizer: str | None = Field(
         None, description="tokenizer.json (or its folder) for prompt_format text"
@@ -89,6 +95,11 @@ class LoadResult:
     records: list[RequestRecord]
     metrics: Metrics
     warmup_failed: int = 0
+    #: Requests cut by the time cap (cancelled in flight, or never sent): 0 for a full cell.
+    capped: int = 0
+    #: CPU seconds the client process used per wall second of the measured part (1.0 = one
+    #: core busy): near 1 the client, not the server, may be what limits the numbers.
+    client_cpu: float | None = None
 
     def short_outputs(self, output_len: int) -> int:
         """Completed requests that produced fewer than `output_len` tokens (the model stopped
@@ -187,23 +198,49 @@ async def run_load(config: LoadConfig) -> LoadResult:
                     config.output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         stop_at = t0 + config.duration_s if config.duration_s is not None else None
+        cap = config.time_cap_s if config.time_cap_s is not None else math.inf
         tasks: list[asyncio.Task[RequestRecord | None]] = []
         for i, due in enumerate(offsets):
             if config.duration_s is not None and due >= config.duration_s:
+                break
+            if due >= cap:
                 break
             delay = t0 + due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(limited(i, t0)))
-        records = [r for r in await asyncio.gather(*tasks) if r is not None]
+        finished, cut = await _within(tasks, t0 + cap)
+        if config.duration_s is None:
+            cut += config.num_prompts - len(tasks)  # never sent: the cap came first
+        records = [r for r in finished if r is not None]
+        wall = time.perf_counter() - t0
+        cpu = (time.process_time() - cpu0) / wall if wall > 0 else None
     finally:
         await transport.aclose()
     err = _unreachable(records, config.base_url)
     if err:
         raise err
-    return LoadResult(records, compute_metrics(records, duration_of(records)), warmup_failed)
+    metrics = compute_metrics(records, duration_of(records))
+    return LoadResult(records, metrics, warmup_failed, capped=cut, client_cpu=cpu)
+
+
+async def _within(
+    tasks: list[asyncio.Task[RequestRecord | None]], deadline: float
+) -> tuple[list[RequestRecord | None], int]:
+    """The results of the tasks that finish by `deadline` (perf_counter time); the rest are
+    cancelled and counted, so a cell that would run for hours ends at its cap with what it
+    measured instead of losing everything to a timeout."""
+    if not tasks:
+        return [], 0
+    if math.isinf(deadline):
+        return list(await asyncio.gather(*tasks)), 0
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [t.result() for t in tasks if t in done], len(pending)
 
 
 async def _warmup(config: LoadConfig, transport: Transport) -> int:
