@@ -36,8 +36,12 @@ def corpus(limit_bytes: int = 40_000_000) -> list[str]:
 def main(out: str) -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-    from transformers import PreTrainedTokenizerFast
+    from transformers import (
+        GenerationConfig,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     t0 = time.time()
     target = Path(out)
