@@ -89,6 +89,7 @@ class StreamParser:
         "_buf",
         "done_at",
         "error",
+        "finished_at",
         "reported_prompt",
         "reported_total",
         "times",
@@ -105,6 +106,9 @@ class StreamParser:
         #: The server's own prompt token count (`usage.prompt_tokens`), when it sends one.
         self.reported_prompt: int | None = None
         self.done_at: float | None = None
+        #: When a chunk said the generation is over (`finish_reason`, or the usage chunk):
+        #: the end of a stream that closes without `data: [DONE]` (transformers serve).
+        self.finished_at: float | None = None
         self.error = ""
 
     def feed(self, data: bytes, now: float) -> None:
@@ -123,6 +127,11 @@ class StreamParser:
             line, self._buf = self._buf, b""
             if line.startswith(b"data:"):
                 self._event(line[5:].strip(), now)
+
+    @property
+    def ended_at(self) -> float | None:
+        """When the response was complete: `[DONE]`, else the chunk that finished it."""
+        return self.done_at if self.done_at is not None else self.finished_at
 
     @property
     def output_tokens(self) -> int:
@@ -198,7 +207,11 @@ class OpenAIParser(StreamParser):
                 self.times.append(now)
                 self.tokens.append(k)
                 self.total += k
+        if choices and choices[0].get("finish_reason"):
+            self.finished_at = now
         if cumulative is not None:
+            if not choices:  # include_usage's own last chunk
+                self.finished_at = now
             self.reported_total = int(cumulative)
             prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
             if isinstance(prompt, int):

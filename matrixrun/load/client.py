@@ -122,8 +122,11 @@ def _outcome(parser: StreamParser, output_len: int) -> str:
     """The error text of a stream that ended normally at the HTTP level ('' if it is good)."""
     if parser.error:
         return parser.error
-    if parser.done_at is None:
-        return f"stream ended without data: [DONE] after {parser.output_tokens} tokens"
+    if parser.ended_at is None:
+        return (
+            f"stream ended without data: [DONE] or a finish_reason after "
+            f"{parser.output_tokens} tokens"
+        )
     if not parser.times:
         return "stream ended without any tokens"
     return ""
@@ -153,7 +156,8 @@ async def _request(
         error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     if not error:
         error = _outcome(parser, output_len)
-    end = parser.done_at if not error and parser.done_at is not None else time.perf_counter()
+    ended = parser.ended_at
+    end = ended if not error and ended is not None else time.perf_counter()
     times = parser.times
     return RequestRecord(
         index=index,

@@ -20,7 +20,7 @@ second), their shape is fixed, and simulated text never needs JSON escaping.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from matrixrun.sim.tokens import text_to_ids
@@ -50,6 +50,8 @@ class GenRequest:
     include_usage: bool = False
     continuous_usage: bool = False
     return_token_ids: bool = False
+    #: False: the stream ends after the last chunk without `data: [DONE]` (transformers serve).
+    done_event: bool = True
 
 
 def error_body(message: str, code: int) -> dict[str, Any]:
@@ -147,13 +149,13 @@ OPENAI_COMPLETION_FIELDS = frozenset(
 
 
 def parse_openai_strict(body: Any) -> GenRequest:
-    """`parse_openai` for a server that validates the body: unknown fields are refused with
-    the message transformers serve gives."""
+    """`parse_openai` for a server that behaves as transformers serve does: unknown fields are
+    refused with its message, and its streams end without `data: [DONE]`."""
     if isinstance(body, dict):
         unknown = sorted(set(body) - OPENAI_COMPLETION_FIELDS)
         if unknown:
             raise UnexpectedFields(f"Unexpected fields in the request: {set(unknown)}")
-    return parse_openai(body)
+    return replace(parse_openai(body), done_event=False)
 
 
 def parse_openai(body: Any) -> GenRequest:
