@@ -94,9 +94,15 @@ def prompts_for(settings: CorrectnessSpec, seed: int = SEED) -> list[list[int]]:
 
 
 def request(
-    api: Api, prompt: list[int], max_new_tokens: int, model: str | None
+    api: Api,
+    prompt: list[int] | str,
+    max_new_tokens: int,
+    model: str | None,
+    strict_openai: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """(path, JSON body) of one greedy, non-streaming request."""
+    """(path, JSON body) of one greedy, non-streaming request. `strict_openai` sends only
+    OpenAI completions fields (servers that validate the body refuse the others); answers are
+    then compared by the words of their text."""
     if api == "sglang":
         return "/generate", {
             "input_ids": prompt,
@@ -107,16 +113,16 @@ def request(
             },
             "stream": False,
         }
-    return "/v1/completions", {
+    body: dict[str, Any] = {
         "model": model or "default",
         "prompt": prompt,
         "max_tokens": max_new_tokens,
         "temperature": 0.0,
-        "ignore_eos": True,
         "stream": False,
-        "return_token_ids": True,
-        "logprobs": 1,
     }
+    if not strict_openai:
+        body.update(ignore_eos=True, return_token_ids=True, logprobs=1)
+    return "/v1/completions", body
 
 
 def answer_of(api: Api, data: Any) -> Answer:
@@ -156,8 +162,11 @@ async def collect(
     seed: int = SEED,
     api_key: SecretStr | None = None,
     timeout_s: float = 600.0,
+    tokenizer: str | None = None,
+    strict_openai: bool = False,
 ) -> list[Answer]:
-    """One arm's greedy answers to the gate's prompts, in prompt order.
+    """One arm's greedy answers to the gate's prompts, in prompt order (as text of the same
+    token count when `tokenizer` is given: for servers that take text prompts only).
 
     Raises `LoadError` (with the status and the start of the body) when a request fails: an
     arm that cannot answer the gate cannot be compared, and the runner records why.
@@ -169,8 +178,14 @@ async def collect(
         headers=headers,
         timeout=httpx.Timeout(timeout_s, connect=10.0),
     ) as client:
-        for i, prompt in enumerate(prompts_for(settings, seed)):
-            path, body = request(api, prompt, settings.max_new_tokens, model)
+        ids = prompts_for(settings, seed)
+        prompts: list[list[int] | str] = list(ids)
+        if tokenizer is not None:
+            from matrixrun.load.text_prompts import text_prompts
+
+            prompts = [text for text, _ in text_prompts(tokenizer, ids, settings.input_len)]
+        for i, prompt in enumerate(prompts):
+            path, body = request(api, prompt, settings.max_new_tokens, model, strict_openai)
             try:
                 response = await client.post(path, json=body)
             except httpx.HTTPError as exc:

@@ -52,10 +52,12 @@ def correctness_gate(
     api: Api,
     api_key: SecretStr | None,
     timeout_s: float,
+    tokenizer: str | None = None,
 ) -> None:
     """Collect the group's greedy answers to the fixed prompts into correctness/<group>.json
-    (`timeout_s` per request, in the server's time). A failure to collect is recorded as the
-    record's error: a gate that could not run must not read as a pass, nor stop the run."""
+    (`timeout_s` per request, in the server's time; prompts as text of the same token count
+    when `tokenizer` is given). A failure to collect is recorded as the record's error: a gate
+    that could not run must not read as a pass, nor stop the run."""
     from matrixrun.correctness import collect
 
     record: dict[str, Any] = {
@@ -73,6 +75,8 @@ def correctness_gate(
                 group.model.path,
                 api_key=api_key,
                 timeout_s=timeout_s,
+                tokenizer=tokenizer,
+                strict_openai=spec.engine.strict_openai,
             )
         )
     except MatrixError as exc:

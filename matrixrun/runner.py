@@ -200,6 +200,7 @@ class Runner:
             self._api,
             self.engine.api_key(),
             self.engine.time_scale.server_seconds(self.spec.limits.request_timeout),
+            tokenizer=self._tokenizer(group),
         )
         self._write_env()
 
@@ -214,6 +215,12 @@ class Runner:
         ok = why is None and post_ok(inst.base_url, str(self.engine.flush_path))
         extra = {"why": why} if why else {}
         self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
+
+    def _tokenizer(self, group: ServerGroup) -> str | None:
+        """Where text prompts get their tokenizer (None: prompts go as token ids)."""
+        if self.spec.engine.prompt_format != "text":
+            return None
+        return group.model.tokenizer or group.model.path
 
     # -- measuring ----------------------------------------------------------------------
     def measure(self, inst: Instance, cell: Cell, reason: Reason) -> Measurement:
@@ -235,7 +242,9 @@ class Runner:
         )
         requests_file = self._keep_records(cell, attempt, run)
         error = run.error
-        extra: dict[str, Any] = {"argv": redact_argv(run.argv)} if run.argv else {}
+        extra: dict[str, Any] = dict(run.extra)
+        if run.argv:
+            extra["argv"] = redact_argv(run.argv)
         if not self._died(inst, run):
             extra.update(self.engine.cell_extras(inst.base_url, inst.info))
         else:
@@ -289,6 +298,10 @@ class Runner:
             request_timeout_s=self.spec.limits.request_timeout,
             duration_s=w.duration,
             api_key=self.engine.api_key(),
+            prompt_format=self.spec.engine.prompt_format,
+            tokenizer=self._tokenizer(inst.group),
+            strict_openai=self.spec.engine.strict_openai,
+            time_cap_s=self.spec.limits.cell_timeout,
         )
 
     def _bench_serving(self, inst: Instance, cell: Cell, attempt: int) -> BenchServing | None:

@@ -92,7 +92,13 @@ class HardwareSpec(_Model):
 class EngineSpec(_Model):
     """Which serving engine runs the arms, how to launch it, and which client measures."""
 
-    kind: Literal["sglang", "vllm", "openai"] = "sglang"
+    kind: Literal["sglang", "vllm", "openai", "command"] = Field(
+        "sglang",
+        description="sglang | vllm: launched with their CLIs; openai: an endpoint that is "
+        "already running; command: any OpenAI-compatible server started from `launch` "
+        "(placeholders {model}, {host}, {port}, {tokenizer}), e.g. transformers serve, TGI, "
+        "llama.cpp's llama-server.",
+    )
     args: dict[str, FlagValue] = Field(
         default_factory=dict,
         description="Server flags common to every arm, snake_case: {tp: 8} -> --tp 8; true -> "
@@ -104,6 +110,42 @@ class EngineSpec(_Model):
         "(e.g. [/opt/venv/bin/python, -m, sglang.launch_server] or a docker run prefix).",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    ready_path: str = Field(
+        "/health",
+        pattern=r"^/",
+        description="kind=command: GET path that answers 200 once the server can serve.",
+    )
+    version_command: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="kind=command: argv whose first output line is the engine version "
+        "(e.g. [python3, -c, 'import transformers; print(transformers.__version__)']).",
+    )
+    version_path: str | None = Field(
+        None,
+        pattern=r"^/",
+        description="kind=command: GET path whose JSON `version` (or whole text) is the "
+        "engine version, when the server has one.",
+    )
+    flush_path: str | None = Field(
+        None,
+        pattern=r"^/",
+        description="kind=command: POST path that empties the prefix cache; none: not flushed "
+        "(recorded).",
+    )
+    prompt_format: Literal["token_ids", "text"] = Field(
+        "token_ids",
+        description="token_ids: prompts are random token ids (exact lengths, no tokenizer "
+        "needed); text: decoded with the model's tokenizer.json to text of the same token "
+        "count, for servers that take text prompts only (needs the `tokenizers` package).",
+    )
+    strict_openai: bool = Field(
+        False,
+        description="Send only fields of the OpenAI completions API (no ignore_eos, "
+        "return_token_ids or logprobs), for servers that refuse unknown fields (transformers "
+        "serve). Outputs then end where the model stops: make it run to max_tokens (clear "
+        "its EOS token) and the client counts requests that ended short.",
+    )
     base_url: str | None = Field(None, description="kind=openai: the running endpoint.")
     api_key_env: str | None = Field(
         None, description="Name of the environment variable holding the API key (never the key)."
@@ -435,6 +477,7 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
                 "kind openai needs engine.base_url (the endpoint that is already running)",
             )
         )
+    found += _command_issues(spec)
     axes = spec.axis_values()
     known = sorted(axes)
     for kind, combos in (("exclude", spec.exclude), ("include", spec.include)):
@@ -463,6 +506,33 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
                             "several values); include adds one whole combination",
                         )
                     )
+    return found
+
+
+def _command_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
+    """kind=command starts a server from `engine.launch` (or an arm's): it needs one, and the
+    harness must be able to tell it where to listen."""
+    if spec.engine.kind != "command":
+        return []
+    found: list[tuple[tuple[Any, ...], str]] = []
+    launches = [(("engine", "launch"), spec.engine.launch)] + [
+        (("arms", name, "launch"), arm.launch) for name, arm in spec.arms.items() if arm.launch
+    ]
+    if not spec.engine.launch and not all(arm.launch for arm in spec.arms.values()):
+        found.append(
+            (
+                ("engine", "kind"),
+                "kind command needs engine.launch, the server's argv with {port} in it "
+                "(e.g. [transformers, serve, '{model}', --port, '{port}'])",
+            )
+        )
+    for where, argv in launches:
+        if argv and not any("{port}" in a for a in argv):
+            found.append(
+                (where, "has no {port} placeholder; the harness picks the port for each launch")
+            )
+    if spec.engine.api == "sglang":
+        found.append((("engine", "api"), "kind command speaks the OpenAI API; remove engine.api"))
     return found
 
 

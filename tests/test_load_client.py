@@ -238,3 +238,18 @@ def test_duration_sizing_stops_sending_when_the_time_is_up(server: str) -> None:
     assert 8 <= m.completed <= 16  # 3 waves started within the duration, not 400 requests
     assert max(r.start for r in res.records) < 2.5 * e2e + 0.05
     assert m.duration < 4 * e2e
+
+
+def test_time_cap_cancels_what_is_left_and_keeps_what_finished(server: str) -> None:
+    # concurrency 4, 40 requests: ten waves; a cap of 2.5 waves ends the cell early
+    e2e = (TTFT + 19 * ITL) / 1e3
+    res = run_load_sync(config(server, num_prompts=40, time_cap_s=2.5 * e2e))
+    m = res.metrics
+    assert 8 <= m.completed <= 12 and m.failed == 0  # the waves that finished, kept
+    assert res.capped == 40 - m.completed  # in flight, waiting or never sent: all counted
+    assert m.duration < 3 * e2e
+
+
+def test_a_cap_the_cell_fits_in_changes_nothing(server: str) -> None:
+    res = run_load_sync(config(server, num_prompts=8, time_cap_s=60.0))
+    assert (res.metrics.completed, res.capped) == (8, 0)

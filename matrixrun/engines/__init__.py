@@ -28,6 +28,10 @@ def for_spec(engine: EngineSpec | str) -> Engine:
         from matrixrun.engines.vllm import VLLMEngine
 
         return VLLMEngine()
+    if spec.kind == "command":
+        from matrixrun.engines.command import CommandEngine
+
+        return CommandEngine(spec)
     if spec.kind == "openai":
         from matrixrun.engines.openai import OpenAIEngine
 

@@ -38,8 +38,19 @@ _DONE = b"[DONE]"
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 
 
-def request_body(api: Api, prompt: list[int], output_len: int, model: str | None) -> bytes:
-    """The JSON body for one streaming request of exactly `output_len` tokens (ignore_eos)."""
+def request_body(
+    api: Api,
+    prompt: list[int] | str,
+    output_len: int,
+    model: str | None,
+    strict_openai: bool = False,
+) -> bytes:
+    """The JSON body for one streaming request of exactly `output_len` tokens (ignore_eos).
+
+    `strict_openai` leaves out `ignore_eos`, which only vLLM/SGLang-style servers know: servers
+    that validate the body (transformers serve) answer 422 to it. The output length then rests
+    on the model not stopping early, which the client checks per request.
+    """
     body: dict[str, Any]
     if api == "sglang":
         body = {
@@ -61,6 +72,8 @@ def request_body(api: Api, prompt: list[int], output_len: int, model: str | None
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if strict_openai:
+            del body["ignore_eos"]
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -72,7 +85,17 @@ class StreamParser:
     in-stream error message, if any.
     """
 
-    __slots__ = ("_buf", "done_at", "error", "reported_total", "times", "tokens", "total")
+    __slots__ = (
+        "_buf",
+        "done_at",
+        "error",
+        "finished_at",
+        "reported_prompt",
+        "reported_total",
+        "times",
+        "tokens",
+        "total",
+    )
 
     def __init__(self) -> None:
         self._buf = b""
@@ -80,7 +103,12 @@ class StreamParser:
         self.tokens: list[int] = []
         self.total = 0
         self.reported_total: int | None = None
+        #: The server's own prompt token count (`usage.prompt_tokens`), when it sends one.
+        self.reported_prompt: int | None = None
         self.done_at: float | None = None
+        #: When a chunk said the generation is over (`finish_reason`, or the usage chunk):
+        #: the end of a stream that closes without `data: [DONE]` (transformers serve).
+        self.finished_at: float | None = None
         self.error = ""
 
     def feed(self, data: bytes, now: float) -> None:
@@ -99,6 +127,11 @@ class StreamParser:
             line, self._buf = self._buf, b""
             if line.startswith(b"data:"):
                 self._event(line[5:].strip(), now)
+
+    @property
+    def ended_at(self) -> float | None:
+        """When the response was complete: `[DONE]`, else the chunk that finished it."""
+        return self.done_at if self.done_at is not None else self.finished_at
 
     @property
     def output_tokens(self) -> int:
@@ -174,8 +207,15 @@ class OpenAIParser(StreamParser):
                 self.times.append(now)
                 self.tokens.append(k)
                 self.total += k
+        if choices and choices[0].get("finish_reason"):
+            self.finished_at = now
         if cumulative is not None:
+            if not choices:  # include_usage's own last chunk
+                self.finished_at = now
             self.reported_total = int(cumulative)
+            prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+            if isinstance(prompt, int):
+                self.reported_prompt = prompt
 
 
 def make_parser(api: Api) -> StreamParser:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from matrixrun.errors import LoadError
-from matrixrun.load.client import LoadConfig, run_load
+from matrixrun.load.client import LoadConfig, LoadResult, run_load
 from matrixrun.load.records import RequestRecord
 from matrixrun.metrics import Metrics
 from matrixrun.timescale import TimeScale
@@ -46,6 +46,9 @@ class CellRun:
     records: list[RequestRecord]
     error: str | None = None
     argv: list[str] | None = None
+    #: Facts about the measurement for `Measurement.extra`: the client's CPU share, a time
+    #: cap that cut requests (`capped`), completed requests shorter than asked.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def in_server_time(config: LoadConfig, scale: TimeScale) -> LoadConfig:
@@ -56,11 +59,14 @@ def in_server_time(config: LoadConfig, scale: TimeScale) -> LoadConfig:
         update={
             "request_rate": scale.server_rate(config.request_rate),
             "request_timeout_s": scale.server_seconds(config.request_timeout_s),
-            "duration_s": (
-                scale.server_seconds(config.duration_s) if config.duration_s is not None else None
-            ),
+            "duration_s": _server_seconds(scale, config.duration_s),
+            "time_cap_s": _server_seconds(scale, config.time_cap_s),
         }
     )
+
+
+def _server_seconds(scale: TimeScale, modelled_s: float | None) -> float | None:
+    return scale.server_seconds(modelled_s) if modelled_s is not None else None
 
 
 def measure_cell(
@@ -72,8 +78,8 @@ def measure_cell(
     """Run one cell's load (`config` and `cell_timeout_s` in modelled time); never raises for
     a cell that could not be measured: that is a `CellRun` with an error."""
     server_config = in_server_time(config, scale)
-    limit_s = scale.server_seconds(cell_timeout_s)
     argv: list[str] | None = None
+    extra: dict[str, Any] = {}
     try:
         if bench_serving is not None:
             from matrixrun.load.bench_serving_client import run_bench_serving
@@ -82,23 +88,49 @@ def measure_cell(
                 server_config,
                 bench_serving.out_dir,
                 bench_serving.launch,
-                limit_s,
+                scale.server_seconds(cell_timeout_s),
                 tokenizer=bench_serving.tokenizer,
             )
         else:
-            result = asyncio.run(_bounded(run_load(server_config), limit_s))
+            # the client caps the measured requests at config.time_cap_s itself; this outer
+            # bound also covers the warmup, whose requests each have request_timeout
+            bound = scale.server_seconds(cell_timeout_s + config.request_timeout_s) + 30.0
+            result = asyncio.run(_bounded(run_load(server_config), bound))
             metrics, records = result.metrics, result.records
+            extra = _client_extras(result, config.output_len, cell_timeout_s)
     except TimeoutError:
-        return CellRun(
-            None, [], f"cell timed out after {cell_timeout_s:.0f}s (limits.cell_timeout)"
-        )
+        why = f"cell timed out after {cell_timeout_s:.0f}s (limits.cell_timeout)"
+        return CellRun(None, [], why)
     except LoadError as exc:
         return CellRun(None, [], str(exc))
     error = None
-    if metrics.completed == 0:
+    if metrics.completed == 0 and "capped" in extra:
+        error = (
+            f"no request finished within limits.cell_timeout ({cell_timeout_s:.0f}s); raise it "
+            "or lower the load"
+        )
+    elif metrics.completed == 0:
         first = next((r.error for r in records if r.error), "no request completed")
         error = f"every request failed: {first}"
-    return CellRun(scale.modelled(metrics), records, error, argv)
+    return CellRun(scale.modelled(metrics), records, error, argv, extra)
+
+
+def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[str, Any]:
+    """What the built-in client saw besides the metrics: its CPU share, a time cap (`cap_s`,
+    modelled) that cut requests, completed requests that ended short of `output_len`."""
+    extra: dict[str, Any] = {}
+    if result.client_cpu is not None:
+        extra["client_cpu"] = round(result.client_cpu, 3)
+    if result.capped:
+        extra["capped"] = {
+            "after_s": cap_s,
+            "cut_requests": result.capped,
+            "completed": len([r for r in result.records if r.ok]),
+        }
+    short = result.short_outputs(output_len)
+    if short:
+        extra["short_outputs"] = short
+    return extra
 
 
 async def _bounded(work: Coroutine[Any, Any, T], seconds: float) -> T:

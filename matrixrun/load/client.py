@@ -65,6 +65,19 @@ class LoadConfig(BaseModel):
     )
     api_key: SecretStr | None = None
     transport: Literal["raw", "httpx"] = "raw"
+    time_cap_s: float | None = Field(
+        None,
+        gt=0,
+        description="the cell's time cap: requests not finished this long after the start are "
+        "cancelled, and the cell is reported as capped over the requests that finished",
+    )
+    prompt_format: Literal["token_ids", "text"] = "token_ids"
+    tokenizer: str | None = Field(
+        None, description="tokenizer.json (or its folder) for prompt_format text"
+    )
+    strict_openai: bool = Field(
+        False, description="send only OpenAI completions fields (no ignore_eos)"
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -82,14 +95,38 @@ class LoadResult:
     records: list[RequestRecord]
     metrics: Metrics
     warmup_failed: int = 0
+    #: Requests cut by the time cap (cancelled in flight, or never sent): 0 for a full cell.
+    capped: int = 0
+    #: CPU seconds the client process used per wall second of the measured part (1.0 = one
+    #: core busy): near 1 the client, not the server, may be what limits the numbers.
+    client_cpu: float | None = None
+
+    def short_outputs(self, output_len: int) -> int:
+        """Completed requests that produced fewer than `output_len` tokens (the model stopped
+        early: possible only where ignore_eos could not be sent)."""
+        return sum(1 for r in self.records if r.ok and r.output_tokens < output_len)
+
+
+def _prompts(config: LoadConfig, ids: list[list[int]]) -> list[tuple[list[int] | str, int]]:
+    """(prompt as sent, its token count): ids as they are, or text of the same count."""
+    if config.prompt_format == "token_ids":
+        return [(p, len(p)) for p in ids]
+    from matrixrun.load.text_prompts import text_prompts
+
+    if not config.tokenizer:
+        raise InputError("prompt_format text needs a tokenizer (model.tokenizer or model.path)")
+    return [(text, n) for text, n in text_prompts(config.tokenizer, ids, config.input_len)]
 
 
 def _outcome(parser: StreamParser, output_len: int) -> str:
     """The error text of a stream that ended normally at the HTTP level ('' if it is good)."""
     if parser.error:
         return parser.error
-    if parser.done_at is None:
-        return f"stream ended without data: [DONE] after {parser.output_tokens} tokens"
+    if parser.ended_at is None:
+        return (
+            f"stream ended without data: [DONE] or a finish_reason after "
+            f"{parser.output_tokens} tokens"
+        )
     if not parser.times:
         return "stream ended without any tokens"
     return ""
@@ -119,7 +156,8 @@ async def _request(
         error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     if not error:
         error = _outcome(parser, output_len)
-    end = parser.done_at if not error and parser.done_at is not None else time.perf_counter()
+    ended = parser.ended_at
+    end = ended if not error and ended is not None else time.perf_counter()
     times = parser.times
     return RequestRecord(
         index=index,
@@ -128,7 +166,7 @@ async def _request(
         e2e=end - start,
         chunk_times=[t - start for t in times],
         chunk_tokens=parser.tokens,
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_tokens if parser.reported_prompt is None else parser.reported_prompt,
         output_tokens=parser.output_tokens,
         error=error,
     )
@@ -142,8 +180,11 @@ def _unreachable(records: list[RequestRecord], url: str) -> LoadError | None:
 
 async def run_load(config: LoadConfig) -> LoadResult:
     """Measure one cell: warmup, then `num_prompts` requests; see the module docstring."""
-    prompts = make_prompts(config.seed, config.num_prompts, config.input_len)
-    bodies = [request_body(config.api, p, config.output_len, config.model) for p in prompts]
+    prompts = _prompts(config, make_prompts(config.seed, config.num_prompts, config.input_len))
+    bodies = [
+        request_body(config.api, p, config.output_len, config.model, config.strict_openai)
+        for p, _ in prompts
+    ]
     offsets = arrival_offsets(config.seed, config.num_prompts, config.request_rate)
     key = config.api_key.get_secret_value() if config.api_key else None
     transport = make_transport(config.transport, config.base_url, config.concurrency, key)
@@ -157,27 +198,53 @@ async def run_load(config: LoadConfig) -> LoadResult:
                 if stop_at is not None and time.perf_counter() >= stop_at:
                     return None  # duration-sized cell: the time is up, never sent
                 return await _request(
-                    transport, config.api, bodies[i], i, config.input_len,
+                    transport, config.api, bodies[i], i, prompts[i][1],
                     config.output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         stop_at = t0 + config.duration_s if config.duration_s is not None else None
+        cap = config.time_cap_s if config.time_cap_s is not None else math.inf
         tasks: list[asyncio.Task[RequestRecord | None]] = []
         for i, due in enumerate(offsets):
             if config.duration_s is not None and due >= config.duration_s:
+                break
+            if due >= cap:
                 break
             delay = t0 + due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(limited(i, t0)))
-        records = [r for r in await asyncio.gather(*tasks) if r is not None]
+        finished, cut = await _within(tasks, t0 + cap)
+        if config.duration_s is None:
+            cut += config.num_prompts - len(tasks)  # never sent: the cap came first
+        records = [r for r in finished if r is not None]
+        wall = time.perf_counter() - t0
+        cpu = (time.process_time() - cpu0) / wall if wall > 0 else None
     finally:
         await transport.aclose()
     err = _unreachable(records, config.base_url)
     if err:
         raise err
-    return LoadResult(records, compute_metrics(records, duration_of(records)), warmup_failed)
+    metrics = compute_metrics(records, duration_of(records))
+    return LoadResult(records, metrics, warmup_failed, capped=cut, client_cpu=cpu)
+
+
+async def _within(
+    tasks: list[asyncio.Task[RequestRecord | None]], deadline: float
+) -> tuple[list[RequestRecord | None], int]:
+    """The results of the tasks that finish by `deadline` (perf_counter time); the rest are
+    cancelled and counted, so a cell that would run for hours ends at its cap with what it
+    measured instead of losing everything to a timeout."""
+    if not tasks:
+        return [], 0
+    if math.isinf(deadline):
+        return list(await asyncio.gather(*tasks)), 0
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [t.result() for t in tasks if t in done], len(pending)
 
 
 async def _warmup(config: LoadConfig, transport: Transport) -> int:
@@ -186,16 +253,16 @@ async def _warmup(config: LoadConfig, transport: Transport) -> int:
     if n == 0:
         return 0
     out_len = min(config.output_len, WARMUP_OUTPUT_LEN)
-    prompts = make_warmup_prompts(config.seed, n, config.input_len)
+    prompts = _prompts(config, make_warmup_prompts(config.seed, n, config.input_len))
     sem = asyncio.Semaphore(config.concurrency)
     t0 = time.perf_counter()
 
     async def one(i: int) -> RequestRecord:
         async with sem:
-            body = request_body(config.api, prompts[i], out_len, config.model)
+            text, count = prompts[i]
+            body = request_body(config.api, text, out_len, config.model, config.strict_openai)
             return await _request(
-                transport, config.api, body, i, config.input_len, out_len,
-                config.request_timeout_s, t0,
+                transport, config.api, body, i, count, out_len, config.request_timeout_s, t0,
             )  # fmt: skip
 
     records = await asyncio.gather(*(one(i) for i in range(n)))

@@ -20,7 +20,7 @@ second), their shape is fixed, and simulated text never needs JSON escaping.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from matrixrun.sim.tokens import text_to_ids
@@ -50,6 +50,8 @@ class GenRequest:
     include_usage: bool = False
     continuous_usage: bool = False
     return_token_ids: bool = False
+    #: False: the stream ends after the last chunk without `data: [DONE]` (transformers serve).
+    done_event: bool = True
 
 
 def error_body(message: str, code: int) -> dict[str, Any]:
@@ -130,6 +132,30 @@ def parse_native(body: Any) -> GenRequest:
         temperature=_float(sp.get("temperature"), "temperature", 1.0),
         rid=rid if isinstance(rid, str) else None,
     )
+
+
+class UnexpectedFields(BadRequest):
+    """A strict server's answer to fields outside the OpenAI completions API (HTTP 422)."""
+
+
+#: Fields of OpenAI's `POST /v1/completions` request (the API reference's list).
+OPENAI_COMPLETION_FIELDS = frozenset(
+    {
+        "model", "prompt", "suffix", "max_tokens", "temperature", "top_p", "n", "stream",
+        "stream_options", "logprobs", "echo", "stop", "presence_penalty", "frequency_penalty",
+        "best_of", "logit_bias", "user", "seed",
+    }
+)  # fmt: skip
+
+
+def parse_openai_strict(body: Any) -> GenRequest:
+    """`parse_openai` for a server that behaves as transformers serve does: unknown fields are
+    refused with its message, and its streams end without `data: [DONE]`."""
+    if isinstance(body, dict):
+        unknown = sorted(set(body) - OPENAI_COMPLETION_FIELDS)
+        if unknown:
+            raise UnexpectedFields(f"Unexpected fields in the request: {set(unknown)}")
+    return replace(parse_openai(body), done_event=False)
 
 
 def parse_openai(body: Any) -> GenRequest:

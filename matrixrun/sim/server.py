@@ -163,7 +163,8 @@ class Channel:
                     self.pending.append(
                         protocol.openai_usage_chunk(self.head, prompt_len, produced)
                     )
-                self.pending.append(protocol.DONE)
+                if req.done_event:
+                    self.pending.append(protocol.DONE)
         waiter = self.waiter
         if waiter is not None and not waiter.done() and (req.stream or finished):
             waiter.set_result(None)
@@ -181,6 +182,10 @@ class SimServer:
         s = config.time_scale
         self.stream_interval = int(args.get("stream_interval") or config.profile.stream_interval)
         self.incremental = bool(args.get("incremental_streaming_output", False))
+        #: `--strict-openai`: behave as transformers serve does (refuse fields outside the
+        #: OpenAI completions API with 422; end streams without `data: [DONE]`), so tests show
+        #: the harness meets such a server.
+        self.strict_openai = bool(args.get("strict_openai", False))
         max_running = args.get("max_running_requests")
         chunk = args.get("chunked_prefill_size")
         chunk = int(chunk) if isinstance(chunk, int | float) and chunk > 0 else None
@@ -365,7 +370,8 @@ class SimServer:
         await self._serve_generation(receive, send, protocol.parse_native)
 
     async def _completions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._serve_generation(receive, send, protocol.parse_openai)
+        parse = protocol.parse_openai_strict if self.strict_openai else protocol.parse_openai
+        await self._serve_generation(receive, send, parse)
 
     async def _serve_generation(
         self, receive: Receive, send: Send, parse: Callable[[Any], GenRequest]
@@ -375,6 +381,10 @@ class SimServer:
             return
         try:
             req = parse(json.loads(body))
+        except protocol.UnexpectedFields as e:
+            self.bad_requests += 1
+            await _send_json(send, 422, protocol.error_body(str(e), 422))
+            return
         except (BadRequest, ValueError) as e:
             self.bad_requests += 1
             await _send_json(send, 400, protocol.error_body(str(e), 400))

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One whole experiment on the lent H200 machine, in one call (its machine stays warm only 30 s):
+# install the carried wheels, build the model, run the spec, pack the run directory into $OUT.
+#   device run, carry [.whl]:  bash benchmarks/gpu/h200.sh spec/h200_transformers_cb.yaml
+# .whl comes from ../shared/gpu/fetch_wheels.sh .whl (run on a machine with the registry).
+set -uo pipefail
+SPEC=${1:?usage: h200.sh SPEC [matrixrun run options]}; shift
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 3
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi --query-gpu=name,driver_version,memory.total,serial --format=csv | tee "$OUT/smi.csv"
+python3 benchmarks/gpu/make_model.py /tmp/llama-0.8b 2>&1 | tail -2
+python3 -c "from transformers.cli.transformers import main; main()" serve --help \
+  > "$OUT/serve_help.txt" 2>&1
+name=$(basename "$SPEC" .yaml)
+start=$(date +%s)
+python3 -m matrixrun run "$SPEC" --out "/tmp/$name" "$@" 2>&1 | tee "$OUT/run.log" | tail -40
+echo "run exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s"
+tar czf "$OUT/$name.tgz" -C /tmp "$name"
