@@ -1,6 +1,6 @@
 """Human units in specs: durations ("30m", "90s", "1h30m", 45) and percentages ("3%", 0.03).
 
-Kept apart from spec.py because the CLI (`ingest --threshold 3%`) parses the same strings.
+Kept apart from spec/ because the CLI (`ingest --threshold 3%`) parses the same strings.
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""The experiment spec: models (`models.py`), the line-numbered loader (`loader.py`), checks
+across fields (`checks.py`), error sentences (`messages.py`) and the JSON Schema export
+(`schema.py`). Import from here: `from matrixrun.spec import Spec, load_spec, SpecError`."""
+
+from __future__ import annotations
+
+from matrixrun.errors import SpecError, SpecIssue
+from matrixrun.spec.checks import semantic_issues
+from matrixrun.spec.loader import load_spec, parse_spec, spec_hash
+from matrixrun.spec.models import (
+    CLIENT_AXES,
+    ArmSpec,
+    Combination,
+    CorrectnessSpec,
+    EngineSpec,
+    EstimateSpec,
+    FlagValue,
+    HardwareSpec,
+    LimitsSpec,
+    MetricsSpec,
+    ModelSpec,
+    RehearsalSpec,
+    Slug,
+    Spec,
+    SweepSpec,
+    VerifySpec,
+    WorkloadSpec,
+)
+from matrixrun.spec.schema import json_schema, schema_text
+
+__all__ = [
+    "CLIENT_AXES",
+    "ArmSpec",
+    "Combination",
+    "CorrectnessSpec",
+    "EngineSpec",
+    "EstimateSpec",
+    "FlagValue",
+    "HardwareSpec",
+    "LimitsSpec",
+    "MetricsSpec",
+    "ModelSpec",
+    "RehearsalSpec",
+    "Slug",
+    "Spec",
+    "SpecError",
+    "SpecIssue",
+    "SweepSpec",
+    "VerifySpec",
+    "WorkloadSpec",
+    "json_schema",
+    "load_spec",
+    "parse_spec",
+    "schema_text",
+    "semantic_issues",
+    "spec_hash",
+]

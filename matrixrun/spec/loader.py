@@ -1,0 +1,220 @@
+"""Loading a spec with line numbers: ruamel's round-trip loader keeps each key's line, so every
+validation error (or, once the spec validates, every semantic check) is reported at once as
+`path:line: key: message`, and a reviewer fixes a spec in one pass. A profile given as a file
+path is read relative to the spec."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from matrixrun.errors import SpecError, SpecIssue
+from matrixrun.sim.profile import Profile
+from matrixrun.spec.checks import semantic_issues
+from matrixrun.spec.messages import message_for
+from matrixrun.spec.models import Spec
+
+
+def spec_hash(text: str) -> str:
+    """Content hash of the spec file as run (recorded in the run directory)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec; raise SpecError listing every problem as `path:line: key: ...`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(
+            [
+                SpecIssue(
+                    str(path), None, "", f"cannot read the spec ({exc.strerror}); check the path"
+                )
+            ]
+        ) from exc
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, where: str = "<spec>") -> Spec:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        data = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = exc.problem or exc.context or "invalid YAML"
+        dup = re.match(r'found duplicate key "([^"]+)"', what)
+        if dup:
+            what = f"duplicate key {dup.group(1)!r} (a key may appear once per mapping)"
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "",
+                    f"YAML syntax error: {what}; fix the indentation or quoting there",
+                )
+            ]
+        ) from exc
+    except YAMLError as exc:
+        raise SpecError([SpecIssue(where, None, "", f"YAML error: {exc}")]) from exc
+    if not isinstance(data, dict):
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    1,
+                    "",
+                    "the spec must be a YAML mapping with keys "
+                    "experiment, title, model, hardware, arms, ...",
+                )
+            ]
+        )
+    plain = _plain(data)
+    try:
+        spec = Spec.model_validate(plain)
+    except ValidationError as exc:
+        raise SpecError(_issues(exc, data, where)) from exc
+    semantic = semantic_issues(spec)
+    if semantic:
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    _line_of(data, _data_loc(loc, data)),
+                    ".".join(map(str, _data_loc(loc, data))),
+                    msg,
+                )
+                for loc, msg in semantic
+            ]
+        )
+    if isinstance(spec.rehearsal.profile, str):
+        spec = _with_profile_file(spec, Path(where).parent, where, data)
+    return spec
+
+
+def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
+    from ruamel.yaml import YAML
+
+    assert isinstance(spec.rehearsal.profile, str)
+    profile_path = base / spec.rehearsal.profile
+    line = _line_of(data, ("rehearsal", "profile"))
+    try:
+        raw = YAML(typ="safe").load(profile_path.read_text())
+        profile = Profile.model_validate(raw)
+    except OSError as exc:
+        raise SpecError(
+            [
+                SpecIssue(
+                    where, line, "rehearsal.profile", f"cannot read {profile_path} ({exc.strerror})"
+                )
+            ]
+        ) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "rehearsal.profile",
+                    f"{profile_path}: {'.'.join(map(str, first['loc']))}: {first['msg']}",
+                )
+            ]
+        ) from exc
+    return spec.model_copy(
+        update={"rehearsal": spec.rehearsal.model_copy(update={"profile": profile})}
+    )
+
+
+def _plain(node: Any) -> Any:
+    """ruamel round-trip containers -> plain dict/list (keeping order)."""
+    if isinstance(node, dict):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the deepest node on `loc` that exists in the YAML."""
+    node, line = data, None
+    for part in loc:
+        lc = getattr(node, "lc", None)  # ruamel's line/column info on its containers
+        try:
+            if isinstance(node, dict) and part in node:
+                line = lc.key(part)[0] + 1 if lc is not None else line
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                line = lc.item(part)[0] + 1 if lc is not None else line
+            else:
+                return line
+        except (AttributeError, KeyError, TypeError):
+            pass
+        node = node[part]
+    return line
+
+
+_MARKER = re.compile(
+    r"^(function-\w+|union_tag|is-instance|list\[|dict\[|tuple\[|[A-Z]\w*Spec$|"
+    r"Profile$|str$|int$|float$|bool$|none$)"
+)
+
+
+def _issues(exc: ValidationError, data: Any, where: str) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    seen: set[tuple[int | None, str, str]] = set()
+    for err in exc.errors(include_url=False):
+        loc = _data_loc(err["loc"], data)
+        if loc[:2] == ("rehearsal", "profile") and err["type"] == "string_type":
+            continue  # the other branch of `Profile | str`; its model errors are reported
+        key = ".".join(str(p) for p in loc)
+        line = _line_of(data, loc)
+        message = message_for(err, loc, data)
+        ident = (line, key, message)
+        if ident not in seen:
+            seen.add(ident)
+            issues.append(SpecIssue(where, line, key, message))
+    return issues
+
+
+def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Turn a pydantic error location into the path of keys the user wrote in the YAML:
+    drop union/validator markers, the implicit list of a single `model:`/`hardware:` mapping,
+    the implicit `flags` of an arm written as plain flags, and map sweep.server.<flag> back
+    to a dotted `server.<flag>` key when the user wrote it that way."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            out.append(part)
+            node = node[part]
+            continue
+        if isinstance(part, str) and _MARKER.match(part):
+            continue
+        if isinstance(node, dict) and part == 0 and out and out[-1] in ("model", "hardware"):
+            continue
+        if isinstance(node, dict) and part == "flags" and len(out) == 2 and out[0] == "arms":
+            continue
+        if (
+            out == ["sweep", "server"]
+            and isinstance(data.get("sweep"), dict)
+            and f"server.{part}" in data["sweep"]
+        ):
+            out = ["sweep", f"server.{part}"]
+            node = data["sweep"][out[-1]]
+            continue
+        out.append(part)
+        if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out)
