@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fixedserver import Server, parse
 
 from matrixrun.engines.base import Api, Launch
@@ -253,3 +254,28 @@ def test_no_flush_when_the_spec_says_so(tmp_path: Path) -> None:
     assert first.instance == second.instance
     counts = [m.extra["fake_requests_since_flush"] for m in (first, second)]
     assert counts == [9, 18]
+
+
+def test_a_resumed_run_keeps_what_earlier_sessions_recorded(tmp_path: Path) -> None:
+    _, rd = run(tmp_path, FakeEngine(), ONE_RUN)
+    before = rd.measurements()
+    servers = Environment.model_validate_json((rd.path / "env.json").read_text()).servers
+    again = FakeEngine()
+    spec = parse_spec(ONE_RUN, str(ROOT / "tests" / "specs" / "tiny.yaml"))
+    runner = Runner(spec, ONE_RUN, rd, again, RunOptions())  # type: ignore[arg-type]
+    summary = runner.run()
+    assert (summary.measured, summary.skipped) == (0, len(before))
+    assert again.handles == [] and rd.measurements() == before
+    after = Environment.model_validate_json((rd.path / "env.json").read_text()).servers
+    assert after == servers and len(after) == len(runner.plan.groups)
+
+
+def test_env_json_that_is_not_one_is_named(tmp_path: Path) -> None:
+    from matrixrun.environment import read_environment
+    from matrixrun.errors import InputError
+
+    path = tmp_path / "env.json"
+    assert read_environment(path) is None
+    path.write_text('{"servers": {"g#1": {"startup_s": "slow"}}}')
+    with pytest.raises(InputError, match=r"env\.json: not an env\.json \(servers\.g#1\.arm"):
+        read_environment(path)
