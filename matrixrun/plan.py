@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -182,97 +183,21 @@ def slice_label(spec: Spec, combo: dict[str, Any]) -> str:
 def expand(spec: Spec, spec_hash: str = "") -> Plan:
     """The plan: groups in run order (arms alternate ABBA across slices, so slow drift of the
     machine does not line up with one arm), each holding its cells in sweep order."""
-    models = {m.label: m for m in spec.models}
-    hardwares = {h.label: h for h in spec.hardwares}
     axis = spec.main_axis()
-    w = spec.workload
-    workload_def = {
-        "dataset": w.dataset,
-        "range_ratio": w.range_ratio,
-        "seed": w.seed,
-        "warmup_requests": w.warmup_requests,
-        "duration": w.duration,
-    }
-    arms = list(spec.arms)
-    arms.remove(spec.baseline_arm)
-    arms.insert(0, spec.baseline_arm)
-
-    by_slice: dict[str, list[dict[str, Any]]] = {}
-    for combo in combinations(spec):
-        by_slice.setdefault(slice_label(spec, combo), []).append(combo)
-
+    arms = [spec.baseline_arm, *spec.candidate_arms]
     groups: list[ServerGroup] = []
     slices: list[SliceInfo] = []
-    for index, (label, combos) in enumerate(by_slice.items()):
-        first = combos[0]
-        model, hw = models[first["model"]], hardwares[first["hardware"]]
-        server_axes = {
-            k.removeprefix("server."): v for k, v in first.items() if k.startswith("server.")
-        }
+    for index, sl in enumerate(_slices(spec)):
         slices.append(
-            SliceInfo(label=label, model=model.label, hardware=hw.label, server_axes=server_axes)
-        )
-        common_flags = {**spec.engine.args, **hw.args, **server_axes}
-        order = arms if index % 2 == 0 else arms[::-1]
-        for arm in order:
-            arm_spec = spec.arms[arm]
-            flags = {**common_flags, **arm_spec.flags}
-            launch = arm_spec.launch or spec.engine.launch
-            env = {**spec.engine.env, **arm_spec.env}
-            server_def = {
-                "engine": spec.engine.kind,
-                "model": model.path,
-                "gpu": hw.gpu,
-                "count": hw.count,
-                "flags": flags,
-                "launch": launch,
-                "env": sorted(env),
-            }
-            group_id = "g" + short_hash({"arm": arm, **server_def}, 8)
-            cells = []
-            for combo in sorted(combos, key=lambda c: [c[a] for a in CLIENT_AXES]):
-                client = {a: combo[a] for a in CLIENT_AXES}
-                num = w.prompts_for(int(client["concurrency"]))
-                pid = point_id(
-                    {
-                        "model": model.path,
-                        "gpu": hw.gpu,
-                        "count": hw.count,
-                        "common_flags": common_flags,
-                        "client": client,
-                        "num_prompts": num,
-                        **workload_def,
-                    }
-                )
-                cid = cell_id(
-                    pid, arm, {"flags": arm_spec.flags, "launch": launch, "env": sorted(env)}
-                )
-                cells.append(
-                    Cell(
-                        cell_id=cid,
-                        point_id=pid,
-                        arm=arm,
-                        slice=label,
-                        point=client,
-                        x=client[axis],
-                        num_prompts=num,
-                    )
-                )
-            groups.append(
-                ServerGroup(
-                    group_id=group_id,
-                    arm=arm,
-                    slice=label,
-                    model=model,
-                    hardware=hw,
-                    server_axes=server_axes,
-                    flags=flags,
-                    launch=launch,
-                    env=env,
-                    cells=cells,
-                )
+            SliceInfo(
+                label=sl.label,
+                model=sl.model.label,
+                hardware=sl.hardware.label,
+                server_axes=sl.server_axes,
             )
-
+        )
+        order = arms if index % 2 == 0 else arms[::-1]
+        groups += [_group(spec, sl, arm, axis) for arm in order]
     return Plan(
         experiment=spec.experiment,
         title=spec.title,
@@ -283,6 +208,102 @@ def expand(spec: Spec, spec_hash: str = "") -> Plan:
         slices=slices,
         groups=groups,
         cost=estimate_cost(spec, groups),
+    )
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """One (model, hardware, server axes) combination and the client points swept on it."""
+
+    label: str
+    model: ModelSpec
+    hardware: HardwareSpec
+    server_axes: dict[str, FlagValue]
+    #: Flags every arm of the slice gets: engine args, the hardware's, the server axes'.
+    common_flags: dict[str, FlagValue]
+    combos: list[dict[str, Any]]
+
+
+def _slices(spec: Spec) -> list[_Slice]:
+    models = {m.label: m for m in spec.models}
+    hardwares = {h.label: h for h in spec.hardwares}
+    by_slice: dict[str, list[dict[str, Any]]] = {}
+    for combo in combinations(spec):
+        by_slice.setdefault(slice_label(spec, combo), []).append(combo)
+    out = []
+    for label, combos in by_slice.items():
+        first = combos[0]
+        hw = hardwares[first["hardware"]]
+        server_axes = {
+            k.removeprefix("server."): v for k, v in first.items() if k.startswith("server.")
+        }
+        common_flags = {**spec.engine.args, **hw.args, **server_axes}
+        out.append(_Slice(label, models[first["model"]], hw, server_axes, common_flags, combos))
+    return out
+
+
+def _group(spec: Spec, sl: _Slice, arm: str, axis: str) -> ServerGroup:
+    """One arm on one slice: its launch (flags, prefix, environment) and its cells."""
+    arm_spec = spec.arms[arm]
+    flags = {**sl.common_flags, **arm_spec.flags}
+    launch = arm_spec.launch or spec.engine.launch
+    env = {**spec.engine.env, **arm_spec.env}
+    server_def = {
+        "engine": spec.engine.kind,
+        "model": sl.model.path,
+        "gpu": sl.hardware.gpu,
+        "count": sl.hardware.count,
+        "flags": flags,
+        "launch": launch,
+        "env": sorted(env),
+    }
+    arm_def = {"flags": arm_spec.flags, "launch": launch, "env": sorted(env)}
+    combos = sorted(sl.combos, key=lambda c: [c[a] for a in CLIENT_AXES])
+    return ServerGroup(
+        group_id="g" + short_hash({"arm": arm, **server_def}, 8),
+        arm=arm,
+        slice=sl.label,
+        model=sl.model,
+        hardware=sl.hardware,
+        server_axes=sl.server_axes,
+        flags=flags,
+        launch=launch,
+        env=env,
+        cells=[_cell(spec, sl, arm, arm_def, combo, axis) for combo in combos],
+    )
+
+
+def _cell(
+    spec: Spec, sl: _Slice, arm: str, arm_def: dict[str, Any], combo: dict[str, Any], axis: str
+) -> Cell:
+    """One arm at one client point. The point id hashes what every arm shares there (so arms
+    compare at equal point ids); the cell id adds what is the arm's own (`arm_def`)."""
+    w = spec.workload
+    client = {a: combo[a] for a in CLIENT_AXES}
+    num = w.prompts_for(int(client["concurrency"]))
+    pid = point_id(
+        {
+            "model": sl.model.path,
+            "gpu": sl.hardware.gpu,
+            "count": sl.hardware.count,
+            "common_flags": sl.common_flags,
+            "client": client,
+            "num_prompts": num,
+            "dataset": w.dataset,
+            "range_ratio": w.range_ratio,
+            "seed": w.seed,
+            "warmup_requests": w.warmup_requests,
+            "duration": w.duration,
+        }
+    )
+    return Cell(
+        cell_id=cell_id(pid, arm, arm_def),
+        point_id=pid,
+        arm=arm,
+        slice=sl.label,
+        point=client,
+        x=client[axis],
+        num_prompts=num,
     )
 
 
