@@ -69,6 +69,8 @@ def git_sha(cwd: str | None = None) -> str | None:
 
 
 class Harness(BaseModel):
+    """The harness that wrote the run directory (its version tells readers what to expect)."""
+
     model_config = ConfigDict(extra="ignore")
 
     name: str = "matrixrun"

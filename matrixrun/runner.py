@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from matrixrun.engines.base import Engine, ServerHandle, free_port, get_json, post_ok, redact_argv
+from matrixrun.engines.base import (
+    Api,
+    Engine,
+    ServerHandle,
+    free_port,
+    get_json,
+    post_ok,
+    redact_argv,
+)
 from matrixrun.environment import HardwareGate, ServerRecord, capture_environment, read_environment
 from matrixrun.errors import EngineError
 from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
@@ -137,7 +145,8 @@ class Runner:
         self.options.observer.measured(m, note)
 
     @property
-    def _api(self) -> Any:
+    def _api(self) -> Api:
+        """The request API: the spec's choice, else the engine's own."""
         return self.spec.engine.api or self.engine.api
 
     # -- servers ------------------------------------------------------------------------
@@ -269,7 +278,8 @@ class Runner:
         """Whether the server died under the cell. A killed server drops its connections a
         moment before its process can be reaped, so when requests failed the process gets
         `DEATH_GRACE_S` to show it exited: otherwise the cell would read as a load failure
-        on a live server and the relaunch would wait for the next cell."""
+        on a live server and the relaunch would wait for the next cell. (The cost: up to that
+        long after a cell whose requests failed on a server that is fine.)"""
         if not inst.server.alive():
             return True
         if run.error is None and not any(r.error for r in run.records):
