@@ -76,6 +76,7 @@ class InProcessServer:
     reaped_after_s: float = 0.3
     dead: bool = field(default=False, init=False)
     died_at: float = field(default=0.0, init=False)
+    health_timeout_s: float | None = field(default=None, init=False)
 
     def start(self) -> InProcessServer:
         self.server = CrashingServer(self.crash_after)
@@ -112,6 +113,7 @@ class InProcessServer:
         return "fake server log" if self.dead else ""
 
     def wait_healthy(self, health_path: str, timeout_s: float) -> float:
+        self.health_timeout_s = timeout_s
         if self.refuse_start:
             raise EngineError(f"{self.name} exited with code 3 before it became healthy")
         assert httpx.get(self.launch.base_url + health_path, timeout=5).status_code == 200
@@ -194,6 +196,8 @@ def test_runner_measures_every_cell_in_modelled_time(tmp_path: Path) -> None:
     firsts = [m for m in ms if m.reason == "first"]
     assert sorted(m.cell_id for m in firsts) == sorted(c.cell_id for c in runner.plan.cells())
     assert all(m.ok and m.time_scale == 2.0 and not m.simulated for m in ms)
+    # limits.startup_timeout is 60 s modelled: the server on a 2x scale gets 30 s of its time
+    assert {h.health_timeout_s for h in engine.handles} == {30.0}
     for m in ms:
         assert m.metrics is not None and m.metrics.mean_ttft_ms is not None
         # the server answers its first token after 40 ms of its time: 80 ms modelled (a
