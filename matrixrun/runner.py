@@ -318,6 +318,8 @@ class Runner:
                 metrics, records = result.metrics.undilated(s), result.records
                 if result.client_cpu is not None:
                     extra["client_cpu"] = round(result.client_cpu, 3)
+                if result.check is not None:
+                    extra["client_check"] = result.check.as_dict()
                 if result.capped:
                     extra["capped"] = {
                         "after_s": self.spec.limits.cell_timeout,
