@@ -203,9 +203,14 @@ def cmd_post(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_client(args: argparse.Namespace) -> int:
+    from matrixrun.load.command import client_warning
     from matrixrun.load.command import run as run_bench_client
 
-    print(json.dumps(run_bench_client(args), indent=2))
+    out = run_bench_client(args)
+    print(json.dumps(out, indent=2))
+    warning = client_warning(out)
+    if warning:
+        print(warning, file=sys.stderr)
     return EXIT_OK
 
 

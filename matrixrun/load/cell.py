@@ -46,8 +46,9 @@ class CellRun:
     records: list[RequestRecord]
     error: str | None = None
     argv: list[str] | None = None
-    #: Facts about the measurement for `Measurement.extra`: the client's CPU share, a time
-    #: cap that cut requests (`capped`), completed requests shorter than asked.
+    #: Facts about the measurement for `Measurement.extra`: the client's CPU share and
+    #: self-check, a time cap that cut requests (`capped`), completed requests shorter than
+    #: asked.
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -116,11 +117,14 @@ def measure_cell(
 
 
 def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[str, Any]:
-    """What the built-in client saw besides the metrics: its CPU share, a time cap (`cap_s`,
-    modelled) that cut requests, completed requests that ended short of `output_len`."""
+    """What the built-in client saw besides the metrics: its CPU share and self-check, a time
+    cap (`cap_s`, modelled) that cut requests, completed requests that ended short of
+    `output_len`."""
     extra: dict[str, Any] = {}
     if result.client_cpu is not None:
         extra["client_cpu"] = round(result.client_cpu, 3)
+    if result.check is not None:
+        extra["client_check"] = result.check.as_dict()
     if result.capped:
         extra["capped"] = {
             "after_s": cap_s,

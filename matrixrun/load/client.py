@@ -32,6 +32,7 @@ from matrixrun.errors import InputError, LoadError
 from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 from matrixrun.load.records import RequestRecord
+from matrixrun.load.selfcheck import ClientCheck, LagProbe, judge
 from matrixrun.load.stats import compute_metrics, duration_of
 from matrixrun.load.transport import ConnectFailed, HTTPStatusFailed, Transport, make_transport
 from matrixrun.metrics import Metrics
@@ -100,6 +101,8 @@ class LoadResult:
     #: CPU seconds the client process used per wall second of the measured part (1.0 = one
     #: core busy): near 1 the client, not the server, may be what limits the numbers.
     client_cpu: float | None = None
+    #: The client's self-check (`selfcheck.py`): its lag, coalesced events, affected metrics.
+    check: ClientCheck | None = None
 
     def short_outputs(self, output_len: int) -> int:
         """Completed requests that produced fewer than `output_len` tokens (the model stopped
@@ -202,6 +205,7 @@ async def run_load(config: LoadConfig) -> LoadResult:
                     config.output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
+        probe = LagProbe().start()
         t0, cpu0 = time.perf_counter(), time.process_time()
         stop_at = t0 + config.duration_s if config.duration_s is not None else None
         cap = config.time_cap_s if config.time_cap_s is not None else math.inf
@@ -221,13 +225,15 @@ async def run_load(config: LoadConfig) -> LoadResult:
         records = [r for r in finished if r is not None]
         wall = time.perf_counter() - t0
         cpu = (time.process_time() - cpu0) / wall if wall > 0 else None
+        lags = await probe.stop()
     finally:
         await transport.aclose()
     err = _unreachable(records, config.base_url)
     if err:
         raise err
     metrics = compute_metrics(records, duration_of(records))
-    return LoadResult(records, metrics, warmup_failed, capped=cut, client_cpu=cpu)
+    check = judge(records, lags, cpu)
+    return LoadResult(records, metrics, warmup_failed, capped=cut, client_cpu=cpu, check=check)
 
 
 async def _within(

@@ -1,7 +1,8 @@
 """`matrixrun bench-client`: run the built-in load client once against a running server.
 
 The CLI (`cli.py`) owns printing and exit codes; this module only declares the options and
-turns them into a measurement, returned as the `Metrics` dict (bench_serving's field names).
+turns them into a measurement, returned as the `Metrics` dict (bench_serving's field names)
+plus `client_check`, the client's self-check (`selfcheck.py`).
 """
 
 from __future__ import annotations
@@ -72,4 +73,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         api_key=getattr(args, "api_key", None),
     )
     result = run_load_sync(config)
-    return result.metrics.model_dump()
+    out: dict[str, Any] = result.metrics.model_dump()
+    if result.check is not None:
+        out["client_check"] = result.check.as_dict()
+    return out
+
+
+def client_warning(out: dict[str, Any]) -> str | None:
+    """One sentence for stderr when the self-check found the client could have distorted the
+    numbers (None when it kept up)."""
+    check = out.get("client_check")
+    if not isinstance(check, dict) or not check.get("client_bound"):
+        return None
+    affected: dict[str, float] = check["affected"]
+    worst = sorted(affected.items(), key=lambda kv: -kv[1])[:4]
+    named = ", ".join(f"{k} (up to {v:.0%})" for k, v in worst)
+    return (
+        f"warning: the client fell behind (loop lag p99 {check['lag_p99_ms']:.1f} ms, "
+        f"{check['coalesced_share']:.1%} of token gaps read together, CPU "
+        f"{check['cpu'] if check['cpu'] is not None else '?'}): {named} may be the client's, "
+        "not the server's; give the client its own cores or lower the concurrency"
+    )
