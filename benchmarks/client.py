@@ -82,7 +82,7 @@ def spinner(core: int | None) -> Iterator[None]:
 
 
 def get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url) as r:  # noqa: S310 - loopback test server
+    with urllib.request.urlopen(url) as r:
         data: dict[str, Any] = json.loads(r.read())
         return data
 
@@ -176,7 +176,7 @@ def main() -> None:
                             f"(≥ 95%), median ITL {m['median_itl_ms']:.2f} ms (20 ± 2%), "
                             f"TTFT {m['mean_ttft_ms']:.0f} ms (< 100)"
                         )
-    text = "\n".join(lines + [""] + targets)
+    text = "\n".join([*lines, "", *targets])
     print(text)
     if args.write:
         doc = args.write.read_text()
