@@ -101,6 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         observer=observer_for(),
         ignore_hardware=args.ignore_hardware,
     )
+    for note in summary.notes:
+        _err(note)
     print(f"run directory: {summary.run_dir}")
     print(
         f"measured {summary.measured} (skipped {summary.skipped} already measured), "

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,67 @@ from matrixrun.measurement import Measurement
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """A partial last record cut from results.jsonl: how many bytes, and the cell it was
+    measuring when the line can still tell (its `cell_id` comes first in the record)."""
+
+    size: int
+    cell_id: str | None
+
+    def sentence(self, path: Path) -> str:
+        cell = f" of cell {self.cell_id}" if self.cell_id else ""
+        return (
+            f"{path}: cut a torn last record{cell} ({self.size} bytes, a crash mid-write); "
+            "that run of the cell is measured again"
+        )
+
+
+def _is_measurement(data: bytes) -> bool:
+    try:
+        Measurement.model_validate_json(data)
+    except ValidationError:
+        return False
+    return True
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+def _fresh_line(path: Path, is_whole: Callable[[bytes], bool]) -> bytes | None:
+    """Make `path` end at a line boundary before an append: a last line without its newline
+    gets one if `is_whole` accepts it, else it is cut (and returned). One byte read in the
+    usual case."""
+    try:
+        with path.open("rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return None
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return None
+    except FileNotFoundError:
+        return None
+    data = path.read_bytes()
+    start = data.rfind(b"\n") + 1
+    tail = data[start:]
+    if is_whole(tail):
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        return None
+    with path.open("r+b") as fh:
+        fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return tail
 
 
 def _safe(name: str) -> str:
@@ -91,43 +154,29 @@ class RunDir:
         """Append one measurement and make it durable before returning. A torn last line (a
         crash mid-write) is dealt with first, so the new record never glues onto it."""
         line = measurement.model_dump_json() + "\n"
-        self._mend_torn_tail()
+        self.mend()
         with self.results_file.open("a") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
 
-    def _mend_torn_tail(self) -> None:
+    def mend(self) -> TornTail | None:
         """If results.jsonl does not end in a newline, its last write was cut off. A tail that
         is a whole record (only the newline was lost) gets its newline; a partial record is cut
-        away: it is not a line (nothing ever read it as a measurement, see `measurements`) and
-        the cell it belonged to is measured again. The only write that is not an append."""
-        path = self.results_file
-        try:
-            with path.open("rb") as fh:
-                if fh.seek(0, os.SEEK_END) == 0:
-                    return
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) == b"\n":
-                    return  # the usual case: one byte read
-        except FileNotFoundError:
-            return
-        data = path.read_bytes()
-        start = data.rfind(b"\n") + 1
-        try:
-            Measurement.model_validate_json(data[start:])
-        except ValidationError:
-            with path.open("r+b") as fh:
-                fh.truncate(start)
-                fh.flush()
-                os.fsync(fh.fileno())
-            return
-        with path.open("ab") as fh:
-            fh.write(b"\n")
+        away and returned (for the run to report): it is not a line (nothing ever read it as a
+        measurement, see `measurements`) and the cell it belonged to is measured again. The
+        only write that is not an append."""
+        cut = _fresh_line(self.results_file, _is_measurement)
+        if cut is None:
+            return None
+        found = re.search(rb'"cell_id"\s*:\s*"([^"]*)"', cut)
+        return TornTail(len(cut), found.group(1).decode(errors="replace") if found else None)
 
     def event(self, kind: str, **fields: Any) -> None:
-        """Append to the audit log (launch, healthy, stop, flush, verify decisions)."""
+        """Append to the audit log (launch, healthy, stop, flush, verify decisions); like a
+        measurement, on a fresh line even after a torn write."""
         record = {"t": now_iso(), "event": kind, **fields}
+        _fresh_line(self.events_file, _is_json)
         with self.events_file.open("a") as fh:
             fh.write(json.dumps(record, default=str) + "\n")
             fh.flush()
@@ -139,7 +188,8 @@ class RunDir:
         if not self.results_file.exists():
             return []
         out: list[Measurement] = []
-        lines = self.results_file.read_text().splitlines()
+        # bytes, not text: a write torn inside a multi-byte character is not valid UTF-8
+        lines = self.results_file.read_bytes().splitlines()
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -159,11 +209,13 @@ class RunDir:
         if not self.events_file.exists():
             return []
         out = []
-        for line in self.events_file.read_text().splitlines():
+        for line in self.events_file.read_bytes().splitlines():
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                record = json.loads(line)
+            except ValueError:  # a torn line (JSON or UTF-8): the audit log skips it
                 continue
+            if isinstance(record, dict):
+                out.append(record)
         return out
 
     def read_json(self, name: str) -> Any:

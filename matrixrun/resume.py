@@ -2,8 +2,11 @@
 
 Resuming is safe because results.jsonl is append-only and a resumed run replays the same
 verify policy over the same measurements; what must hold is that the spec is the one the run
-started with (no measurement mixed with cells of another spec) and that a relaunch never
-reuses an earlier instance's name (instance names carry fresh-server σ in the analysis).
+started with (no measurement mixed with cells of another spec), that a relaunch never
+reuses an earlier instance's name (instance names carry fresh-server σ in the analysis), that
+no server of the killed run is still holding the machine (`stop_left_servers`), and that a
+stage-2 round the kill interrupted is finished rather than counted as done
+(`unfinished_round`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from pathlib import Path
 
 from matrixrun.errors import InputError, MatrixError
 from matrixrun.measurement import Measurement
+from matrixrun.procs import stop_leftovers
 from matrixrun.results import RunDir
+from matrixrun.verify import Unfinished
 
 
 def new_run_dir(spec_path: Path, out: str | Path | None, rehearse: bool) -> RunDir:
@@ -62,3 +67,52 @@ def launch_counts(
         number = int(tail) if tail.isdigit() else 0
         counts[group_id] = max(counts.get(group_id, 0), number)
     return counts
+
+
+def unfinished_round(
+    events: Iterable[dict[str, object]],
+    measurements: Iterable[Measurement],
+    torn_group: str | None = None,
+) -> Unfinished | None:
+    """Where stage 2 stood, from the runner's journal in the audit log (`round_begin` with the
+    round's groups in order, `round_group_done` per group) and the measurements tagged with
+    their round (`extra.round`). None when no round ever began (stage 2 starts at round 1).
+    `torn_group` is the group of a torn record just cut: its round is not done, whatever the
+    journal says, so the cut run is measured again. Pure."""
+    begun: tuple[int, tuple[str, ...]] | None = None
+    finished: set[str] = set()
+    for e in events:
+        if e.get("event") == "round_begin":
+            groups = e.get("groups")
+            round_no = e.get("round")
+            if isinstance(round_no, int) and isinstance(groups, list):
+                begun = (round_no, tuple(str(g) for g in groups))
+                finished = set()
+        elif e.get("event") == "round_group_done" and begun and e.get("round") == begun[0]:
+            finished.add(str(e.get("group")))
+    if begun is None:
+        return None
+    round_no, groups = begun
+    if torn_group is not None:
+        finished.discard(torn_group)
+    rerun = frozenset(m.cell_id for m in measurements if m.extra.get("round") == round_no)
+    return Unfinished(round_no, tuple(g for g in groups if g not in finished), rerun)
+
+
+def stop_left_servers(rd: RunDir) -> list[str]:
+    """Stop the servers an interrupted run into `rd` left running (its pid files), each
+    recorded in the audit log; one sentence per pid file that needed attention."""
+    notes: list[str] = []
+    for left in stop_leftovers(rd.path / "pids"):
+        rd.event(
+            "leftover_server", instance=left.instance, pid=left.pid, stopped=left.stopped,
+            why=left.why,
+        )
+        if left.stopped:
+            notes.append(
+                f"stopped server {left.instance} (pid {left.pid}) that an interrupted run left "
+                "running"
+            )
+        elif left.pid is None or "cannot be checked" in left.why:
+            notes.append(f"server {left.instance}: {left.why}")
+    return notes

@@ -42,8 +42,15 @@ from matrixrun.load.records import write_jsonl
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.results import RunDir, now_iso
-from matrixrun.resume import launch_counts, new_run_dir, resumed_run_dir
+from matrixrun.resume import (
+    launch_counts,
+    new_run_dir,
+    resumed_run_dir,
+    stop_left_servers,
+    unfinished_round,
+)
 from matrixrun.spec import Spec, spec_hash
+from matrixrun.verify import Unfinished
 
 HOST = "127.0.0.1"
 #: How long a server whose requests failed may take to be seen exiting (see Runner._died).
@@ -94,6 +101,9 @@ class RunSummary:
     failed: int
     skipped: int
     report: Path | None
+    #: What the run found and mended in its directory before measuring (servers a killed run
+    #: left running, a torn last record): one sentence each, for the CLI to print.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -133,12 +143,19 @@ class Runner:
         #: Instances whose server info says they are a simulator: their numbers are labelled
         #: simulated even outside --rehearse (e.g. engine.launch pointed at matrixrun.sim).
         self.simulated_instances: set[str] = set()
+        #: cell id -> the stage-2 round that asked for its next run (tagged on the
+        #: measurement as extra.round, so a resumed run knows what a round already did)
+        self._round_of: dict[str, int] = {}
+        self._unfinished: Unfinished | None = None
 
     # -- bookkeeping --------------------------------------------------------------------
     def attempts(self, cell: Cell) -> list[Measurement]:
         return [m for m in self.measurements if m.cell_id == cell.cell_id]
 
     def record(self, m: Measurement, note: str = "") -> None:
+        round_no = self._round_of.pop(m.cell_id, None)
+        if round_no is not None:
+            m = m.model_copy(update={"extra": {**m.extra, "round": round_no}})
         self.run_dir.append(m)
         self.measurements.append(m)
         self.new_measurements += 1
@@ -390,6 +407,7 @@ class Runner:
         from matrixrun import verify
 
         rd = self.run_dir.create()
+        notes = self._mend(rd)
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
         rd.write_json("plan.json", self.plan.model_dump(mode="json"))
@@ -406,6 +424,8 @@ class Runner:
             self.run_cells(group, cells, after=after)
 
         def note(stage: int, round_no: int, cell: Cell, reason: str, why: str) -> None:
+            if stage == 2:
+                self._round_of[cell.cell_id] = round_no
             rd.event(
                 "verify",
                 stage=stage,
@@ -420,14 +440,31 @@ class Runner:
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
         # the planned stage-2 rounds: the order of work is verify.drive's, the same code the
         # policy's scoring benchmark runs.
-        verify.drive(policy, self.measurements, run_cells, note)
+        verify.drive(
+            policy, self.measurements, run_cells, note, _EventJournal(rd), self._unfinished
+        )
 
         obs.status("analysing")
         report = finish(rd)
         rd.event("run_end", measured=self.new_measurements)
         obs.finish()
         failed = sum(1 for m in self.measurements if not m.ok)
-        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report)
+        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes)
+
+    def _mend(self, rd: RunDir) -> list[str]:
+        """Before measuring into a directory an earlier session wrote: stop the servers it
+        left running, cut a torn last record (its cell is measured again: the round it
+        belonged to is reopened), and read where stage 2 stood. One sentence per repair."""
+        notes = stop_left_servers(rd)
+        torn = rd.mend()
+        torn_group = None
+        if torn is not None:
+            groups = {c.cell_id: g.group_id for g in self.plan.groups for c in g.cells}
+            torn_group = groups.get(torn.cell_id or "")
+            rd.event("torn_tail", cell=torn.cell_id, bytes=torn.size)
+            notes.append(torn.sentence(rd.results_file))
+        self._unfinished = unfinished_round(rd.events(), self.measurements, torn_group)
+        return notes
 
     def _write_env(self) -> None:
         """env.json as of now: this process's facts, every server so far (a resumed run keeps
@@ -451,6 +488,20 @@ class Runner:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
         self.run_dir.write_json("env.json", env.model_dump(mode="json"))
+
+
+class _EventJournal:
+    """The verify journal as audit-log events (`round_begin`, `round_group_done`), read back
+    by `resume.unfinished_round`."""
+
+    def __init__(self, rd: RunDir) -> None:
+        self.rd = rd
+
+    def round_begun(self, round_no: int, groups: list[str]) -> None:
+        self.rd.event("round_begin", round=round_no, groups=groups)
+
+    def group_done(self, round_no: int, group_id: str) -> None:
+        self.rd.event("round_group_done", round=round_no, group=group_id)
 
 
 def finish(rd: RunDir) -> Path | None:

@@ -23,8 +23,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
+from typing import Protocol
 
 from matrixrun.analysis import analyse, format_change, iter_cells, quantile
 from matrixrun.measurement import Measurement, Reason
@@ -461,6 +463,27 @@ RunCells = Callable[[ServerGroup, list[tuple[Cell, Reason]], After | None], None
 Note = Callable[[int, int, Cell, Reason, str], None]
 
 
+class Journal(Protocol):
+    """Where the order of work notes stage-2 progress (the runner: events.jsonl), so a run
+    killed inside a round can finish that round when resumed rather than count it as done."""
+
+    def round_begun(self, round_no: int, groups: list[str]) -> None: ...
+
+    def group_done(self, round_no: int, group_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """Where a killed run stood in stage 2 (from its journal): round `round_no` had begun and
+    still owed `groups` (in their round order; empty when the round was done), and `rerun`
+    are the cells already rerun in that round. A resumed run finishes those groups' launches
+    of the round, then goes on with round `round_no + 1`."""
+
+    round_no: int
+    groups: tuple[str, ...]
+    rerun: frozenset[str]
+
+
 def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
     """Stage-2 rounds already (at least partly) run, read from the measurements alone: each
     round relaunches a group at most once, so the most fresh instances any group spent on
@@ -476,13 +499,20 @@ def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
 
 
 def drive(
-    policy: Policy, ms: list[Measurement], run_cells: RunCells, note: Note | None = None
+    policy: Policy,
+    ms: list[Measurement],
+    run_cells: RunCells,
+    note: Note | None = None,
+    journal: Journal | None = None,
+    unfinished: Unfinished | None = None,
 ) -> None:
     """The order of work, shared by the runner and the scoring benchmark so both run exactly
     the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
     on the same warm server, by its warm reruns; then the planned stage-2 rounds, each group in
     a round on one fresh launch whose reruns are re-chosen as σ arrives (`_run_round`). `ms`
-    is the live list `run_cells` appends to."""
+    is the live list `run_cells` appends to. `journal` hears each round begin and each group
+    finish its launch of it; `unfinished` (read back from a journal) resumes inside a round
+    (without one, stage 2 resumes after the rounds the measurements show begun)."""
     measured = {m.cell_id for m in ms}
     for group in policy.plan.groups:
         todo = [c for c in group.cells if c.cell_id not in measured]
@@ -497,11 +527,21 @@ def drive(
             return [(cell, "surprise") for cell, _ in picks]
 
         run_cells(group, [(c, "first") for c in todo], warm)
-    for round_no in range(rounds_done(policy, ms) + 1, policy.rounds + 1):
+    start = rounds_done(policy, ms) + 1
+    if unfinished is not None:
+        by_id = {g.group_id: g for g in policy.plan.groups}
+        owed = [by_id[g] for g in unfinished.groups if g in by_id]
+        rerun = set(unfinished.rerun)
+        _run_round(policy, ms, run_cells, note, unfinished.round_no, owed, journal, rerun)
+        start = unfinished.round_no + 1
+    for round_no in range(start, policy.rounds + 1):
         batch = policy.next_round(round_no, ms)
         if not batch:
             break
-        _run_round(policy, ms, run_cells, note, round_no, [g for g, _ in batch])
+        groups = [g for g, _ in batch]
+        if journal is not None:
+            journal.round_begun(round_no, [g.group_id for g in groups])
+        _run_round(policy, ms, run_cells, note, round_no, groups, journal)
 
 
 def _run_round(
@@ -511,12 +551,14 @@ def _run_round(
     note: Note | None,
     round_no: int,
     groups: list[ServerGroup],
+    journal: Journal | None = None,
+    done: set[str] | None = None,
 ) -> None:
     """One stage-2 round: each group that still has picks gets one fresh launch. On it the
     checks and σ replicates run first; the inconclusive reruns are then chosen again, on the
     same launch, with the fresh σ they (and earlier launches of the round) brought, so cells
     that σ settles are not rerun. A group left with no picks is not launched at all."""
-    done: set[str] = set()  # cells already rerun in this round
+    done = set() if done is None else done  # cells already rerun in this round
 
     def current(group: ServerGroup) -> list[Pick]:
         return [
@@ -542,10 +584,11 @@ def _run_round(
 
     for group in groups:
         first = step(current(group))
-        if not first:
-            continue
+        if first:
 
-        def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-            return take(step(current(group)))
+            def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
+                return take(step(current(group)))
 
-        run_cells(group, take(first), more)
+            run_cells(group, take(first), more)
+        if journal is not None:
+            journal.group_done(round_no, group.group_id)

@@ -34,6 +34,7 @@ from pydantic import SecretStr
 
 from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
+from matrixrun.procs import record_for
 from matrixrun.timescale import REAL, TimeScale
 
 Api = Literal["sglang", "openai"]
@@ -204,8 +205,10 @@ class ServerProcess:
                 ) from exc
         self.started_at = time.monotonic()
         if self.pid_path is not None:
+            # pid and start time: a resumed run stops this server if the runner is killed,
+            # and only if that pid is still this process (matrixrun.procs)
             self.pid_path.parent.mkdir(parents=True, exist_ok=True)
-            self.pid_path.write_text(f"{self.proc.pid}\n")
+            self.pid_path.write_text(record_for(self.proc.pid).to_text())
         return self
 
     def alive(self) -> bool:
