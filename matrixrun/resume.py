@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import cast, get_args
 from pathlib import Path
 
 from matrixrun.errors import InputError, MatrixError
-from matrixrun.measurement import Measurement
+from matrixrun.measurement import Measurement, Reason
 from matrixrun.procs import stop_leftovers
 from matrixrun.results import RunDir
 from matrixrun.verify import Unfinished
@@ -69,6 +70,9 @@ def launch_counts(
     return counts
 
 
+REASONS = frozenset(get_args(Reason))
+
+
 def unfinished_round(
     events: Iterable[dict[str, object]],
     measurements: Iterable[Measurement],
@@ -76,27 +80,36 @@ def unfinished_round(
 ) -> Unfinished | None:
     """Where stage 2 stood, from the runner's journal in the audit log (`round_begin` with the
     round's groups in order, `round_group_done` per group) and the measurements tagged with
-    their round (`extra.round`). None when no round ever began (stage 2 starts at round 1).
+    their round (`extra.round`); the reruns noted for the round (`verify` events) but never
+    measured are the interrupted launch's `pending` work. None when no round ever began (stage 2 starts at round 1).
     `torn_group` is the group of a torn record just cut: its round is not done, whatever the
     journal says, so the cut run is measured again. Pure."""
     begun: tuple[int, tuple[str, ...]] | None = None
     finished: set[str] = set()
+    noted: list[tuple[str, Reason]] = []
     for e in events:
-        if e.get("event") == "round_begin":
+        kind = e.get("event")
+        if kind == "round_begin":
             groups = e.get("groups")
             round_no = e.get("round")
             if isinstance(round_no, int) and isinstance(groups, list):
                 begun = (round_no, tuple(str(g) for g in groups))
-                finished = set()
-        elif e.get("event") == "round_group_done" and begun and e.get("round") == begun[0]:
+                finished, noted = set(), []
+        elif begun is None or e.get("round") != begun[0]:
+            continue
+        elif kind == "round_group_done":
             finished.add(str(e.get("group")))
+        elif kind == "verify" and e.get("stage") == 2 and e.get("reason") in REASONS:
+            noted.append((str(e.get("cell")), cast(Reason, e.get("reason"))))
     if begun is None:
         return None
     round_no, groups = begun
     if torn_group is not None:
         finished.discard(torn_group)
     rerun = frozenset(m.cell_id for m in measurements if m.extra.get("round") == round_no)
-    return Unfinished(round_no, tuple(g for g in groups if g not in finished), rerun)
+    owed = tuple(g for g in groups if g not in finished)
+    pending = tuple((c, r) for c, r in noted if c not in rerun) if owed else ()
+    return Unfinished(round_no, owed, rerun, pending)
 
 
 def stop_left_servers(rd: RunDir) -> list[str]:

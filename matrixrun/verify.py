@@ -475,13 +475,17 @@ class Journal(Protocol):
 @dataclass(frozen=True)
 class Unfinished:
     """Where a killed run stood in stage 2 (from its journal): round `round_no` had begun and
-    still owed `groups` (in their round order; empty when the round was done), and `rerun`
-    are the cells already rerun in that round. A resumed run finishes those groups' launches
-    of the round, then goes on with round `round_no + 1`."""
+    still owed `groups` (in their round order; empty when the round was done), `rerun` are
+    the cells already rerun in that round, and `pending` the reruns the policy had already
+    chosen (noted) for the launch the kill interrupted but that were never measured. A
+    resumed run measures `pending` first on the first owed group's new launch (the choice
+    was made; re-choosing on other data would make a resumed run differ from an
+    uninterrupted one), finishes the owed groups, then goes on with round `round_no + 1`."""
 
     round_no: int
     groups: tuple[str, ...]
     rerun: frozenset[str]
+    pending: tuple[tuple[str, Reason], ...] = ()
 
 
 def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
@@ -532,7 +536,11 @@ def drive(
         by_id = {g.group_id: g for g in policy.plan.groups}
         owed = [by_id[g] for g in unfinished.groups if g in by_id]
         rerun = set(unfinished.rerun)
-        _run_round(policy, ms, run_cells, note, unfinished.round_no, owed, journal, rerun)
+        cells = {c.cell_id: c for c in policy.plan.cells()}
+        pending = [(cells[c], r) for c, r in unfinished.pending if c in cells]
+        _run_round(
+            policy, ms, run_cells, note, unfinished.round_no, owed, journal, rerun, pending
+        )
         start = unfinished.round_no + 1
     for round_no in range(start, policy.rounds + 1):
         batch = policy.next_round(round_no, ms)
@@ -553,6 +561,7 @@ def _run_round(
     groups: list[ServerGroup],
     journal: Journal | None = None,
     done: set[str] | None = None,
+    pending: list[tuple[Cell, Reason]] | None = None,
 ) -> None:
     """One stage-2 round: each group that still has picks gets one fresh launch. On it the
     checks and σ replicates run first; the inconclusive reruns are then chosen again, on the
@@ -583,12 +592,16 @@ def _run_round(
         return [(c, r) for c, r, _ in picks]
 
     for group in groups:
-        first = step(current(group))
+        # a resumed round: the interrupted launch's chosen reruns first (see Unfinished)
+        owed = [(c, r) for c, r in pending or [] if policy.group_of[c.cell_id].group_id == group.group_id]
+        for c, _ in owed:
+            done.add(c.cell_id)
+        first = owed or take(step(current(group)))
         if first:
 
             def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
                 return take(step(current(group)))
 
-            run_cells(group, take(first), more)
+            run_cells(group, first, more)
         if journal is not None:
             journal.group_done(round_no, group.group_id)

@@ -1,0 +1,240 @@
+"""Resuming what a killed run left: its servers (pid files), a stage-2 round it was inside,
+and a torn last record. Real processes, the real verify policy; no simulator needed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from matrixrun.measurement import Measurement, Reason
+from matrixrun.plan import Cell, ServerGroup
+from matrixrun.procs import PidRecord, group_alive, record_for, stop_leftovers
+from matrixrun.results import RunDir
+from matrixrun.resume import stop_left_servers, unfinished_round
+from matrixrun.verify import After, Policy, Unfinished, drive
+from test_verify import m, setup
+
+
+class Killed(Exception):
+    """Stands in for SIGKILL of the runner: nothing after it runs."""
+
+
+class ListJournal:
+    def __init__(self, events: list[dict[str, object]]) -> None:
+        self.events = events
+
+    def round_begun(self, round_no: int, groups: list[str]) -> None:
+        self.events.append({"event": "round_begin", "round": round_no, "groups": groups})
+
+    def group_done(self, round_no: int, group_id: str) -> None:
+        self.events.append({"event": "round_group_done", "round": round_no, "group": group_id})
+
+
+TRUTH = {("base", 1): 100.0, ("base", 4): 100.0, ("base", 16): 100.0,
+         ("cand", 1): 101.0, ("cand", 4): 97.5, ("cand", 16): 106.0}  # fmt: skip
+
+
+def _driver(kill_after: int | None):  # type: ignore[no-untyped-def]
+    """A run_cells that measures TRUTH (±1% by round) like the runner, tagging each stage-2
+    measurement with its round as the runner does; raises Killed after `kill_after` stage-2
+    measurements."""
+    spec, plan = setup("{threshold: 3%, surprise: 60%, max_runs: 3, warm_rerun: false}")
+    ms: list[Measurement] = []
+    events: list[dict[str, object]] = []
+    launches: dict[str, int] = {}
+    round_of: dict[str, int] = {}
+    state = {"stage2": 0, "kill_after": kill_after}
+
+    def note(stage: int, round_no: int, c: Cell, reason: Reason, why: str) -> None:
+        if stage == 2:
+            round_of[c.cell_id] = round_no
+        events.append(
+            {"event": "verify", "stage": stage, "round": round_no, "cell": c.cell_id,
+             "reason": reason}
+        )  # fmt: skip
+
+    def run_cells(g: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None) -> None:
+        launches[g.arm] = launches.get(g.arm, 0) + 1
+        queue = list(cells)
+        while queue:
+            c, reason = queue.pop(0)
+            if reason != "first":
+                if state["kill_after"] is not None and state["stage2"] >= state["kill_after"]:
+                    raise Killed
+                state["stage2"] = int(state["stage2"] or 0) + 1
+            n = sum(1 for x in ms if x.cell_id == c.cell_id)
+            # by round, not by launch: a killed launch must not change what is measured
+            r = round_of.pop(c.cell_id, None)
+            wobble = 1.0 + 0.01 * (-1) ** ((r or 0) + int(c.x) + (c.arm == "cand"))
+            rec = m(plan, c.arm, int(c.x), TRUTH[(c.arm, int(c.x))] * wobble,
+                    launches[g.arm], reason, n + 1)  # fmt: skip
+            ms.append(rec if r is None else rec.model_copy(update={"extra": {"round": r}}))
+            if not queue and after is not None:
+                queue.extend(after())
+
+    return Policy(spec, plan), ms, events, run_cells, note, state
+
+
+def _work(ms: list[Measurement]) -> Counter[tuple[str, str]]:
+    return Counter((x.cell_id, x.reason) for x in ms)
+
+
+def test_a_run_killed_inside_a_round_finishes_that_round_when_resumed() -> None:
+    policy, ms, events, run_cells, note, _ = _driver(None)
+    drive(policy, ms, run_cells, note, ListJournal(events))
+    clean = _work(ms)
+    stage2 = sum(1 for x in ms if x.reason != "first")
+    assert stage2 >= 6 and len({x.extra.get("round") for x in ms} - {None}) == 2, "the spec must make stage 2 do some work for this test to mean much"
+
+    for kill_after in range(stage2):
+        policy, ms, events, run_cells, note, state = _driver(kill_after)
+        with pytest.raises(Killed):
+            drive(policy, ms, run_cells, note, ListJournal(events))
+        unfinished = unfinished_round(events, ms)
+        assert unfinished is not None
+        state["kill_after"] = None
+        drive(policy, ms, run_cells, note, ListJournal(events), unfinished)
+        assert _work(ms) == clean, f"killed after {kill_after} reruns"
+
+
+def test_journal_read_back() -> None:
+    events: list[dict[str, object]] = [
+        {"event": "round_begin", "round": 1, "groups": ["g1", "g2"]},
+        {"event": "round_group_done", "round": 1, "group": "g1"},
+    ]
+    _, plan = setup()
+    g2 = next(g for g in plan.groups if g.arm == "cand")
+    rerun = m(plan, "cand", 4, 100.0, 2, "inconclusive", 2).model_copy(
+        update={"extra": {"round": 1}}
+    )
+    assert unfinished_round(events, [rerun]) == Unfinished(1, ("g2",), frozenset({rerun.cell_id}))
+    events.append({"event": "round_group_done", "round": 1, "group": "g2"})
+    assert unfinished_round(events, []) == Unfinished(1, (), frozenset())
+    # a torn record of g2 reopens its part of the round
+    assert unfinished_round(events, [], torn_group="g2") == Unfinished(1, ("g2",), frozenset())
+    assert unfinished_round([], []) is None
+    assert g2.group_id  # the plan's ids are what the journal carries
+
+
+# ------------------------------------------------------------------------------ leftovers
+
+
+def _orphan() -> subprocess.Popen[bytes]:
+    """A stand-in server: its own session, and a child of its own (both must be stopped)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import subprocess,sys,time;"
+         "subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']);"
+         "time.sleep(60)"],
+        start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_resume_stops_a_left_server_and_its_children(tmp_path: Path) -> None:
+    rd = RunDir(tmp_path / "run").create()
+    proc = _orphan()
+    try:
+        time.sleep(0.3)
+        rd.pid_file("g1#1").write_text(record_for(proc.pid).to_text())
+        notes = stop_left_servers(rd)
+        assert notes and "stopped server g1#1" in notes[0]
+        assert proc.wait(5) is not None
+        deadline = time.monotonic() + 5
+        while group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_alive(proc.pid), "the server's child outlived it"
+        assert not list((rd.path / "pids").iterdir())
+        assert any(e["event"] == "leftover_server" and e["stopped"] for e in rd.events())
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    proc = _orphan()
+    try:
+        real = record_for(proc.pid)
+        assert real.start_ticks is not None
+        (pids / "g1#1.pid").write_text(PidRecord(proc.pid, real.start_ticks + 1).to_text())
+        (pids / "g1#2.pid").write_text(f"{proc.pid}\n")  # an old bare pid: cannot be checked
+        left = {x.instance: x for x in stop_leftovers(pids)}
+        assert not left["g1#1"].stopped and "another process" in left["g1#1"].why
+        assert not left["g1#2"].stopped and "cannot be checked" in left["g1#2"].why
+        assert proc.poll() is None  # still running: it was not ours to stop
+        assert (pids / "g1#2.pid").exists() and not (pids / "g1#1.pid").exists()
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait(5)
+
+
+def test_a_torn_tail_is_cut_reported_and_the_next_record_starts_a_line(tmp_path: Path) -> None:
+    _, plan = setup()
+    rd = RunDir(tmp_path / "run").create()
+    # as read back (an infinite request rate is null in JSON)
+    one = Measurement.model_validate_json(m(plan, "base", 1, 100.0).model_dump_json())
+    two = Measurement.model_validate_json(m(plan, "cand", 4, 99.0).model_dump_json())
+    rd.append(one)
+    whole = two.model_dump_json().encode()
+    with rd.results_file.open("ab") as fh:
+        fh.write(whole[: len(whole) // 2])
+    assert rd.measurements() == [one]
+    torn = rd.mend()
+    assert torn is not None and torn.cell_id == two.cell_id
+    assert "measured again" in torn.sentence(rd.results_file)
+    rd.append(two)
+    assert rd.measurements() == [one, two]
+    # a torn event line does not swallow the next event
+    with rd.events_file.open("ab") as fh:
+        fh.write(b'{"t": "x", "ev')
+    rd.event("after")
+    assert [e["event"] for e in rd.events()] == ["after"]
+    # torn inside a multi-byte character: still readable
+    with rd.results_file.open("ab") as fh:
+        fh.write('{"cell_id": "é'.encode()[:-1])
+    assert rd.measurements() == [one, two]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_sigkill_of_the_runner_then_resume_leaves_no_server_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """The issue's probe: SIGKILL the runner mid-run; its simulator server lives on (its own
+    session); the resumed run stops it, then measures only what is missing."""
+    from test_runner import ROOT, _wait_for_lines, mr, read_results
+
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "matrixrun", "run", "tests/specs/tiny.yaml", "--rehearse"]
+    proc = subprocess.Popen(
+        [*argv, "--out", str(run_dir), "--report", str(tmp_path / "r.md")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for_lines(run_dir / "results.jsonl", 1, proc, 120)
+    proc.kill()
+    proc.communicate(timeout=30)
+    left = [PidRecord.from_text(p.read_text()) for p in (run_dir / "pids").glob("*.pid")]
+    orphans = [r.pid for r in left if r is not None and group_alive(r.pid)]
+    assert orphans, "the killed run should have left its server running"
+    before = read_results(run_dir)
+
+    res = mr(*argv[3:], "--resume", str(run_dir), "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "that an interrupted run left running" in res.stderr
+    assert not any(group_alive(pid) for pid in orphans)
+    after = read_results(run_dir)
+    assert after[: len(before)] == before
+    firsts = sorted(x.cell_id for x in after if x.reason == "first")
+    assert len(firsts) == 4 == len(set(firsts))
+    assert not list((run_dir / "pids").glob("*.pid"))
