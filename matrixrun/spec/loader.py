@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from matrixrun.errors import SpecError, SpecIssue
 from matrixrun.sim.profile import Profile
+from matrixrun.spec import bounds
 from matrixrun.spec.checks import semantic_issues
 from matrixrun.spec.messages import message_for
 from matrixrun.spec.models import Spec
@@ -28,7 +29,7 @@ def load_spec(path: str | Path) -> Spec:
     """Read and validate a spec; raise SpecError listing every problem as `path:line: key: ...`."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_utf8(path)
     except OSError as exc:
         raise SpecError(
             [
@@ -37,7 +38,27 @@ def load_spec(path: str | Path) -> Spec:
                 )
             ]
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError([_not_utf8(str(path), exc)]) from exc
     return parse_spec(text, str(path))
+
+
+def read_utf8(path: Path) -> str:
+    """A spec or profile as text: UTF-8 whatever the locale (a spec is shared like code)."""
+    return path.read_bytes().decode("utf-8")
+
+
+def _not_utf8(where: str, exc: UnicodeDecodeError, key: str = "") -> SpecIssue:
+    """The sentence for a file that is not UTF-8, at the line of the first bad byte."""
+    data = exc.object if isinstance(exc.object, bytes) else bytes(exc.object)
+    line = data.count(b"\n", 0, exc.start) + 1
+    return SpecIssue(
+        where,
+        line,
+        key,
+        f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); save the file "
+        "as UTF-8",
+    )
 
 
 def parse_spec(text: str, where: str = "<spec>") -> Spec:
@@ -48,6 +69,10 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
     yaml.allow_duplicate_keys = False
     try:
         data = yaml.load(text)
+    except RecursionError as exc:  # the composer recurses once per nesting level
+        raise SpecError(
+            [SpecIssue(where, None, "", "nested too deeply to read; a spec nests about 6 deep")]
+        ) from exc
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -79,12 +104,12 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
                 )
             ]
         )
-    plain = _plain(data)
+    plain = bounds.plain(data, where)
     try:
         spec = Spec.model_validate(plain)
     except ValidationError as exc:
         raise SpecError(_issues(exc, data, where)) from exc
-    semantic = semantic_issues(spec)
+    semantic = semantic_issues(spec) or bounds.bound_issues(spec)
     if semantic:
         raise SpecError(
             [
@@ -104,13 +129,44 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
 
 def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     assert isinstance(spec.rehearsal.profile, str)
     profile_path = base / spec.rehearsal.profile
     line = _line_of(data, ("rehearsal", "profile"))
     try:
-        raw = YAML(typ="safe").load(profile_path.read_text())
+        raw = YAML(typ="safe").load(read_utf8(profile_path))
         profile = Profile.model_validate(raw)
+    except UnicodeDecodeError as exc:
+        issue = _not_utf8(str(profile_path), exc)
+        raise SpecError(
+            [SpecIssue(where, line, "rehearsal.profile", f"{issue.path}:{issue.line}: {issue.message}")]
+        ) from exc
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f"{profile_path}:{mark.line + 1}" if mark is not None else str(profile_path)
+        what = exc.problem or exc.context or "invalid YAML"
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "rehearsal.profile",
+                    f"{at}: YAML syntax error: {what}; fix the profile there",
+                )
+            ]
+        ) from exc
+    except (YAMLError, RecursionError) as exc:
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "rehearsal.profile",
+                    f"{profile_path}: not readable YAML ({type(exc).__name__}); fix the profile",
+                )
+            ]
+        ) from exc
     except OSError as exc:
         raise SpecError(
             [
@@ -134,15 +190,6 @@ def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     return spec.model_copy(
         update={"rehearsal": spec.rehearsal.model_copy(update={"profile": profile})}
     )
-
-
-def _plain(node: Any) -> Any:
-    """ruamel round-trip containers -> plain dict/list (keeping order)."""
-    if isinstance(node, dict):
-        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    return node
 
 
 def _line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
