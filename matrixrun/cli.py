@@ -8,13 +8,17 @@ Every command is a function taking parsed arguments and returning an exit code; 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from matrixrun import __version__
 from matrixrun.errors import MatrixError, SpecError
+from matrixrun.redact import redact_json, redact_text
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -59,9 +63,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     plan = expand(spec, spec_hash(Path(args.spec).read_text()))
     if args.json:
-        print(plan.model_dump_json(indent=2))
+        print(json.dumps(redact_json(plan.model_dump(mode="json")), indent=2))
     else:
-        print(plan_text(spec, plan))
+        print(redact_text(plan_text(spec, plan)))
     return EXIT_OK
 
 
@@ -189,14 +193,24 @@ def cmd_post(args: argparse.Namespace) -> int:
     if experiment is None:
         plan = rd.path / "plan.json"
         experiment = json.loads(plan.read_text())["experiment"] if plan.exists() else rd.path.name
-    posted = post_comment(
-        report.read_text(),
-        repo=args.repo,
-        number=args.pr,
-        experiment=experiment,
-        token_env=args.token_env,
-        api_url=args.api_url,
-    )
+    import httpx
+
+    try:
+        posted = post_comment(
+            redact_text(report.read_text(encoding="utf-8")),
+            repo=args.repo,
+            number=args.pr,
+            experiment=experiment,
+            token_env=args.token_env,
+            api_url=args.api_url,
+        )
+    except httpx.TransportError as exc:
+        reason = redact_text(str(exc)) or exc.__class__.__name__
+        _err(
+            f"cannot reach {redact_text(args.api_url)} ({reason}); check the network, a proxy "
+            "or --api-url, then post again (the comment is updated in place, never doubled)"
+        )
+        return EXIT_FAILED
     print(f"{'updated' if posted.updated else 'posted'} {posted.url}")
     return EXIT_OK
 
@@ -366,6 +380,48 @@ def main(argv: list[str] | None = None) -> int:
     except MatrixError as exc:
         _err(str(exc))
         return exc.exit_code
+    except BrokenPipeError:  # `matrixrun plan | head`: the reader left; say nothing
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+    except OSError as exc:
+        _err(os_error_sentence(exc))
+        return EXIT_FAILED if exc.errno in _ENVIRONMENT_ERRNOS else EXIT_INPUT
+    except UnicodeError as exc:
+        _err(
+            f"text that is not valid UTF-8 ({exc.__class__.__name__}: {exc.reason}); files "
+            "matrixrun reads must be UTF-8 and strings may not hold lone surrogates"
+        )
+        return EXIT_INPUT
+    except RecursionError:
+        _err("input nested too deeply to process; flatten it (a spec nests about 6 deep)")
+        return EXIT_INPUT
+
+
+#: errno values that are the machine's state, not the user's input: exit 1, not 2.
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EMFILE, errno.ENFILE}
+
+
+def os_error_sentence(exc: OSError) -> str:
+    """One sentence for a file-system error escaping a command: what, which file, what to do.
+    Anything measured before it is already durable in results.jsonl (append + fsync), so a
+    run that stops on a full disk continues with --resume once there is room."""
+    where = f" {exc.filename}" if exc.filename else ""
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        todo = (
+            "free some space, then continue a run with `matrixrun run SPEC --resume RUN_DIR` "
+            "(everything measured so far is kept)"
+        )
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        todo = "choose a writable place (--out / -o / --report) or fix its permissions"
+    elif exc.errno in (errno.EMFILE, errno.ENFILE):
+        todo = "raise the open-file limit (ulimit -n) or lower the concurrency"
+    elif exc.errno == errno.ENOENT:
+        todo = "check the path"
+    else:
+        todo = "check the path and the disk"
+    return f"cannot use{where}: {what}; {todo}"
 
 
 def _print_spec_issues(exc: SpecError) -> None:

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from matrixrun.errors import InputError
 from matrixrun.measurement import Measurement
+from matrixrun.redact import redact_json
 
 
 def now_iso() -> str:
@@ -143,7 +144,7 @@ class RunDir:
         target = self.path / name
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(target)
         return target
 
@@ -155,7 +156,7 @@ class RunDir:
         crash mid-write) is dealt with first, so the new record never glues onto it."""
         line = measurement.model_dump_json() + "\n"
         self.mend()
-        with self.results_file.open("a") as fh:
+        with self.results_file.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
@@ -175,9 +176,9 @@ class RunDir:
     def event(self, kind: str, **fields: Any) -> None:
         """Append to the audit log (launch, healthy, stop, flush, verify decisions); like a
         measurement, on a fresh line even after a torn write."""
-        record = {"t": now_iso(), "event": kind, **fields}
+        record = {"t": now_iso(), "event": kind, **redact_json(fields)}
         _fresh_line(self.events_file, _is_json)
-        with self.events_file.open("a") as fh:
+        with self.events_file.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record, default=str) + "\n")
             fh.flush()
 

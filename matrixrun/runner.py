@@ -41,6 +41,7 @@ from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.redact import redact_json, redact_text
 from matrixrun.results import RunDir, now_iso
 from matrixrun.resume import (
     launch_counts,
@@ -156,6 +157,8 @@ class Runner:
         round_no = self._round_of.pop(m.cell_id, None)
         if round_no is not None:
             m = m.model_copy(update={"extra": {**m.extra, "round": round_no}})
+        if m.error:  # errors quote log tails and command lines
+            m = m.model_copy(update={"error": redact_text(m.error)})
         self.run_dir.append(m)
         self.measurements.append(m)
         self.new_measurements += 1
@@ -202,7 +205,7 @@ class Runner:
                 slice=group.slice,
                 startup_s=round(startup, 3),
                 version=self.engine.version(info),
-                args=self.engine.effective_args(info),
+                args=redact_json(self.engine.effective_args(info)),
                 argv=redact_argv(launch.argv),
             )
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
@@ -410,7 +413,7 @@ class Runner:
         notes = self._mend(rd)
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
-        rd.write_json("plan.json", self.plan.model_dump(mode="json"))
+        rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
         self._write_env()
         policy = verify.Policy(self.spec, self.plan)
         obs = self.options.observer
@@ -487,7 +490,7 @@ class Runner:
         if self.hardware is not None:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
-        self.run_dir.write_json("env.json", env.model_dump(mode="json"))
+        self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
 
 
 class _EventJournal:

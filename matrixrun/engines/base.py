@@ -35,6 +35,9 @@ from pydantic import SecretStr
 from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
 from matrixrun.procs import record_for
+from matrixrun.redact import redact_argv, redact_text
+
+__all__ = ["redact_argv"]  # re-exported: engines and the runner import it from here
 from matrixrun.timescale import REAL, TimeScale
 
 Api = Literal["sglang", "openai"]
@@ -133,29 +136,6 @@ class LaunchedEngine:
         return {}
 
 
-def redact_argv(argv: list[str]) -> list[str]:
-    """Hide values of flags that look secret (api keys, tokens) before they reach a log."""
-    out: list[str] = []
-    hide = False
-    for arg in argv:
-        if hide:
-            out.append("***")
-            hide = False
-            continue
-        lowered = arg.lower()
-        if lowered.startswith("--") and any(
-            s in lowered for s in ("key", "token", "secret", "password")
-        ):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=***")
-            else:
-                out.append(arg)
-                hide = True
-            continue
-        out.append(arg)
-    return out
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     """An unused TCP port (the server binds it moments later; collisions show as a fast exit)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -164,9 +144,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a server log, secrets redacted: tails go into error messages, and
+    from there into results.jsonl and the report (servers print their arguments, keys too)."""
     try:
         with path.open(errors="replace") as fh:
-            return "".join(deque(fh, maxlen=lines)).rstrip()
+            return redact_text("".join(deque(fh, maxlen=lines)).rstrip())
     except OSError:
         return ""
 
