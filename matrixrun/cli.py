@@ -85,7 +85,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         print(f"{out}: up to date")
         return EXIT_OK
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")
     return EXIT_OK
 
@@ -126,7 +126,7 @@ def _publish(report: Path, args: argparse.Namespace) -> Path:
         stem = Path(args.spec).stem + (".rehearsal" if args.rehearse else "")
         target = Path("reports") / f"{stem}.md"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(report.read_text())
+    target.write_text(redact_text(report.read_text(encoding="utf-8")), encoding="utf-8")
     return target
 
 
@@ -145,13 +145,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
         return EXIT_INPUT
     analyse_run_dir(rd)
-    text = render_run_dir(rd, templates=args.templates)
+    text = redact_text(render_run_dir(rd, templates=args.templates))
     if args.output == "-":
         sys.stdout.write(text)
         return EXIT_OK
     out = Path(args.output) if args.output else rd.path / "report.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")
     return EXIT_OK
 

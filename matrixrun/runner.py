@@ -512,7 +512,9 @@ def finish(rd: RunDir) -> Path | None:
     from matrixrun.report import analyse_run_dir, render_run_dir
 
     analyse_run_dir(rd)
-    text = render_run_dir(rd)
+    # redacted as a whole as well (the templates escape and redact per field): report.md is
+    # what `post` puts on a PR
+    text = redact_text(render_run_dir(rd))
     return rd.write_text("report.md", text)
 
 

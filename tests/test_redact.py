@@ -1,0 +1,94 @@
+"""Secrets never reach a file or a comment: the rules, and a real rehearsal given a key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from matrixrun.redact import MASK, is_secret_name, redact_argv, redact_json, redact_text
+
+SECRET = "sk-test0123456789abcdefXYZ"
+
+
+@pytest.mark.parametrize(
+    "name", ["api_key", "--api-key", "HF_TOKEN", "OPENAI_API_KEY", "db_password", "x-secret"]
+)
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["max_total_tokens", "--max-new-tokens", "tokenizer_path", "ssl_keyfile", "keys"]
+)
+def test_names_that_only_look_alike_stay_readable(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_argv() -> None:
+    argv = ["python", "-m", "sglang", "--api-key", SECRET, "--max-total-tokens", "4096",
+            f"--hf-token={SECRET}", "--base", f"http://u:{SECRET}@h:1/v1"]  # fmt: skip
+    out = redact_argv(argv)
+    assert SECRET not in " ".join(out)
+    assert out[3:7] == ["--api-key", MASK, "--max-total-tokens", "4096"]
+    assert out[7] == f"--hf-token={MASK}" and out[9] == f"http://u:{MASK}@h:1/v1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"ServerArgs(model_path='/m', api_key='{SECRET}', port=1)",
+        f'{{"api_key": "{SECRET}"}}',
+        f"export OPENAI_API_KEY={SECRET}",
+        f"--api-key {SECRET}",
+        f"Authorization: Bearer {SECRET}",
+        f"https://user:{SECRET}@example.com",
+        f"the key is {SECRET}",
+    ],
+)
+def test_text(text: str) -> None:
+    assert SECRET not in redact_text(text)
+
+
+def test_prose_and_numbers_are_left_alone() -> None:
+    for text in ["password is required", "max_total_tokens=4096", "1 token per step"]:
+        assert redact_text(text) == text
+
+
+def test_json() -> None:
+    obj = {"api_key": SECRET, "max_new_tokens": 32, "enable_auth": True,
+           "nested": [{"token": 7}, {"url": f"http://a:{SECRET}@b"}]}  # fmt: skip
+    out = redact_json(obj)
+    assert SECRET not in repr(out)
+    assert out["max_new_tokens"] == 32 and out["enable_auth"] is True
+    assert out["nested"][0]["token"] == MASK
+
+
+@pytest.mark.slow
+def test_a_secret_server_flag_reaches_no_file_of_the_run(tmp_path: Path) -> None:
+    """The issue's probe: `engine.args: {api_key: ...}`; the simulator echoes its args.
+    Every file of the run directory except the spec itself (the user's own file) and the
+    server's own log output (written by the server, not by matrixrun) is checked."""
+    from test_runner import TINY, mr
+
+    spec = tmp_path / "secret.yaml"
+    spec.write_text(TINY.replace("args: {tp: 1}", f"args: {{tp: 1, api_key: {SECRET}}}"))
+    run_dir = tmp_path / "run"
+    res = mr("run", str(spec), "--rehearse", "--out", str(run_dir), "--report",
+             str(tmp_path / "r.md"))  # fmt: skip
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    assert SECRET not in res.stdout + res.stderr
+    leaks = [
+        str(p.relative_to(run_dir))
+        for p in run_dir.rglob("*")
+        if p.is_file()
+        and p.name != "spec.yaml"
+        and p.suffix != ".log"
+        and SECRET in p.read_text(errors="replace")
+    ]
+    assert not leaks, leaks
+    assert SECRET not in (tmp_path / "r.md").read_text()
+    header = next((run_dir / "logs").glob("*.log")).read_text().splitlines()[0]
+    assert header.startswith("$ ") and SECRET not in header
+    plan = mr("plan", "--json", str(spec))
+    assert plan.returncode == 0 and SECRET not in plan.stdout
