@@ -115,7 +115,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.report is not None:
         target = _publish(summary.report, args)
         print(f"report: {target}")
-    return EXIT_FAILED if summary.failed else EXIT_OK
+    for sentence in summary.over_failure_rate:
+        _err(sentence)
+    return EXIT_FAILED if summary.failed or summary.over_failure_rate else EXIT_OK
 
 
 def _publish(report: Path, args: argparse.Namespace) -> Path:
@@ -219,7 +221,7 @@ def cmd_post(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_client(args: argparse.Namespace) -> int:
-    from matrixrun.load.command import client_warning
+    from matrixrun.load.command import client_warning, failure_summary
     from matrixrun.load.command import run as run_bench_client
 
     out = run_bench_client(args)
@@ -227,6 +229,10 @@ def cmd_bench_client(args: argparse.Namespace) -> int:
     warning = client_warning(out)
     if warning:
         print(warning, file=sys.stderr)
+    failures = failure_summary(out)
+    if failures:
+        _err(failures)
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -105,6 +105,9 @@ class RunSummary:
     #: What the run found and mended in its directory before measuring (servers a killed run
     #: left running, a torn last record): one sentence each, for the CLI to print.
     notes: list[str] = field(default_factory=list)
+    #: Cells whose requests failed more often than `verify.failure_rate` allows (the
+    #: analysis will not trust them): one sentence each. A run with any exits 1.
+    over_failure_rate: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -452,7 +455,10 @@ class Runner:
         rd.event("run_end", measured=self.new_measurements)
         obs.finish()
         failed = sum(1 for m in self.measurements if not m.ok)
-        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes)
+        over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
+        return RunSummary(
+            rd.path, self.new_measurements, failed, self.skipped, report, notes, over
+        )
 
     def _mend(self, rd: RunDir) -> list[str]:
         """Before measuring into a directory an earlier session wrote: stop the servers it
@@ -491,6 +497,27 @@ class Runner:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
         self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
+
+
+def over_failure_rate(measurements: list[Measurement], limit: float) -> list[str]:
+    """Cells (arm at a point, all their runs together, as the analysis pools them) whose
+    share of failed requests is above `limit`: one sentence each, for the exit code. A
+    cell with 20% malformed streams still has numbers, so without this it would pass."""
+    totals: dict[str, list[Any]] = {}
+    for m in measurements:
+        if m.metrics is None:
+            continue
+        t = totals.setdefault(m.cell_id, [0, 0, m])
+        t[0] += m.metrics.failed
+        t[1] += m.metrics.failed + m.metrics.completed
+    out = []
+    for cell_id, (failed, sent, m) in totals.items():
+        if sent and failed / sent > limit:
+            out.append(
+                f"cell {cell_id} ({m.arm} at {m.point}): {failed} of {sent} requests failed "
+                f"({100 * failed / sent:.1f}%, over verify.failure_rate {100 * limit:g}%)"
+            )
+    return out
 
 
 class _EventJournal:

@@ -33,6 +33,7 @@ class Config(argparse.Namespace):
     itl_ms: float
     stream_interval: int
     fail_every: int
+    fail_first: int
     error_every: int
     stall_every: int
     truncate_every: int
@@ -122,7 +123,7 @@ class Server:
         prompt = req["input_ids"] if native else req["prompt"]
         st.prompts.append(prompt[:4])
         out_len = req["sampling_params"]["max_new_tokens"] if native else req["max_tokens"]
-        if _every(cfg.fail_every, n):
+        if _every(cfg.fail_every, n) or n <= cfg.fail_first:
             self._plain(w, "500 Internal Server Error", b'{"error": "injected failure"}')
             await w.drain()
             return True
@@ -204,6 +205,7 @@ def parse(argv: list[str] | None = None) -> tuple[Config, int]:
     p.add_argument("--itl-ms", type=float, default=20.0)
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--fail-first", type=int, default=0, help="answer the first N with 500")
     p.add_argument("--error-every", type=int, default=0)
     p.add_argument("--stall-every", type=int, default=0)
     p.add_argument("--truncate-every", type=int, default=0)

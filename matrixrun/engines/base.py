@@ -223,14 +223,23 @@ class ServerProcess:
                         f"healthy on port {self.launch.port}; see {self.log_path}",
                         self.log_tail(),
                     )
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get(url).status_code == 200:
+                try:
+                    code = client.get(url).status_code
+                    if code == 200:
                         self.startup_s = time.monotonic() - self.started_at
                         return self.startup_s
+                    last = f"it answered HTTP {code}"
+                except httpx.ConnectError:
+                    last = (
+                        f"every check was refused (connection refused: nothing listened on "
+                        f"port {self.launch.port}; does its command line pass the port?)"
+                    )
+                except httpx.HTTPError as exc:
+                    last = f"the last check failed ({type(exc).__name__})"
                 if time.monotonic() > deadline:
                     raise StartupTimeout(
                         f"{self.name} was not healthy at {url} within "
-                        f"{timeout_s:.0f}s (limits.startup_timeout); see "
+                        f"{timeout_s:.0f}s (limits.startup_timeout): {last}; see "
                         f"{self.log_path}",
                         self.log_tail(),
                     )

@@ -32,6 +32,9 @@ from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
 from matrixrun.timescale import REAL, TimeScale
 
+#: How long an existing endpoint may refuse connections before the run says so (a restart).
+REFUSED_GRACE_S = 10.0
+
 
 def normalise_base_url(url: str) -> str:
     """`https://host/v1/` -> `https://host`: the client appends the API paths itself."""
@@ -85,9 +88,25 @@ class RemoteServer:
         with httpx.Client(
             timeout=httpx.Timeout(10.0, connect=5.0), headers=auth_headers(self.api_key)
         ) as client:
+            refused_since: float | None = None
             while True:
-                with contextlib.suppress(httpx.HTTPError):
+                try:
                     code = client.get(url).status_code
+                except httpx.ConnectError as exc:
+                    # nothing listens: an endpoint that is "already running" is not coming
+                    # up on its own; a short grace covers a restart, not the startup timeout
+                    now = time.monotonic()
+                    refused_since = refused_since if refused_since is not None else now
+                    if now - refused_since > min(REFUSED_GRACE_S, timeout_s):
+                        raise EngineError(
+                            f"{self.name}: cannot connect to {url} for "
+                            f"{now - refused_since:.0f}s ({exc}); nothing listens there: is "
+                            "the endpoint running, and is engine.base_url right?"
+                        ) from None
+                except httpx.HTTPError:
+                    refused_since = None
+                else:
+                    refused_since = None
                     if code == 200:
                         self.startup_s = time.monotonic() - start
                         return self.startup_s

@@ -119,14 +119,27 @@ class StreamParser:
         self._buf = lines.pop()
         for line in lines:
             if line.startswith(b"data:"):
-                self._event(line[5:].strip(), now)
+                self._guarded(line[5:].strip(), now)
 
     def finish(self, now: float) -> None:
         """The body ended: an unterminated last line still counts (some servers omit it)."""
         if self._buf:
             line, self._buf = self._buf, b""
             if line.startswith(b"data:"):
-                self._event(line[5:].strip(), now)
+                self._guarded(line[5:].strip(), now)
+
+    def _guarded(self, payload: bytes, now: float) -> None:
+        """One event; valid JSON of the wrong shape (`choices` not a list, a count that is
+        not a number) is this request's error, said plainly. Raised out of here it would
+        surface from the HTTP parser as "`on_body` callback error"."""
+        try:
+            self._event(payload, now)
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+            if not self.error:
+                self.error = (
+                    f"event of an unexpected shape ({type(exc).__name__}: {exc}): "
+                    f"{payload[:200]!r}; does the server speak the API named by engine.api?"
+                )
 
     @property
     def ended_at(self) -> float | None:

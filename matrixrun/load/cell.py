@@ -121,6 +121,8 @@ def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[st
     cap (`cap_s`, modelled) that cut requests, completed requests that ended short of
     `output_len`."""
     extra: dict[str, Any] = {}
+    if result.warmup_failed:
+        extra["warmup_failed"] = result.warmup_failed  # tolerated; the report can say so
     if result.client_cpu is not None:
         extra["client_cpu"] = round(result.client_cpu, 3)
     if result.check is not None:

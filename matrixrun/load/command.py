@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections import Counter
 from typing import Any
 
 from matrixrun.load.client import run_load_sync, validate_config
@@ -76,7 +77,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = result.metrics.model_dump()
     if result.check is not None:
         out["client_check"] = result.check.as_dict()
+    errors = Counter(r.error for r in result.records if r.error)
+    if errors:
+        out["errors"] = dict(errors.most_common(5))  # the commonest failures, with counts
+    if result.warmup_failed:
+        out["warmup_failed"] = result.warmup_failed
     return out
+
+
+def failure_summary(out: dict[str, Any]) -> str | None:
+    """One sentence for stderr when requests failed (None when none did): how many, and the
+    commonest reasons. bench-client then exits 1, so a script never reads a half-failed
+    measurement as a clean one."""
+    failed = int(out.get("failed") or 0)
+    if not failed:
+        return None
+    sent = failed + int(out.get("completed") or 0)
+    errors: dict[str, int] = out.get("errors") or {}
+    reasons = "; ".join(f"{n}x {text}" for text, n in errors.items()) or "no reason recorded"
+    return f"{failed} of {sent} requests failed: {reasons}"
 
 
 def client_warning(out: dict[str, Any]) -> str | None:

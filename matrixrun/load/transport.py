@@ -16,6 +16,7 @@ connection raises `ConnectFailed`. Two implementations:
 from __future__ import annotations
 
 import asyncio
+import errno
 import ssl
 import time
 from typing import Protocol, cast
@@ -34,6 +35,27 @@ class ConnectFailed(Exception):
 
     def __init__(self, url: str, reason: object) -> None:
         super().__init__(f"{self.PREFIX} {url}: {reason}")
+
+
+#: Text of a connect failure that is the client's own limit, not the server's absence.
+CLIENT_LIMIT = "the client's open-file limit"
+
+
+def _connect_reason(e: OSError) -> str:
+    """Why a connection failed, in words; running out of file descriptors is the client's
+    limit (ulimit -n), and the sentence says so instead of blaming the server."""
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        try:
+            import resource
+
+            soft = str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        except (ImportError, OSError, ValueError):
+            soft = "?"
+        return (
+            f"{e.strerror} ({CLIENT_LIMIT}, ulimit -n {soft}, is below the concurrency: raise "
+            "it or lower the concurrency)"
+        )
+    return str(e.strerror or e)
 
 
 class HTTPStatusFailed(Exception):
@@ -184,7 +206,7 @@ class RawTransport:
                 _Connection, self._host, self._port, ssl=self._ssl
             )
         except OSError as e:
-            raise ConnectFailed(self._url, e.strerror or e) from None
+            raise ConnectFailed(self._url, _connect_reason(e)) from None
         self._all.add(conn)
         return conn
 
