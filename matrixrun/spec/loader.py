@@ -91,7 +91,16 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
             ]
         ) from exc
     except YAMLError as exc:
-        raise SpecError([SpecIssue(where, None, "", f"YAML error: {exc}")]) from exc
+        # e.g. ReaderError (a control character): one line, at its position when known
+        position = getattr(exc, "position", None)
+        line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
+        char = getattr(exc, "character", None)
+        what = (
+            f"character {char!r} cannot appear in YAML; remove it"
+            if char is not None
+            else " ".join(str(exc).split())
+        )
+        raise SpecError([SpecIssue(where, line, "", f"YAML error: {what}")]) from exc
     if not isinstance(data, dict):
         raise SpecError(
             [
