@@ -405,7 +405,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: errno values that are the machine's state, not the user's input: exit 1, not 2.
-_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EMFILE, errno.ENFILE}
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EIO,
+    errno.EMFILE,
+    errno.ENFILE,
+}
 
 
 def os_error_sentence(exc: OSError) -> str:
@@ -414,7 +421,7 @@ def os_error_sentence(exc: OSError) -> str:
     run that stops on a full disk continues with --resume once there is room."""
     where = f" {exc.filename}" if exc.filename else ""
     what = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         todo = (
             "free some space, then continue a run with `matrixrun run SPEC --resume RUN_DIR` "
             "(everything measured so far is kept)"
