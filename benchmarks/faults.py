@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
@@ -40,7 +41,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -112,7 +112,7 @@ def _run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=limit if fsize is not None else None,  # noqa: PLW1509
+        preexec_fn=limit if fsize is not None else None,
     )
     if signal_after is not None:
         sig, after = signal_after
@@ -207,7 +207,9 @@ def scenario(number: int, rng: random.Random, root: Path) -> Scenario:
     time.sleep(0.3)
     _check(s, run_dir, report, tag)
     if torn is not None and torn not in {(m.cell_id, m.attempt) for m in _lines(run_dir)}:
-        s.violations.append(f"the torn record (cell {torn[0]}, attempt {torn[1]}) was not re-measured")
+        s.violations.append(
+            f"the torn record (cell {torn[0]}, attempt {torn[1]}) was not re-measured"
+        )
     (work / "steps.json").write_text(
         json.dumps([st.__dict__ for st in s.steps] + [{"violations": s.violations}], indent=1)
     )
@@ -217,12 +219,18 @@ def scenario(number: int, rng: random.Random, root: Path) -> Scenario:
 def _check(s: Scenario, run_dir: Path, report: Path, tag: str) -> None:
     ms = _lines(run_dir)
     s.measurements, s.failed = len(ms), sum(1 for m in ms if not m.ok)
-    plan = json.loads((run_dir / "plan.json").read_text()) if (run_dir / "plan.json").exists() else None
+    plan = (
+        json.loads((run_dir / "plan.json").read_text())
+        if (run_dir / "plan.json").exists()
+        else None
+    )
     if plan is not None:
         cells = [c["cell_id"] for g in plan["groups"] for c in g["cells"]]
         firsts = collections.Counter(m.cell_id for m in ms if m.reason == "first")
         if any(firsts[c] != 1 for c in cells):
-            s.violations.append(f"first measurements per cell: {dict(firsts)} for {len(cells)} cells")
+            s.violations.append(
+                f"first measurements per cell: {dict(firsts)} for {len(cells)} cells"
+            )
     attempts: dict[str, list[int]] = collections.defaultdict(list)
     for m in ms:
         attempts[m.cell_id].append(m.attempt)
@@ -233,10 +241,8 @@ def _check(s: Scenario, run_dir: Path, report: Path, tag: str) -> None:
     if left:
         s.violations.append(f"processes left running: {left}")
         for pid in left:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
     for step in s.steps:
         if "Traceback" in step.stderr:
             s.violations.append(f"traceback in `{' '.join(step.argv[:2])}`: {step.stderr[-400:]}")
@@ -244,7 +250,9 @@ def _check(s: Scenario, run_dir: Path, report: Path, tag: str) -> None:
             s.violations.append(f"exit code {step.code}")
     final = s.steps[-1]
     if final.code not in (0, 1):
-        s.violations.append(f"the run never completed (last exit {final.code}: {final.stderr[-300:]})")
+        s.violations.append(
+            f"the run never completed (last exit {final.code}: {final.stderr[-300:]})"
+        )
         return
     text = report.read_text() if report.exists() else ""
     if not text:
@@ -254,7 +262,9 @@ def _check(s: Scenario, run_dir: Path, report: Path, tag: str) -> None:
     rows = [line for line in failures.splitlines() if line.startswith("| ") and "---" not in line]
     failed = [m for m in ms if not m.ok]
     if len(rows) - (1 if rows else 0) != len(failed):
-        s.violations.append(f"Failures table has {max(len(rows) - 1, 0)} rows for {len(failed)} failed")
+        s.violations.append(
+            f"Failures table has {max(len(rows) - 1, 0)} rows for {len(failed)} failed"
+        )
     for m in failed:
         if f"`{m.instance}`" not in failures:
             s.violations.append(f"failed measurement on {m.instance} not in the Failures table")

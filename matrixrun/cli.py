@@ -394,8 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         _err(os_error_sentence(exc))
         return EXIT_FAILED if exc.errno in _ENVIRONMENT_ERRNOS else EXIT_INPUT
     except UnicodeError as exc:
+        reason = getattr(exc, "reason", "") or str(exc)
         _err(
-            f"text that is not valid UTF-8 ({exc.__class__.__name__}: {exc.reason}); files "
+            f"text that is not valid UTF-8 ({exc.__class__.__name__}: {reason}); files "
             "matrixrun reads must be UTF-8 and strings may not hold lone surrogates"
         )
         return EXIT_INPUT

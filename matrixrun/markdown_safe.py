@@ -68,7 +68,11 @@ def md_code(text: object, in_table: bool = False) -> str:
     s = _one_line(str(text))
     longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
     fence = "`" * (longest + 1)
-    if s.startswith("`") or s.endswith("`") or (s.startswith(" ") and s.endswith(" ") and s.strip()):
+    if (
+        s.startswith("`")
+        or s.endswith("`")
+        or (s.startswith(" ") and s.endswith(" ") and s.strip())
+    ):
         s = f" {s} "
     if in_table:
         s = s.replace("|", "\\|")

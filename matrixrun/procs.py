@@ -155,9 +155,7 @@ def stop_leftovers(pids_dir: Path) -> list[Leftover]:
             continue
         if not _is_it(record):
             path.unlink(missing_ok=True)
-            out.append(
-                Leftover(instance, record.pid, False, "pid now belongs to another process")
-            )
+            out.append(Leftover(instance, record.pid, False, "pid now belongs to another process"))
             continue
         stopped = stop_recorded(record)
         path.unlink(missing_ok=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import cast, get_args
 from pathlib import Path
+from typing import cast, get_args
 
 from matrixrun.errors import InputError, MatrixError
 from matrixrun.measurement import Measurement, Reason
@@ -81,9 +81,9 @@ def unfinished_round(
     """Where stage 2 stood, from the runner's journal in the audit log (`round_begin` with the
     round's groups in order, `round_group_done` per group) and the measurements tagged with
     their round (`extra.round`); the reruns noted for the round (`verify` events) but never
-    measured are the interrupted launch's `pending` work. None when no round ever began (stage 2 starts at round 1).
-    `torn_group` is the group of a torn record just cut: its round is not done, whatever the
-    journal says, so the cut run is measured again. Pure."""
+    measured are the interrupted launch's `pending` work. None when no round ever began
+    (stage 2 starts at round 1). `torn_group` is the group of a torn record just cut: its
+    round is not done, whatever the journal says, so the cut run is measured again. Pure."""
     begun: tuple[int, tuple[str, ...]] | None = None
     finished: set[str] = set()
     noted: list[tuple[str, Reason]] = []
@@ -118,7 +118,10 @@ def stop_left_servers(rd: RunDir) -> list[str]:
     notes: list[str] = []
     for left in stop_leftovers(rd.path / "pids"):
         rd.event(
-            "leftover_server", instance=left.instance, pid=left.pid, stopped=left.stopped,
+            "leftover_server",
+            instance=left.instance,
+            pid=left.pid,
+            stopped=left.stopped,
             why=left.why,
         )
         if left.stopped:

@@ -456,9 +456,7 @@ class Runner:
         obs.finish()
         failed = sum(1 for m in self.measurements if not m.ok)
         over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
-        return RunSummary(
-            rd.path, self.new_measurements, failed, self.skipped, report, notes, over
-        )
+        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes, over)
 
     def _mend(self, rd: RunDir) -> list[str]:
         """Before measuring into a directory an earlier session wrote: stop the servers it

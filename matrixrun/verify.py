@@ -538,9 +538,7 @@ def drive(
         rerun = set(unfinished.rerun)
         cells = {c.cell_id: c for c in policy.plan.cells()}
         pending = [(cells[c], r) for c, r in unfinished.pending if c in cells]
-        _run_round(
-            policy, ms, run_cells, note, unfinished.round_no, owed, journal, rerun, pending
-        )
+        _run_round(policy, ms, run_cells, note, unfinished.round_no, owed, journal, rerun, pending)
         start = unfinished.round_no + 1
     for round_no in range(start, policy.rounds + 1):
         batch = policy.next_round(round_no, ms)
@@ -593,7 +591,11 @@ def _run_round(
 
     for group in groups:
         # a resumed round: the interrupted launch's chosen reruns first (see Unfinished)
-        owed = [(c, r) for c, r in pending or [] if policy.group_of[c.cell_id].group_id == group.group_id]
+        owed = [
+            (c, r)
+            for c, r in pending or []
+            if policy.group_of[c.cell_id].group_id == group.group_id
+        ]
         for c, _ in owed:
             done.add(c.cell_id)
         first = owed or take(step(current(group)))

@@ -71,8 +71,16 @@ def sse_server(events: list[bytes]) -> Iterator[str]:
 def test_wrong_shape_json_is_named_plainly() -> None:
     with sse_server([b'{"choices": "not a list", "usage": {"completion_tokens": "x"}}']) as url:
         res = run_load_sync(
-            LoadConfig(base_url=url, api="openai", model="m", num_prompts=2, input_len=4,
-                       output_len=2, concurrency=1, warmup_requests=0)  # fmt: skip
+            LoadConfig(
+                base_url=url,
+                api="openai",
+                model="m",
+                num_prompts=2,
+                input_len=4,
+                output_len=2,
+                concurrency=1,
+                warmup_requests=0,
+            )
         )
     assert res.metrics.completed == 0
     error = res.records[0].error
@@ -80,8 +88,9 @@ def test_wrong_shape_json_is_named_plainly() -> None:
 
 
 def test_a_parser_never_raises_on_valid_json_of_any_shape() -> None:
-    for payload in [b"[]", b'{"choices": [1]}', b'{"choices": [{"text": 1}]}', b"3",
-                    b'{"usage": {"completion_tokens": "a"}, "choices": [{"text": "t"}]}']:  # fmt: skip
+    shapes = [b"[]", b'{"choices": [1]}', b'{"choices": [{"text": 1}]}', b"3",
+              b'{"usage": {"completion_tokens": "a"}, "choices": [{"text": "t"}]}']  # fmt: skip
+    for payload in shapes:
         p = OpenAIParser()
         p.feed(b"data: " + payload + b"\n", 1.0)  # must not raise
 
@@ -91,11 +100,11 @@ def _bench(*args: str, nofile: int | None = None) -> subprocess.CompletedProcess
         if nofile is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
+    argv = [sys.executable, "-m", "matrixrun", "bench-client", "--api", "openai", "--model",
+            "m", "--input-len", "8", "--output-len", "4", *args]  # fmt: skip
     return subprocess.run(
-        [sys.executable, "-m", "matrixrun", "bench-client", "--api", "openai", "--model", "m",
-         "--input-len", "8", "--output-len", "4", *args],  # fmt: skip
-        capture_output=True, text=True, timeout=60, preexec_fn=limit, check=False,
-    )  # fmt: skip
+        argv, capture_output=True, text=True, timeout=60, preexec_fn=limit, check=False
+    )
 
 
 @contextmanager
@@ -136,7 +145,7 @@ def test_a_refused_endpoint_fails_fast_and_says_why(monkeypatch: pytest.MonkeyPa
         url = f"http://127.0.0.1:{port}"
         server = RemoteServer(Launch([], {}, url, port))
         t0 = time.monotonic()
-        with pytest.raises(EngineError, match="(?i)connection refused"):
+        with pytest.raises(EngineError, match=r"(?i)connection refused"):
             server.wait_healthy("/v1/models", timeout_s=600, poll_s=0.1)
     assert time.monotonic() - t0 < 10
 

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_verify import m, setup
 
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
@@ -18,7 +19,6 @@ from matrixrun.procs import PidRecord, group_alive, record_for, stop_leftovers
 from matrixrun.results import RunDir
 from matrixrun.resume import stop_left_servers, unfinished_round
 from matrixrun.verify import After, Policy, Unfinished, drive
-from test_verify import m, setup
 
 
 class Killed(Exception):
@@ -90,7 +90,9 @@ def test_a_run_killed_inside_a_round_finishes_that_round_when_resumed() -> None:
     drive(policy, ms, run_cells, note, ListJournal(events))
     clean = _work(ms)
     stage2 = sum(1 for x in ms if x.reason != "first")
-    assert stage2 >= 6 and len({x.extra.get("round") for x in ms} - {None}) == 2, "the spec must make stage 2 do some work for this test to mean much"
+    assert stage2 >= 6 and len({x.extra.get("round") for x in ms} - {None}) == 2, (
+        "the spec must make stage 2 do some work for this test to mean much"
+    )
 
     for kill_after in range(stage2):
         policy, ms, events, run_cells, note, state = _driver(kill_after)

@@ -16,7 +16,6 @@ differ by endpoint, not by flags, so its arms are normally one per `base_url` (r
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field

@@ -51,10 +51,12 @@ class _Budget:
 
 def _line(node: Any, key: Any = None) -> int | None:
     """1-based line of a ruamel container (or of its entry `key`), if it knows it."""
-    lc = getattr(node, "lc", None)
+    lc: Any = getattr(node, "lc", None)
+    if lc is None:
+        return None
     try:
         if key is None:
-            return int(lc.line) + 1 if lc is not None else None
+            return int(lc.line) + 1
         at = lc.key(key) if isinstance(node, dict) else lc.item(key)
         return int(at[0]) + 1
     except (AttributeError, KeyError, TypeError, IndexError):

@@ -149,7 +149,11 @@ def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     except UnicodeDecodeError as exc:
         issue = _not_utf8(str(profile_path), exc)
         raise SpecError(
-            [SpecIssue(where, line, "rehearsal.profile", f"{issue.path}:{issue.line}: {issue.message}")]
+            [
+                SpecIssue(
+                    where, line, "rehearsal.profile", f"{issue.path}:{issue.line}: {issue.message}"
+                )
+            ]
         ) from exc
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
