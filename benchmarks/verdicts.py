@@ -54,13 +54,14 @@ from scipy.stats import norm
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from matrixrun.analysis import analyse, iter_cells  # noqa: E402
+from matrixrun.analysis import analyse  # noqa: E402
 from matrixrun.measurement import Measurement, Reason  # noqa: E402
 from matrixrun.metrics import Metrics  # noqa: E402
 from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
+from matrixrun.settings import analysis_settings as settings_for  # noqa: E402
 from matrixrun.spec import Spec, parse_spec  # noqa: E402
 from matrixrun.verdict import AnalysisSettings  # noqa: E402
-from matrixrun.verify import After, Policy, drive, settings_for  # noqa: E402
+from matrixrun.verify import After, Policy, drive  # noqa: E402
 
 CONCURRENCY = [1, 4, 16, 64, 256, 1024]
 LAUNCH_S = 12 * 60.0  # the glm5 spec's estimate block: a launch 12 min, a cell 4 min
@@ -244,7 +245,7 @@ def judged(
 ) -> list[tuple[float, str]]:
     verdict = analyse(ms, settings)
     out: list[tuple[float, str]] = []
-    for _, cand, _, cell in iter_cells(verdict, settings.primary):
+    for _, cand, cell in verdict.comparisons(settings.primary):
         assert cell.x is not None
         out.append((world.effect[cand][int(cell.x)], cell.verdict))
     return out
@@ -255,7 +256,7 @@ def read_as_is(
 ) -> list[tuple[float, str]]:
     out = []
     verdict = analyse(ms, settings)
-    for _, cand, _, cell in iter_cells(verdict, settings.primary):
+    for _, cand, cell in verdict.comparisons(settings.primary):
         assert cell.x is not None and cell.change is not None
         c = cell.change
         v = "same" if abs(c) <= MARGIN else ("better" if c > 0 else "worse")

@@ -37,10 +37,6 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-
-
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.#-]+", "_", name)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from matrixrun import stages
 from matrixrun.engines.base import (
     Engine,
     ServerProcess,
@@ -392,6 +393,7 @@ class Runner:
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
         rd.write_json("plan.json", self.plan.model_dump(mode="json"))
+        self._write_settings()
         self._write_env()
         policy = verify.Policy(self.spec, self.plan)
         obs = self.options.observer
@@ -410,6 +412,7 @@ class Runner:
                 stage=stage,
                 round=round_no,
                 cell=cell.cell_id,
+                attempt=len(self.attempts(cell)) + 1,
                 arm=cell.arm,
                 x=cell.x,
                 reason=reason,
@@ -422,23 +425,41 @@ class Runner:
         verify.drive(policy, self.measurements, run_cells, note)
 
         obs.status("analysing")
-        report = finish(rd)
+        self._write_settings()  # now with the correctness gate's outcome
+        stages.analyse_run(rd)
+        report = stages.render_run(rd)
         rd.event("run_end", measured=self.new_measurements)
         obs.finish()
         failed = sum(1 for m in self.measurements if not m.ok)
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report)
 
-    def _write_env(self) -> None:
-        env = capture_environment(self.spec, rehearse=self.options.rehearse, time_scale=self._scale)
-        env["servers"] = self.servers
+    def _write_settings(self) -> None:
+        """settings.json: what the analysis and the report need, with the correctness gate's
+        outcome so far (each candidate's agreement with the baseline, from correctness/)."""
+        from matrixrun.correctness import agreement_by_arm
+        from matrixrun.settings import run_settings
+
         answers = [
             json.loads(p.read_text())
             for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
         ]
-        if answers:
-            from matrixrun.correctness import agreement_by_arm
+        agreement = {
+            arm: float(entry["agreement"])
+            for arm, entry in agreement_by_arm(answers, self.plan.baseline).items()
+        }
+        settings = run_settings(
+            self.spec,
+            self.plan,
+            rehearsal=self.options.rehearse,
+            time_scale=self._scale,
+            spec_sha256=hashlib.sha256(self.spec_text.encode()).hexdigest(),
+            correctness=agreement,
+        )
+        stages.write_settings(self.run_dir, settings)
 
-            env["correctness"] = agreement_by_arm(answers, self.plan.baseline)
+    def _write_env(self) -> None:
+        env = capture_environment(self.spec, rehearse=self.options.rehearse, time_scale=self._scale)
+        env["servers"] = self.servers
         if self.hardware is not None:
             env["hardware_check"] = self.hardware
             env["gpus"] = self.hardware.get("gpus", [])
@@ -448,15 +469,6 @@ class Runner:
                 old = json.loads(previous.read_text()).get("servers", {})
                 env["servers"] = {**old, **self.servers}
         self.run_dir.write_json("env.json", env)
-
-
-def finish(rd: RunDir) -> Path | None:
-    """Analyse and render from the run directory alone (the same path as `matrixrun report`)."""
-    from matrixrun.report import analyse_run_dir, render_run_dir
-
-    analyse_run_dir(rd)
-    text = render_run_dir(rd)
-    return rd.write_text("report.md", text)
 
 
 def run_experiment(

@@ -23,17 +23,28 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
 
-from matrixrun.analysis import analyse, format_change, iter_cells, quantile
+from matrixrun.analysis import analyse, quantile
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.report.fmt import change as format_change
+from matrixrun.report.wording import cell_text
+from matrixrun.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
-from matrixrun.verdict import AnalysisSettings, Verdict
-from matrixrun.verdict import Cell as CellResult
+from matrixrun.verdict import Comparison, Verdict
 
-Pick = tuple[Cell, Reason, str]
+
+@dataclass(frozen=True)
+class Pick:
+    """A rerun the policy asks for: the cell, its reason, and why (the audit log's words)."""
+
+    cell: Cell
+    reason: Reason
+    why: str
+
 
 #: A rerun is planned only if it has at least this predicted chance of settling the cell by
 #: `max_runs` (a futility rule fixed before the run, like the number of looks): an interval
@@ -56,39 +67,6 @@ _PRIORITY: dict[str, int] = {
     "crossover": 3,
     "inconclusive": 4,
 }
-
-
-def settings_for(spec: Spec, plan: Plan) -> AnalysisSettings:
-    """Analysis settings implied by the spec (the same for the runner, report and policy)."""
-    v = spec.verify
-    return AnalysisSettings(
-        baseline=plan.baseline,
-        candidates=plan.candidates,
-        primary=spec.metrics.primary,
-        secondary=list(spec.metrics.secondary),
-        margin=v.threshold,
-        surprise=v.surprise,
-        noise=v.noise,
-        confidence=v.confidence,
-        looks=looks(spec),
-        # A cell re-measured until it decides spends α over its data states, more on the later
-        # ones (AnalysisSettings.level_at): valid like Bonferroni, and a cell judged at its last
-        # state (the close calls) gets 96.8% intervals rather than 98.3% (3 looks).
-        spending="increasing" if looks(spec) > 1 else "equal",
-        failure_limit=v.failure_rate,
-        axis=plan.axis,
-        correctness_min=spec.correctness.floor,
-    )
-
-
-def rounds(spec: Spec) -> int:
-    """Stage-2 rounds fixed by the plan: one per extra run a cell may get."""
-    return max(spec.verify.max_runs - 1, 0)
-
-
-def looks(spec: Spec) -> int:
-    """Times the data are judged with the power to stop: after stage 1 and after each round."""
-    return 1 + rounds(spec)
 
 
 def decide_chance(
@@ -126,7 +104,7 @@ class Policy:
     def __init__(self, spec: Spec, plan: Plan) -> None:
         self.spec = spec
         self.plan = plan
-        self.settings = settings_for(spec, plan)
+        self.settings = analysis_settings(spec, plan)
         self.rounds = rounds(spec)
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
@@ -143,8 +121,8 @@ class Policy:
     def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
         return analyse(ms, self.settings)
 
-    def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, CellResult]]:
-        return [(s, c, cell) for s, c, _, cell in iter_cells(verdict, self.settings.primary)]
+    def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, Comparison]]:
+        return verdict.comparisons(self.settings.primary)
 
     def _has(self, cell: Cell, ms: Sequence[Measurement], reason: str) -> bool:
         return any(m.cell_id == cell.cell_id and m.reason == reason for m in ms)
@@ -157,7 +135,7 @@ class Policy:
         launch = self.spec.estimate.launch or 0.0
         return sum(_seconds(m) for m in ms if m.reason != "first") + launch * len(relaunched)
 
-    def _worth(self, res: CellResult, verdict: Verdict) -> float:
+    def _worth(self, res: Comparison, verdict: Verdict) -> float:
         """Predicted chance that more runs settle `res` within max_runs (1 with no σ yet:
         then runs are needed to measure σ at all)."""
         sigma = next(s for s in verdict.sigma if s.metric == self.settings.primary)
@@ -198,10 +176,10 @@ class Policy:
                 continue
             if self._has(cell, ms, "surprise") or self._n(cell, ms) >= v.max_runs:
                 continue
-            if any(p[0].cell_id == cell.cell_id for p in picks):
+            if any(p.cell.cell_id == cell.cell_id for p in picks):
                 continue
             picks.append(
-                (
+                Pick(
                     cell,
                     "surprise",
                     f"change {format_change(res.change or 0.0)} vs {self.plan.baseline} "
@@ -209,7 +187,7 @@ class Policy:
                     "slower arm: a warm rerun tests first-run JIT compile/warmup",
                 )
             )
-        return [(cell, why) for cell, _, why in self._within_budget(picks, ms, launch=False)]
+        return [(p.cell, p.why) for p in self._within_budget(picks, ms, launch=False)]
 
     # -- stage 2 ---------------------------------------------------------------------------
     def next_round(
@@ -239,7 +217,7 @@ class Policy:
                 return
             if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
                 return  # never measured (server would not start, crashed): report, don't retry
-            wanted[cell.cell_id] = (cell, reason, why)
+            wanted[cell.cell_id] = Pick(cell, reason, why)
             worth[cell.cell_id] = value
 
         if v.aa and round_no == 1:
@@ -268,7 +246,7 @@ class Policy:
                 want(
                     self.by_point_arm.get((slice_name, res.point_id, arm)),
                     "inconclusive",
-                    f"inconclusive ({res.text}); {arm}'s n limits the interval; "
+                    f"inconclusive ({cell_text(res)}); {arm}'s n limits the interval; "
                     + (
                         "no σ measured yet, so runs are needed to measure it"
                         if no_sigma
@@ -296,21 +274,21 @@ class Policy:
             calibration = self._calibration(results, ms, set(wanted), want, round_no)
 
         def rank(p: Pick) -> tuple[int, float]:
-            kind = "calibration" if p[0].cell_id in calibration else p[1]
-            return _PRIORITY.get(kind, 9), -worth.get(p[0].cell_id, 1.0)
+            kind = "calibration" if p.cell.cell_id in calibration else p.reason
+            return _PRIORITY.get(kind, 9), -worth.get(p.cell.cell_id, 1.0)
 
         picks = sorted(wanted.values(), key=rank)
         return self._batched(self._within_budget(picks, ms, launch=True), round_no)
 
     def _instance_checks(
         self,
-        results: list[tuple[str, str, CellResult]],
+        results: list[tuple[str, str, Comparison]],
         ms: Sequence[Measurement],
         want: Callable[[Cell | None, Reason, str], None],
     ) -> None:
         """ "This server instance was odd": one fresh-server rerun per candidate server whose
         cells surprised, of its most surprising cell, once per group."""
-        by_group: dict[str, list[tuple[float, Cell, CellResult]]] = {}
+        by_group: dict[str, list[tuple[float, Cell, Comparison]]] = {}
         for slice_name, candidate, res in results:
             cell = self.by_point_arm.get((slice_name, res.point_id, candidate))
             if cell is None or not res.surprise or res.change is None:
@@ -332,7 +310,7 @@ class Policy:
 
     def _calibration(
         self,
-        results: list[tuple[str, str, CellResult]],
+        results: list[tuple[str, str, Comparison]],
         ms: Sequence[Measurement],
         picked: set[str],
         want: Callable[[Cell | None, Reason, str], None],
@@ -391,10 +369,10 @@ class Policy:
         return added
 
     def _crossover_brackets(
-        self, results: list[tuple[str, str, CellResult]]
-    ) -> list[tuple[str, str, list[CellResult]]]:
+        self, results: list[tuple[str, str, Comparison]]
+    ) -> list[tuple[str, str, list[Comparison]]]:
         out = []
-        series: dict[tuple[str, str], list[CellResult]] = {}
+        series: dict[tuple[str, str], list[Comparison]] = {}
         for s, c, res in results:
             series.setdefault((s, c), []).append(res)
         for (s, c), cells in series.items():
@@ -420,9 +398,9 @@ class Policy:
         launch_s = (self.spec.estimate.launch or 0.0) if launch else 0.0
         launched: set[str] = set()
         for pick in picks:
-            first = [m for m in ms if m.cell_id == pick[0].cell_id]
+            first = [m for m in ms if m.cell_id == pick.cell.cell_id]
             cost = max((_seconds(m) for m in first), default=self.spec.estimate.cell or 0.0)
-            group = self.group_of[pick[0].cell_id].group_id
+            group = self.group_of[pick.cell.cell_id].group_id
             cost += 0.0 if group in launched else launch_s
             if cost > left:
                 continue
@@ -443,11 +421,11 @@ class Policy:
         order = self._order(round_no)
         by_group: dict[str, list[Pick]] = {}
         for pick in picks:
-            by_group.setdefault(self.group_of[pick[0].cell_id].group_id, []).append(pick)
+            by_group.setdefault(self.group_of[pick.cell.cell_id].group_id, []).append(pick)
         out = []
         for g in order:
             if g.group_id in by_group:
-                cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p[0]))
+                cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p.cell))
                 out.append((g, cells))
         return out
 
@@ -524,21 +502,21 @@ def _run_round(
             for g, picks in policy.next_round(round_no, ms)
             if g.group_id == group.group_id
             for p in picks
-            if p[0].cell_id not in done
+            if p.cell.cell_id not in done
         ]
 
     def step(picks: list[Pick]) -> list[Pick]:
         """What to run next on the launch: every check and σ replicate, else one
         inconclusive rerun (each measured one may bring the σ that settles the rest)."""
-        checks = [p for p in picks if p[1] != "inconclusive"]
+        checks = [p for p in picks if p.reason != "inconclusive"]
         return checks or picks[:1]
 
     def take(picks: list[Pick]) -> list[tuple[Cell, Reason]]:
-        for cell, reason, why in picks:
-            done.add(cell.cell_id)
+        for p in picks:
+            done.add(p.cell.cell_id)
             if note is not None:
-                note(2, round_no, cell, reason, why)
-        return [(c, r) for c, r, _ in picks]
+                note(2, round_no, p.cell, p.reason, p.why)
+        return [(p.cell, p.reason) for p in picks]
 
     for group in groups:
         first = step(current(group))

@@ -29,7 +29,8 @@ def test_ingest_then_report_renders_a_verdict(tmp_path: Path) -> None:
     assert sorted({m.point["concurrency"] for m in ms}) == [1, 8, 64]
     assert all(m.client == "bench_serving" and not m.simulated for m in ms)
     settings = json.loads((out / "settings.json").read_text())
-    assert settings["baseline"] == "fast_prefill" and settings["margin"] == 0.05
+    analysis = settings["analysis"]
+    assert analysis["baseline"] == "fast_prefill" and analysis["margin"] == 0.05
     assert "ingest" in json.loads((out / "ingest.json").read_text())["command"]
 
     report = mr("report", str(out), "-o", "-")
@@ -67,7 +68,7 @@ def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
     res = mr("ingest", str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl"),
              "--baseline", "fast_prefill", "--out", str(out), "--noise", "2%")  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert json.loads((out / "settings.json").read_text())["noise"] == 0.02
+    assert json.loads((out / "settings.json").read_text())["analysis"]["noise"] == 0.02
     text = mr("report", str(out), "-o", "-").stdout
     # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
     assert "better (provisional)" in text and "declared" in text

@@ -10,7 +10,7 @@ from matrixrun.measurement import Measurement, Reason
 from matrixrun.metrics import Metrics
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.spec import Spec, parse_spec
-from matrixrun.verify import After, Policy, decide_chance, drive, rounds_done
+from matrixrun.verify import After, Pick, Policy, decide_chance, drive, rounds_done
 
 SPEC = """
 experiment: verify-test
@@ -67,9 +67,8 @@ def first_pass(plan: Plan, cand: dict[int, float]) -> list[Measurement]:
     ]
 
 
-def picks(batch: list[tuple[ServerGroup, list[tuple[Cell, Reason, str]]]]) -> set[
-        tuple[str, int, str]]:  # fmt: skip
-    return {(c.arm, int(c.x), reason) for _, cells in batch for c, reason, _ in cells}
+def picks(batch: list[tuple[ServerGroup, list[Pick]]]) -> set[tuple[str, int, str]]:
+    return {(p.cell.arm, int(p.cell.x), p.reason) for _, cells in batch for p in cells}
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -140,7 +139,7 @@ def test_one_instance_check_per_server_plus_sigma_calibration() -> None:
     spec, plan = setup("{threshold: 3%, surprise: 10%, max_runs: 3, noise: 1%}")
     ms = first_pass(plan, {1: 60.0, 4: 70.0, 16: 100.0})
     batch = Policy(spec, plan).next_round(1, ms)
-    reasons = [(c.arm, c.x, why) for _, cells in batch for c, _, why in cells]
+    reasons = [(p.cell.arm, p.cell.x, p.why) for _, cells in batch for p in cells]
     checks = [r for r in reasons if "first server was odd" in r[2]]
     assert [(a, x) for a, x, _ in checks] == [("cand", 1)]
     assert {(a, x) for a, x, why in reasons if "limits the interval" in why} == {

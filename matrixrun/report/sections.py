@@ -1,0 +1,306 @@
+"""The document's sections as plain data for the templates: pure functions of what the run
+directory holds (`context.RunInputs`) and the `Verdict`. Sentences come from `wording`,
+numbers are formatted by `fmt`; nothing here estimates anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from matrixrun.measurement import Measurement
+from matrixrun.plan import Plan, ServerGroup
+from matrixrun.report import fmt, wording
+from matrixrun.settings import RunSettings, SpecFacts
+from matrixrun.verdict import AnalysisSettings
+
+#: Effective server args that differ between instances for reasons nobody asked about but that
+#: do not change what is measured: where the server listens and random seeds (matched as
+#: substrings), and the simulator's own state and profile (`sim_*`, profile name).
+IGNORED_ARG_PARTS = ("port", "host", "seed", "url")
+IGNORED_ARG_KEYS = frozenset({"profile", "pid", "log_file", "served_model_name_suffix"})
+IGNORED_ARG_PREFIXES = ("sim_",)
+
+
+# ------------------------------------------------------------------------------ flags as given
+
+
+def _argv_pairs(argv: Sequence[str]) -> list[tuple[str, list[str]]]:
+    pairs: list[tuple[str, list[str]]] = []
+    for token in argv:
+        if token.startswith("--"):
+            pairs.append((token, []))
+        elif pairs:
+            pairs[-1][1].append(token)
+    return pairs
+
+
+def _names(key: str, name: str) -> bool:
+    return name[2:].replace("-", "_").startswith(key)
+
+
+def given_flags(group: ServerGroup, argv: Sequence[str] | None) -> dict[str, str]:
+    """The group's flags as its server was given them: key → '--tp-size 8' (engines rename
+    and render flags; the report must show what ran). Found as the run of argv options, in
+    the plan's order, whose names start with the keys; where the argv is unknown or does not
+    show them that way, the flag as the spec wrote it ('--tp 8')."""
+    wanted = [(k, v) for k, v in group.flags.items() if v is not False and v is not None]
+    pairs = _argv_pairs(argv or [])
+    for start in range(len(pairs) - len(wanted) + 1):
+        window = pairs[start : start + len(wanted)]
+        if all(_names(k, name) for (k, _), (name, _) in zip(wanted, window, strict=True)):
+            return {
+                k: " ".join([name, *values])
+                for (k, _), (name, values) in zip(wanted, window, strict=True)
+            }
+    return {
+        k: fmt.cli_flag(k) if v is True else f"{fmt.cli_flag(k)} {fmt.flag_value(v)}"
+        for k, v in wanted
+    }
+
+
+def argv_by_group(
+    events: Sequence[Mapping[str, Any]], servers: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """Each group's first recorded launch argv: the launch events, else env.json's servers."""
+    out: dict[str, list[str]] = {}
+    for e in events:
+        if e.get("event") == "launch" and isinstance(e.get("argv"), list):
+            out.setdefault(str(e.get("group")), [str(a) for a in e["argv"]])
+    for info in servers.values():
+        if isinstance(info, dict) and isinstance(info.get("argv"), list):
+            out.setdefault(str(info.get("group")), [str(a) for a in info["argv"]])
+    return out
+
+
+def _value_of(text: str | None) -> str:
+    if text is None:
+        return "(unset)"
+    parts = text.split(" ", 1)
+    return parts[1] if len(parts) > 1 else "(set)"
+
+
+def arm_differences(plan: Plan, facts: SpecFacts, argv: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The flags (and launch prefixes, environment variables) in which arms differ — only
+    those — as the servers were given them; and the common args (engine args and arm flags
+    the arms share)."""
+    arms = [plan.baseline, *plan.candidates]
+    first: dict[str, ServerGroup] = {}
+    for g in plan.groups:
+        if g.slice == plan.groups[0].slice:
+            first.setdefault(g.arm, g)
+    groups = [first[a] for a in arms if a in first]
+    given = [given_flags(g, argv.get(g.group_id)) for g in groups]
+    rows: list[dict[str, Any]] = []
+    common: list[str] = []
+    for key in dict.fromkeys([*facts.engine_arg_keys, *facts.arm_flag_keys]):
+        texts = [f.get(key) for f in given]
+        if all(t == texts[0] for t in texts):
+            if texts and texts[0] is not None:
+                common.append(texts[0])
+            continue
+        if key not in facts.arm_flag_keys:
+            continue
+        name = next(t for t in texts if t is not None).split(" ", 1)[0]
+        rows.append({"name": f"`{name}`", "values": [_value_of(t) for t in texts]})
+    launches = [g.launch for g in groups]
+    if any(x != launches[0] for x in launches):
+        rows.append(
+            {
+                "name": "launch",
+                "values": [" ".join(x) if x else "(engine default)" for x in launches],
+            }
+        )
+    for key in dict.fromkeys(k for g in groups for k in g.env):
+        values = [g.env.get(key) for g in groups]
+        if any(v != values[0] for v in values):
+            rows.append({"name": f"env `{key}`", "values": [fmt.flag_value(v) for v in values]})
+    diff = {"arms": [g.arm for g in groups], "rows": rows, "common": " ".join(common)}
+    return with_table(diff, plan.baseline)
+
+
+def with_table(diff: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Add the rendered table (header, escaped rows) to an arm-difference dict."""
+    diff["header"] = [
+        "flag",
+        *(f"`{a}`" + (" (baseline)" if a == baseline else "") for a in diff["arms"]),
+    ]
+    diff["table"] = [[fmt.table_cell(x) for x in [r["name"], *r["values"]]] for r in diff["rows"]]
+    return diff
+
+
+def _ignored_arg(key: str, asked: set[str]) -> bool:
+    k = key.lower()
+    return (
+        key in asked
+        or k in IGNORED_ARG_KEYS
+        or any(p in k for p in IGNORED_ARG_PARTS)
+        or k.startswith(IGNORED_ARG_PREFIXES)
+    )
+
+
+def _arg_value(dumped: str) -> str:
+    value = json.loads(dumped)
+    return "(absent)" if value is None else fmt.flag_value(value)
+
+
+def effective_arg_differences(
+    servers: Mapping[str, Mapping[str, Any]], arms: Sequence[str], asked: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """Effective server args (env.json servers[*].args, as the engine reported them) that
+    differ between arms within one slice, in anything not `asked` for: keys the arms' flags or
+    the server axes set, ports/hosts and seeds are expected to differ. Each entry: slice, key,
+    and the values seen per arm (several when an arm's instances disagree)."""
+    asked_set = set(asked)
+    by_slice: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    for info in servers.values():
+        arm = info.get("arm")
+        if not isinstance(arm, str) or not isinstance(info.get("args"), dict):
+            continue
+        by_slice.setdefault(str(info.get("slice") or ""), {}).setdefault(arm, []).append(
+            info["args"]
+        )
+    out: list[dict[str, Any]] = []
+    for slice_name, per_arm in by_slice.items():
+        present = [a for a in arms if a in per_arm]
+        if len(present) < 2:
+            continue
+        for key in sorted({k for a in present for args in per_arm[a] for k in args}):
+            if _ignored_arg(key, asked_set):
+                continue
+            seen = {
+                a: sorted({json.dumps(x.get(key), sort_keys=True, default=str) for x in per_arm[a]})
+                for a in present
+            }
+            if all(v == seen[present[0]] for v in seen.values()):
+                continue
+            out.append(
+                {
+                    "slice": slice_name,
+                    "key": key,
+                    "values": [" / ".join(_arg_value(v) for v in seen[a]) for a in present],
+                    "arms": present,
+                }
+            )
+    return out
+
+
+# ------------------------------------------------------------------------------ setup
+
+
+def spec_args(flags: Mapping[str, Any]) -> str:
+    """Flags as a spec writes them: {tp: 8, x: true} → '--tp 8 --x'."""
+    parts = []
+    for key, value in flags.items():
+        if value is False or value is None:
+            continue
+        parts.append(
+            fmt.cli_flag(key) if value is True else f"{fmt.cli_flag(key)} {fmt.flag_value(value)}"
+        )
+    return " ".join(parts)
+
+
+def workload_rows(facts: SpecFacts) -> list[tuple[str, str]]:
+    w = facts.workload
+    if w.num_prompts is not None:
+        prompts = f"{w.num_prompts} per cell"
+    elif w.duration is not None:
+        prompts = f"as many as fit in {fmt.seconds(w.duration)} per cell"
+    else:
+        prompts = f"{w.prompts_per_concurrency} × concurrency per cell (at least {w.min_prompts})"
+    rate = "inf (all at once)" if w.request_rate is None else f"{fmt.x(w.request_rate)} req/s"
+    return [
+        (
+            "dataset",
+            f"{w.dataset} token ids"
+            + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
+        ),
+        ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
+        ("request rate", rate),
+        ("prompts", prompts),
+        ("warmup", f"{w.warmup_requests} unmeasured request(s) before each cell"),
+        ("seed", str(w.seed)),
+    ]
+
+
+def setup_of(
+    settings: RunSettings,
+    plan: Plan,
+    measurements: Sequence[Measurement],
+    argv: Mapping[str, list[str]],
+) -> dict[str, Any]:
+    """Model(s), hardware, engine, workload and client, as the run was set up."""
+    facts = settings.spec
+    assert facts is not None
+    models = list({g.model.label: g.model for g in plan.groups}.values())
+    hardwares = list({g.hardware.label: g.hardware for g in plan.groups}.values())
+    clients = sorted({m.client for m in measurements}) or [facts.client]
+    diffs = arm_differences(plan, facts, argv)
+    a = settings.analysis
+    return {
+        "models": [
+            f"`{m.label}` ({m.path}" + (f", {m.quantization}" if m.quantization else "") + ")"
+            for m in models
+        ],
+        "hardware": [
+            f"`{h.label}`: {h.count}× {h.gpu}"
+            + (f" (compute capability {h.compute_capability})" if h.compute_capability else "")
+            + (f", args `{spec_args(h.args)}`" if h.args else "")
+            for h in hardwares
+        ],
+        "engine": facts.engine,
+        "common_args": diffs["common"],
+        "launch": " ".join(facts.launch) if facts.launch else None,
+        "workload": workload_rows(facts),
+        "sweep": [f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
+        or ["(a single point)"],
+        "client": "; ".join(wording.CLIENT_WORDS.get(c, c) for c in clients),
+        "metrics": {"primary": a.primary, "secondary": list(a.secondary)},
+        "arm_diff": diffs,
+        "cells": plan.cost.cells,
+    }
+
+
+def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
+    """What the run did about the server's prefix cache before each cell, from events.jsonl
+    (every arm gets the same prompts, so a warm cache would flatter whoever runs second)."""
+    flushes = [e for e in events if e.get("event") == "flush_cache"]
+    if not flushes:
+        return "no flush recorded"
+    done = sum(1 for e in flushes if e.get("ok"))
+    if done == len(flushes):
+        return f"flushed before every cell ({done} flushes)"
+    why = next((str(e["why"]) for e in flushes if not e.get("ok") and e.get("why")), "")
+    return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
+
+
+def ingested_setup(
+    measurements: Sequence[Measurement],
+    settings: AnalysisSettings,
+    ingest: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What bench_serving files say about themselves: workload fields, backend, versions."""
+
+    def seen(key: str) -> str:
+        values = list(
+            dict.fromkeys(
+                fmt.x(m.extra.get(key)) for m in measurements if m.extra.get(key) is not None
+            )
+        )
+        return ", ".join(values) if values else "not recorded"
+
+    return {
+        "files": list(ingest.get("files", [])) if ingest else [],
+        "workload": [
+            ("dataset", seen("dataset_name")),
+            (
+                "input / output length",
+                f"{seen('random_input_len')} / {seen('random_output_len')} tokens",
+            ),
+            ("request rate", seen("request_rate")),
+            ("bench_serving backend", seen("backend")),
+            ("server version", seen("server_version")),
+        ],
+        "client": wording.CLIENT_WORDS["bench_serving"],
+        "metrics": {"primary": settings.primary, "secondary": list(settings.secondary)},
+    }
