@@ -307,6 +307,7 @@ class Place(_Model):
     point: dict[str, Any]
     x: float | None
     change: float | None
+    series: str = Field("", description="The point's keys off the axis: same series, same key.")
 
 
 class SliceVerdict(_Model):

@@ -810,3 +810,94 @@ def test_simulator_lag_is_flagged_only_where_it_matters() -> None:
 def m_duration(m: Measurement) -> float:
     assert m.metrics is not None
     return m.metrics.duration
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def test_report_renders_from_the_run_directory_without_the_spec(tmp_path: Path) -> None:
+    """The run directory is the contract: once analysed, the spec copy is not needed."""
+    rd = writeup_run(tmp_path)
+    before = render_run_dir(rd)
+    (rd.path / "spec.yaml").unlink()
+    after = render_run_dir(rd)
+    assert after == before
+    assert "## Setup" in after and "`--moe-runner-backend`" in after
+
+
+def test_rendering_imports_neither_the_analysis_nor_the_verify_policy(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    rd = writeup_run(tmp_path)
+    code = (
+        "import sys; from matrixrun.stages import report_text; "
+        f"report_text({str(rd.path)!r}); "
+        "print(sorted(m for m in sys.modules if m.startswith(('matrixrun.analysis', "
+        "'matrixrun.verify'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_analyse_command_writes_the_verdict_that_report_renders(tmp_path: Path) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    (rd.path / "verdict.json").unlink()
+    assert main(["report", str(rd.path)]) == 2  # nothing to render yet: one clear sentence
+    assert not (rd.path / "report.md").exists()
+    assert main(["analyse", str(rd.path)]) == 0
+    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    assert verdict.overall[CAND].verdict == "mixed"
+    assert main(["report", str(rd.path)]) == 0
+    assert (rd.path / "report.md").read_text() == render_run_dir(rd)
+
+
+def test_report_without_verdict_names_the_command_that_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    (rd.path / "verdict.json").unlink()
+    assert main(["report", str(rd.path)]) == 2
+    err = capsys.readouterr().err
+    assert f"has no verdict.json; write it with `matrixrun analyse {rd.path}`" in err
+
+
+def test_flags_are_shown_as_the_server_was_given_them(tmp_path: Path) -> None:
+    """The spec says `tp: 8`; sglang was launched with `--tp-size 8`: the report says what ran."""
+    plan = plan_of(SPEC_TEXT)
+    env = {
+        "servers": {
+            f"{g.group_id}#1": {
+                "group": g.group_id,
+                "arm": g.arm,
+                "argv": [
+                    "python",
+                    "-m",
+                    "sglang.launch_server",
+                    "--model-path",
+                    "/m",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "30000",
+                    "--tp-size",
+                    "8",
+                    "--moe-runner-backend",
+                    str(g.flags["moe_runner_backend"]),
+                    "--profile-json",
+                    "{}",
+                ],
+            }
+            for g in plan.groups
+        }
+    }
+    doc = render_run_dir(writeup_run(tmp_path, env=env))
+    assert "common args `--tp-size 8`" in doc and "`--tp 8`" not in doc
+    flags = next(t for t in tables(doc) if t[0][0] == "flag")
+    assert flags[1] == ["`--moe-runner-backend`", BASE, CAND]
+    # without a recorded argv the spec's own spelling is all there is
+    assert "common args `--tp 8`" in render_run_dir(writeup_run(tmp_path / "bare"))

@@ -217,7 +217,12 @@ def _metric(
         crosses += cross
         non_mono = non_mono or nm
     ov = overall(
-        cells, metric=metric, sigma=run.sigmas[metric], crossovers=crosses, non_monotone=non_mono
+        cells,
+        metric=metric,
+        sigma=run.sigmas[metric],
+        axis=run.settings.axis,
+        crossovers=crosses,
+        non_monotone=non_mono,
     )
     return MetricResult(
         metric=metric,
@@ -291,7 +296,10 @@ def _across_slices(run: _Run, cand: str) -> Overall:
         ov = per[0][1]
     else:
         ov = overall(
-            run.primary_cells[cand], metric=settings.primary, sigma=run.sigmas[settings.primary]
+            run.primary_cells[cand],
+            metric=settings.primary,
+            sigma=run.sigmas[settings.primary],
+            axis=settings.axis,
         )
         ov.by_slice = [SliceVerdict(slice=s, verdict=o.verdict) for s, o in per]
     suspect = _suspect(settings, cand)

@@ -70,8 +70,11 @@ def crossovers(cells: Sequence[Comparison]) -> tuple[list[Crossover], bool]:
     return out, len(out) > 1
 
 
-def _places(cells: Sequence[Comparison]) -> list[Place]:
-    return [Place(point=c.point, x=c.x, change=c.change) for c in cells]
+def _places(cells: Sequence[Comparison], axis: str) -> list[Place]:
+    return [
+        Place(point=c.point, x=c.x, change=c.change, series=series_key(c.point, axis))
+        for c in cells
+    ]
 
 
 def overall(
@@ -79,6 +82,7 @@ def overall(
     *,
     metric: str,
     sigma: Sigma,
+    axis: str,
     crossovers: Sequence[Crossover] = (),
     non_monotone: bool = False,
 ) -> Overall:
@@ -113,8 +117,8 @@ def overall(
         same=counts[CellVerdict.SAME],
         inconclusive=counts[CellVerdict.INCONCLUSIVE],
         runs_needed=(max(needed) if needed and verdict == OverallVerdict.INCONCLUSIVE else None),
-        better_at=_places(better),
-        worse_at=_places(worse),
+        better_at=_places(better, axis),
+        worse_at=_places(worse, axis),
         crossovers=list(crossovers) if mixed else [],
         non_monotone=non_monotone and mixed,
         sigma=sigma.value,

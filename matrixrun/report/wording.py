@@ -13,8 +13,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from matrixrun.analysis.axis import series_key
-from matrixrun.analysis.stats import quantile
 from matrixrun.metrics import higher_is_better, unit
 from matrixrun.report import fmt
 from matrixrun.verdict import (
@@ -81,7 +79,7 @@ def label(axis: str, x: float | None, point: dict[str, Any]) -> str:
 
 def where(places: Sequence[Place], axis: str) -> str:
     """'concurrency 10, 64' when the places lie on one series, else each labelled."""
-    fixed = {series_key(p.point, axis) for p in places}
+    fixed = {p.series for p in places}
     if len(fixed) == 1 and all(p.x is not None for p in places):
         return f"{axis} " + ", ".join(num(p.x) for p in places)
     return "; ".join(label(axis, p.x, p.point) for p in places)
@@ -333,7 +331,7 @@ def caveat(c: Caveat, v: Verdict) -> str:
         )
     if k == CaveatKind.SIGMA_DF1:
         return (
-            f"σ for {c.metric} has df = 1 (t = {quantile(s.level, 1):.1f}): "
+            f"σ for {c.metric} has df = 1 (t = {c.value or 0.0:.1f}): "
             "one pair of repeats buys little."
         )
     if k == CaveatKind.WARMUP:

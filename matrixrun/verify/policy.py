@@ -1,31 +1,12 @@
-"""Repeat-to-verify: which cells to run again, why, and where (VERDICTS.md §6). Pure.
-
-The policy is fixed by the spec's `verify` block before anything runs and is a function of the
-measurements so far, so a resumed run asks for exactly the reruns the interrupted one would have:
-
-- stage 1 (while a group's server is still up): cells whose |change| exceeds `surprise` get
-  one warm rerun of the arm on that server — the test of "first-time JIT compile / warmup";
-- stage 2, in at most `max_runs − 1` planned rounds (the number of looks is fixed here and the
-  analysis widens its intervals for it: α split over a cell's data states, ∝ k²):
-  * surprising cells get a rerun of the candidate on a freshly launched server (tests "this
-    server instance was odd"; also the right replicate for σ),
-  * cells whose confident verdicts flip sign (crossover brackets) get a fresh replicate of
-    both arms while n = 1, so the bracket is not built on single runs,
-  * inconclusive cells get more runs of the arm whose n limits the interval (both when equal),
-  * with `aa`, every baseline cell once more on a fresh server in round 1 (A/A: σ without any
-    candidate effect);
-  groups are batched so each arm is relaunched once per round, in ABBA order across rounds,
-  and a round that would exceed the rerun `budget` is trimmed to fit.
-"""
+"""The repeat-to-verify policy: which cells to run again and why, as a pure function of the
+spec's verify block and the measurements so far (see the package docstring)."""
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from statistics import NormalDist
 
 from matrixrun.analysis import analyse, quantile
 from matrixrun.measurement import Measurement, Reason
@@ -35,6 +16,7 @@ from matrixrun.report.wording import cell_text
 from matrixrun.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
 from matrixrun.verdict import Comparison, Verdict
+from matrixrun.verify.chance import decide_chance
 
 
 @dataclass(frozen=True)
@@ -67,26 +49,6 @@ _PRIORITY: dict[str, int] = {
     "crossover": 3,
     "inconclusive": 4,
 }
-
-
-def decide_chance(
-    d: float, sigma: float, n_baseline: int, n_candidate: int, n_max: int, margin: float, q: float
-) -> float:
-    """Predicted chance that the cell's interval decides (better, worse or same) once both
-    arms have `n_max` runs, given its estimate d now (flat prior: the final estimate is
-    normal around d with variance σ²(1/n_b + 1/n_c) − σ²·2/n_max) and the final half-width
-    q·σ·√(2/n_max). 0 when no more runs are allowed."""
-    m = math.log1p(margin)
-    v_end = sigma**2 * 2 / n_max
-    spread = math.sqrt(max(sigma**2 * (1 / n_baseline + 1 / n_candidate) - v_end, 0.0))
-    if spread == 0:
-        return 0.0
-    h = q * math.sqrt(v_end)
-    z = NormalDist()
-    p = z.cdf((d - m - h) / spread) + z.cdf((-m - h - d) / spread)
-    if h < m:
-        p += max(z.cdf((m - h - d) / spread) - z.cdf((-m + h - d) / spread), 0.0)
-    return min(p, 1.0)
 
 
 def _seconds(m: Measurement) -> float:
@@ -231,6 +193,40 @@ class Policy:
                                 "A/A: the baseline again on a fresh server "
                                 "measures the server-to-server spread",
                             )
+        self._undecided(verdict, results, want)
+        if v.fresh_server:
+            self._instance_checks(results, ms, want)
+        for slice_name, candidate, bracket in self._crossover_brackets(results):
+            for res in bracket:
+                for arm in (self.plan.baseline, candidate):
+                    end = self.by_point_arm.get((slice_name, res.point_id, arm))
+                    if end is not None and self._n(end, ms) == 1:
+                        want(
+                            end,
+                            "crossover",
+                            f"brackets the crossover at {self.plan.axis} "
+                            f"{res.x:g}: a second run so the bracket rests on more than one",
+                        )
+        calibration: set[str] = set()
+        if wanted:
+            calibration = self._calibration(results, ms, set(wanted), want, round_no)
+
+        def rank(p: Pick) -> tuple[int, float]:
+            kind = "calibration" if p.cell.cell_id in calibration else p.reason
+            return _PRIORITY.get(kind, 9), -worth.get(p.cell.cell_id, 1.0)
+
+        picks = sorted(wanted.values(), key=rank)
+        return self._batched(self._within_budget(picks, ms, launch=True), round_no)
+
+    def _undecided(
+        self,
+        verdict: Verdict,
+        results: list[tuple[str, str, Comparison]],
+        want: Callable[[Cell | None, Reason, str, float], None],
+    ) -> None:
+        """More runs of the arm(s) whose n limits an inconclusive cell's interval, unless the
+        futility rule says the runs left cannot settle it."""
+        v = self.spec.verify
         primary_sigma = next(x for x in verdict.sigma if x.metric == self.settings.primary)
         no_sigma = primary_sigma.value is None
         for slice_name, candidate, res in results:
@@ -256,29 +252,6 @@ class Policy:
                     ),
                     chance,
                 )
-        if v.fresh_server:
-            self._instance_checks(results, ms, want)
-        for slice_name, candidate, bracket in self._crossover_brackets(results):
-            for res in bracket:
-                for arm in (self.plan.baseline, candidate):
-                    end = self.by_point_arm.get((slice_name, res.point_id, arm))
-                    if end is not None and self._n(end, ms) == 1:
-                        want(
-                            end,
-                            "crossover",
-                            f"brackets the crossover at {self.plan.axis} "
-                            f"{res.x:g}: a second run so the bracket rests on more than one",
-                        )
-        calibration: set[str] = set()
-        if wanted:
-            calibration = self._calibration(results, ms, set(wanted), want, round_no)
-
-        def rank(p: Pick) -> tuple[int, float]:
-            kind = "calibration" if p.cell.cell_id in calibration else p.reason
-            return _PRIORITY.get(kind, 9), -worth.get(p.cell.cell_id, 1.0)
-
-        picks = sorted(wanted.values(), key=rank)
-        return self._batched(self._within_budget(picks, ms, launch=True), round_no)
 
     def _instance_checks(
         self,
@@ -428,102 +401,3 @@ class Policy:
                 cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p.cell))
                 out.append((g, cells))
         return out
-
-
-#: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
-After = Callable[[], list[tuple[Cell, Reason]]]
-#: Measure `cells` on one launch of `group` (appending to the shared measurement list), then
-#: keep asking `after` (when given) for more cells on the same server until it has none.
-RunCells = Callable[[ServerGroup, list[tuple[Cell, Reason]], After | None], None]
-#: Told about every rerun the policy asks for: (stage, round, cell, reason, why).
-Note = Callable[[int, int, Cell, Reason, str], None]
-
-
-def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
-    """Stage-2 rounds already (at least partly) run, read from the measurements alone: each
-    round relaunches a group at most once, so the most fresh instances any group spent on
-    reruns only is the number of rounds begun. A resumed run continues after it."""
-    instances: dict[str, set[str]] = {}
-    first: set[str] = set()
-    for m in ms:
-        if m.reason == "first":
-            first.add(m.instance)
-        else:
-            instances.setdefault(m.group_id, set()).add(m.instance)
-    return max((len(names - first) for names in instances.values()), default=0)
-
-
-def drive(
-    policy: Policy, ms: list[Measurement], run_cells: RunCells, note: Note | None = None
-) -> None:
-    """The order of work, shared by the runner and the scoring benchmark so both run exactly
-    the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
-    on the same warm server, by its warm reruns; then the planned stage-2 rounds, each group in
-    a round on one fresh launch whose reruns are re-chosen as σ arrives (`_run_round`). `ms`
-    is the live list `run_cells` appends to."""
-    measured = {m.cell_id for m in ms}
-    for group in policy.plan.groups:
-        todo = [c for c in group.cells if c.cell_id not in measured]
-        if not todo:
-            continue
-
-        def warm(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-            picks = policy.warm_reruns(group, ms)
-            for cell, why in picks:
-                if note is not None:
-                    note(1, 0, cell, "surprise", why)
-            return [(cell, "surprise") for cell, _ in picks]
-
-        run_cells(group, [(c, "first") for c in todo], warm)
-    for round_no in range(rounds_done(policy, ms) + 1, policy.rounds + 1):
-        batch = policy.next_round(round_no, ms)
-        if not batch:
-            break
-        _run_round(policy, ms, run_cells, note, round_no, [g for g, _ in batch])
-
-
-def _run_round(
-    policy: Policy,
-    ms: list[Measurement],
-    run_cells: RunCells,
-    note: Note | None,
-    round_no: int,
-    groups: list[ServerGroup],
-) -> None:
-    """One stage-2 round: each group that still has picks gets one fresh launch. On it the
-    checks and σ replicates run first; the inconclusive reruns are then chosen again, on the
-    same launch, with the fresh σ they (and earlier launches of the round) brought, so cells
-    that σ settles are not rerun. A group left with no picks is not launched at all."""
-    done: set[str] = set()  # cells already rerun in this round
-
-    def current(group: ServerGroup) -> list[Pick]:
-        return [
-            p
-            for g, picks in policy.next_round(round_no, ms)
-            if g.group_id == group.group_id
-            for p in picks
-            if p.cell.cell_id not in done
-        ]
-
-    def step(picks: list[Pick]) -> list[Pick]:
-        """What to run next on the launch: every check and σ replicate, else one
-        inconclusive rerun (each measured one may bring the σ that settles the rest)."""
-        checks = [p for p in picks if p.reason != "inconclusive"]
-        return checks or picks[:1]
-
-    def take(picks: list[Pick]) -> list[tuple[Cell, Reason]]:
-        for p in picks:
-            done.add(p.cell.cell_id)
-            if note is not None:
-                note(2, round_no, p.cell, p.reason, p.why)
-        return [(p.cell, p.reason) for p in picks]
-
-    for group in groups:
-        first = step(current(group))
-        if not first:
-            continue
-
-        def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-            return take(step(current(group)))
-
-        run_cells(group, take(first), more)
