@@ -174,15 +174,23 @@ def _latency(verdict: Verdict, labels: dict[str, str]) -> list[Latency]:
     return out
 
 
-def _setup(inputs: RunInputs, arms: list[str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def _given(inputs: RunInputs) -> dict[str, dict[str, str]]:
+    if inputs.plan is None:
+        return {}
+    servers = inputs.env.get("servers") or {}
+    return sections.given_by_group(inputs.plan, sections.argv_by_group(inputs.events, servers))
+
+
+def _setup(
+    inputs: RunInputs, arms: list[str], given: dict[str, dict[str, str]]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(title, setup, arm differences): from settings and plan, or for an ingested run from
     what its files record."""
     verdict, ms = inputs.verdict, inputs.measurements
     settings = verdict.settings
     servers = inputs.env.get("servers") or {}
     if inputs.settings.spec is not None and inputs.plan is not None:
-        argv = sections.argv_by_group(inputs.events, servers)
-        setup = sections.setup_of(inputs.settings, inputs.plan, ms, argv)
+        setup = sections.setup_of(inputs.settings, inputs.plan, ms, given)
         setup["workload"].append(("prefix cache", sections.cache_flushes(inputs.events)))
         return inputs.plan.title, setup, setup["arm_diff"]
     setup = sections.ingested_setup(ms, settings, inputs.ingest)
@@ -199,14 +207,15 @@ def context_from(inputs: RunInputs) -> Context:
     settings = verdict.settings
     facts = inputs.settings.spec
     simulation = run_sections.simulation_of(ms, inputs.settings, inputs.env)
-    labels = tables.slice_labels_of(inputs.plan, verdict)
+    given = _given(inputs)
+    labels = tables.slice_labels_of(inputs.plan, verdict, given)
     primary_tables = tables.metric_tables(verdict, settings.primary, labels)
     if len(verdict.slices) == 1:  # the headline already says it
         for t in primary_tables:
             t.overall = ""
     candidates = list(verdict.overall)
     arms = [settings.baseline, *candidates]
-    title, setup, arm_diff = _setup(inputs, arms)
+    title, setup, arm_diff = _setup(inputs, arms, given)
     servers = inputs.env.get("servers") or {}
     arg_warnings = (
         sections.effective_arg_differences(servers, arms, facts.asked) if facts is not None else []

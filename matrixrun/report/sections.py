@@ -73,6 +73,11 @@ def argv_by_group(
     return out
 
 
+def given_by_group(plan: Plan, argv: Mapping[str, list[str]]) -> dict[str, dict[str, str]]:
+    """`given_flags` of every server group: the one place flags are spelled for the report."""
+    return {g.group_id: given_flags(g, argv.get(g.group_id)) for g in plan.groups}
+
+
 def _value_of(text: str | None) -> str:
     if text is None:
         return "(unset)"
@@ -80,7 +85,9 @@ def _value_of(text: str | None) -> str:
     return parts[1] if len(parts) > 1 else "(set)"
 
 
-def arm_differences(plan: Plan, facts: SpecFacts, argv: Mapping[str, list[str]]) -> dict[str, Any]:
+def arm_differences(
+    plan: Plan, facts: SpecFacts, given_by: Mapping[str, dict[str, str]]
+) -> dict[str, Any]:
     """The flags (and launch prefixes, environment variables) in which arms differ — only
     those — as the servers were given them; and the common args (engine args and arm flags
     the arms share)."""
@@ -90,7 +97,7 @@ def arm_differences(plan: Plan, facts: SpecFacts, argv: Mapping[str, list[str]])
         if g.slice == plan.groups[0].slice:
             first.setdefault(g.arm, g)
     groups = [first[a] for a in arms if a in first]
-    given = [given_flags(g, argv.get(g.group_id)) for g in groups]
+    given = [given_by[g.group_id] for g in groups]
     rows: list[dict[str, Any]] = []
     common: list[str] = []
     for key in dict.fromkeys([*facts.engine_arg_keys, *facts.arm_flag_keys]):
@@ -188,18 +195,6 @@ def effective_arg_differences(
 # ------------------------------------------------------------------------------ setup
 
 
-def spec_args(flags: Mapping[str, Any]) -> str:
-    """Flags as a spec writes them: {tp: 8, x: true} → '--tp 8 --x'."""
-    parts = []
-    for key, value in flags.items():
-        if value is False or value is None:
-            continue
-        parts.append(
-            fmt.cli_flag(key) if value is True else f"{fmt.cli_flag(key)} {fmt.flag_value(value)}"
-        )
-    return " ".join(parts)
-
-
 def workload_rows(facts: SpecFacts) -> list[tuple[str, str]]:
     w = facts.workload
     if w.num_prompts is not None:
@@ -223,31 +218,36 @@ def workload_rows(facts: SpecFacts) -> list[tuple[str, str]]:
     ]
 
 
+def _hardware_line(group: ServerGroup, given: Mapping[str, str]) -> str:
+    h = group.hardware
+    args = " ".join(given[k] for k in h.args if k in given)
+    return (
+        f"`{h.label}`: {h.count}× {h.gpu}"
+        + (f" (compute capability {h.compute_capability})" if h.compute_capability else "")
+        + (f", args `{args}`" if args else "")
+    )
+
+
 def setup_of(
     settings: RunSettings,
     plan: Plan,
     measurements: Sequence[Measurement],
-    argv: Mapping[str, list[str]],
+    given_by: Mapping[str, dict[str, str]],
 ) -> dict[str, Any]:
     """Model(s), hardware, engine, workload and client, as the run was set up."""
     facts = settings.spec
     assert facts is not None
     models = list({g.model.label: g.model for g in plan.groups}.values())
-    hardwares = list({g.hardware.label: g.hardware for g in plan.groups}.values())
+    hardware = {g.hardware.label: g for g in plan.groups}
     clients = sorted({m.client for m in measurements}) or [facts.client]
-    diffs = arm_differences(plan, facts, argv)
+    diffs = arm_differences(plan, facts, given_by)
     a = settings.analysis
     return {
         "models": [
             f"`{m.label}` ({m.path}" + (f", {m.quantization}" if m.quantization else "") + ")"
             for m in models
         ],
-        "hardware": [
-            f"`{h.label}`: {h.count}× {h.gpu}"
-            + (f" (compute capability {h.compute_capability})" if h.compute_capability else "")
-            + (f", args `{spec_args(h.args)}`" if h.args else "")
-            for h in hardwares
-        ],
+        "hardware": [_hardware_line(g, given_by[g.group_id]) for g in hardware.values()],
         "engine": facts.engine,
         "common_args": diffs["common"],
         "launch": " ".join(facts.launch) if facts.launch else None,

@@ -149,14 +149,20 @@ def group_tables(
     return out
 
 
-def slice_labels_of(plan: Plan | None, verdict: Verdict) -> dict[str, str]:
-    """Slice label → a heading: the plan's model, hardware and server axes when known."""
+def slice_labels_of(
+    plan: Plan | None, verdict: Verdict, given_by: Mapping[str, dict[str, str]]
+) -> dict[str, str]:
+    """Slice label → a heading: the plan's model, hardware and server axes when known, the
+    axes spelled as the slice's server was given them (`sections.given_flags`)."""
     labels = {s.slice: s.slice for s in verdict.slices}
     if plan is not None:
         for info in plan.slices:
+            group = next((g for g in plan.groups if g.slice == info.label), None)
+            given = given_by.get(group.group_id, {}) if group is not None else {}
             parts = [f"model `{info.model}`", f"hardware `{info.hardware}`"]
             parts += [
-                f"`{fmt.cli_flag(k)} {fmt.flag_value(v)}`" for k, v in info.server_axes.items()
+                f"`{given.get(k) or fmt.cli_flag(k) + ' ' + fmt.flag_value(v)}`"
+                for k, v in info.server_axes.items()
             ]
             labels[info.label] = ", ".join(parts)
     return labels
