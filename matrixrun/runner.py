@@ -41,6 +41,7 @@ from matrixrun.load.client import LoadConfig, run_load
 from matrixrun.load.records import write_jsonl
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir, now_iso
 from matrixrun.spec import Spec, spec_hash
 
@@ -406,7 +407,7 @@ class Runner:
             after = None if warm is None else (lambda inst: warm())
             self.run_cells(group, cells, after=after)
 
-        def note(stage: int, round_no: int, cell: Cell, reason: str, why: str) -> None:
+        def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
             rd.event(
                 "verify",
                 stage=stage,
@@ -416,7 +417,7 @@ class Runner:
                 arm=cell.arm,
                 x=cell.x,
                 reason=reason,
-                why=why,
+                why=why.model_dump(mode="json", exclude_none=True),
             )
 
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then

@@ -26,6 +26,7 @@ from matrixrun.report.fmt import exact as fmt_exact
 from matrixrun.report.fmt import value as fmt_value
 from matrixrun.report.run_sections import verify_whys
 from matrixrun.report.sections import effective_arg_differences
+from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.results import RunDir
 from matrixrun.settings import RunSettings, run_settings
 from matrixrun.spec import parse_spec
@@ -43,10 +44,10 @@ CANDIDATE = [10.07, 64.29, 249.23, 515.58, 796.93]
 #: mean TPOT (ms) per concurrency, made up: lower is better.
 TPOT = {BASE: [95.0, 120.0, 250.0, 300.0, 600.0], CAND: [97.0, 80.0, 230.0, 458.51, 1100.0]}
 
-WARM_WHY = (
-    "change -28.3% vs flashinfer_cutlass exceeds the surprise threshold 10%: a warm "
-    "rerun tests first-run JIT compile/warmup"
-)
+#: The verify event's reason, as the runner records it: data, worded by the report.
+WARM_WHY = RerunWhy(
+    kind=WhyKind.WARM_CHECK, arm=CAND, baseline=BASE, change=515.58 / 718.83 - 1, surprise=0.10
+).model_dump(mode="json", exclude_none=True)
 
 
 # --------------------------------------------------------------------------- building runs
@@ -342,7 +343,10 @@ def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path
     )
     assert "**Falsified.**" in log
     assert "surprising change; same warm server" in log
-    assert "Why: change -28.3% vs flashinfer_cutlass exceeds the surprise threshold" in log
+    assert (
+        "Why: change −28.3% vs flashinfer_cutlass exceeds the surprise threshold 10% with "
+        "flashinfer_cutedsl the slower arm: a warm rerun tests first-run JIT compile/warmup."
+    ) in log
 
 
 def test_no_reruns_are_said_plainly_with_the_reason(tmp_path: Path) -> None:

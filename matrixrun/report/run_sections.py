@@ -7,8 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from matrixrun.measurement import Measurement
 from matrixrun.report import fmt, wording
+from matrixrun.rerun_reason import RerunWhy
 from matrixrun.settings import RunSettings
 from matrixrun.verdict import Comparison, Verdict
 
@@ -123,12 +126,17 @@ class RerunEntry:
 
 
 def verify_whys(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
-    """(cell id, attempt) → the `why` of the verify event that asked for that rerun (the
-    runner records the attempt the rerun will have)."""
+    """(cell id, attempt) → why the verify event that asked for that rerun asked, in words
+    (the runner records the attempt the rerun will have, and the reason as data)."""
     out: dict[tuple[str, int], str] = {}
     for e in events:
         if e.get("event") == "verify" and e.get("cell") and isinstance(e.get("attempt"), int):
-            out[(str(e["cell"]), int(e["attempt"]))] = str(e.get("why") or "")
+            why = e.get("why")
+            try:
+                text = wording.rerun_why(RerunWhy.model_validate(why))
+            except ValidationError:  # not a reason this version records: shown as written
+                text = str(why or "")
+            out[(str(e["cell"]), int(e["attempt"]))] = text
     return out
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from matrixrun.metrics import higher_is_better, unit
 from matrixrun.report import fmt
+from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.verdict import (
     AnalysisSettings,
     ArmSample,
@@ -455,6 +456,44 @@ def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSetti
         )
     kind = "on the same server" if r.kind == RerunKind.WARM else "on a fresh server"
     return f"replicate {kind}: {numbers} ({delta}, {within})."
+
+
+def rerun_why(w: RerunWhy) -> str:
+    """Why the verify policy asked for a rerun (from the verify event's numbers)."""
+    if w.kind == WhyKind.WARM_CHECK:
+        return (
+            f"change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
+            f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
+            "tests first-run JIT compile/warmup"
+        )
+    if w.kind == WhyKind.AA:
+        return "A/A: the baseline again on a fresh server measures the server-to-server spread"
+    if w.kind == WhyKind.UNDECIDED:
+        cell = f"inconclusive ({cell_text(w.cell)}); " if w.cell is not None else ""
+        if w.no_sigma:
+            return (
+                f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
+                "needed to measure it"
+            )
+        return (
+            f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
+            f"runs per arm a {w.chance or 0.0:.0%} chance to settle it (the futility rule's "
+            "input, not a prediction)"
+        )
+    if w.kind == WhyKind.INSTANCE_CHECK:
+        return (
+            f"change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
+            "launched server tests whether the first server was odd"
+        )
+    if w.kind == WhyKind.SIGMA_REPLICATE:
+        return (
+            f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
+            "(the analysis prefers fresh-server σ once one exists)"
+        )
+    return (
+        f"brackets the crossover at {w.axis} {w.x or 0.0:g}: a second run so the bracket rests "
+        "on more than one"
+    )
 
 
 def no_reruns(v: Verdict, max_runs: int | None, ingested: bool) -> str:

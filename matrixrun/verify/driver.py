@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
+from matrixrun.rerun_reason import RerunWhy
 from matrixrun.verify.policy import Pick, Policy
 
 #: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
@@ -15,7 +16,7 @@ After = Callable[[], list[tuple[Cell, Reason]]]
 #: keep asking `after` (when given) for more cells on the same server until it has none.
 RunCells = Callable[[ServerGroup, list[tuple[Cell, Reason]], After | None], None]
 #: Told about every rerun the policy asks for: (stage, round, cell, reason, why).
-Note = Callable[[int, int, Cell, Reason, str], None]
+Note = Callable[[int, int, Cell, Reason, RerunWhy], None]
 
 
 def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:

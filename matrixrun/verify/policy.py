@@ -11,8 +11,7 @@ from datetime import datetime
 from matrixrun.analysis import analyse, quantile
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup
-from matrixrun.report.fmt import change as format_change
-from matrixrun.report.wording import cell_text
+from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
 from matrixrun.verdict import Comparison, Verdict
@@ -21,11 +20,11 @@ from matrixrun.verify.chance import decide_chance
 
 @dataclass(frozen=True)
 class Pick:
-    """A rerun the policy asks for: the cell, its reason, and why (the audit log's words)."""
+    """A rerun the policy asks for: the cell, its reason, and the numbers behind it."""
 
     cell: Cell
     reason: Reason
-    why: str
+    why: RerunWhy
 
 
 #: A rerun is planned only if it has at least this predicted chance of settling the cell by
@@ -117,7 +116,9 @@ class Policy:
         )
 
     # -- stage 1 ---------------------------------------------------------------------------
-    def warm_reruns(self, group: ServerGroup, ms: Sequence[Measurement]) -> list[tuple[Cell, str]]:
+    def warm_reruns(
+        self, group: ServerGroup, ms: Sequence[Measurement]
+    ) -> list[tuple[Cell, RerunWhy]]:
         """Cells of `group` (its server still up) whose comparison is surprising in the
         direction first-run warmup would explain — this arm looks slow — and that have not had
         their warm rerun: rerun now, on the same server. (A compile on first use can only make
@@ -144,9 +145,13 @@ class Policy:
                 Pick(
                     cell,
                     "surprise",
-                    f"change {format_change(res.change or 0.0)} vs {self.plan.baseline} "
-                    f"exceeds the surprise threshold {v.surprise:.0%} with {group.arm} the "
-                    "slower arm: a warm rerun tests first-run JIT compile/warmup",
+                    RerunWhy(
+                        kind=WhyKind.WARM_CHECK,
+                        arm=group.arm,
+                        baseline=self.plan.baseline,
+                        change=res.change,
+                        surprise=v.surprise,
+                    ),
                 )
             )
         return [(p.cell, p.why) for p in self._within_budget(picks, ms, launch=False)]
@@ -174,7 +179,7 @@ class Policy:
         wanted: dict[str, Pick] = {}
         worth: dict[str, float] = {}
 
-        def want(cell: Cell | None, reason: Reason, why: str, value: float = 1.0) -> None:
+        def want(cell: Cell | None, reason: Reason, why: RerunWhy, value: float = 1.0) -> None:
             if cell is None or cell.cell_id in wanted or self._n(cell, ms) >= v.max_runs:
                 return
             if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
@@ -187,12 +192,7 @@ class Policy:
                 if g.arm == self.plan.baseline:
                     for cell in g.cells:
                         if not self._has(cell, ms, "aa"):
-                            want(
-                                cell,
-                                "aa",
-                                "A/A: the baseline again on a fresh server "
-                                "measures the server-to-server spread",
-                            )
+                            want(cell, "aa", RerunWhy(kind=WhyKind.AA))
         self._undecided(verdict, results, want)
         if v.fresh_server:
             self._instance_checks(results, ms, want)
@@ -201,12 +201,8 @@ class Policy:
                 for arm in (self.plan.baseline, candidate):
                     end = self.by_point_arm.get((slice_name, res.point_id, arm))
                     if end is not None and self._n(end, ms) == 1:
-                        want(
-                            end,
-                            "crossover",
-                            f"brackets the crossover at {self.plan.axis} "
-                            f"{res.x:g}: a second run so the bracket rests on more than one",
-                        )
+                        why = RerunWhy(kind=WhyKind.CROSSOVER, axis=self.plan.axis, x=res.x)
+                        want(end, "crossover", why)
         calibration: set[str] = set()
         if wanted:
             calibration = self._calibration(results, ms, set(wanted), want, round_no)
@@ -222,7 +218,7 @@ class Policy:
         self,
         verdict: Verdict,
         results: list[tuple[str, str, Comparison]],
-        want: Callable[[Cell | None, Reason, str, float], None],
+        want: Callable[[Cell | None, Reason, RerunWhy, float], None],
     ) -> None:
         """More runs of the arm(s) whose n limits an inconclusive cell's interval, unless the
         futility rule says the runs left cannot settle it."""
@@ -242,13 +238,13 @@ class Policy:
                 want(
                     self.by_point_arm.get((slice_name, res.point_id, arm)),
                     "inconclusive",
-                    f"inconclusive ({cell_text(res)}); {arm}'s n limits the interval; "
-                    + (
-                        "no σ measured yet, so runs are needed to measure it"
-                        if no_sigma
-                        else f"an optimistic estimate gives {v.max_runs} runs per arm a "
-                        f"{chance:.0%} chance to settle it (the futility rule's input, "
-                        "not a prediction)"
+                    RerunWhy(
+                        kind=WhyKind.UNDECIDED,
+                        arm=arm,
+                        cell=res,
+                        no_sigma=no_sigma,
+                        max_runs=v.max_runs,
+                        chance=chance,
                     ),
                     chance,
                 )
@@ -257,7 +253,7 @@ class Policy:
         self,
         results: list[tuple[str, str, Comparison]],
         ms: Sequence[Measurement],
-        want: Callable[[Cell | None, Reason, str], None],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
     ) -> None:
         """ "This server instance was odd": one fresh-server rerun per candidate server whose
         cells surprised, of its most surprising cell, once per group."""
@@ -277,8 +273,7 @@ class Policy:
             want(
                 cell,
                 "fresh_server",
-                f"change {format_change(res.change or 0.0)} is surprising: a rerun on a "
-                "freshly launched server tests whether the first server was odd",
+                RerunWhy(kind=WhyKind.INSTANCE_CHECK, change=res.change),
             )
 
     def _calibration(
@@ -286,7 +281,7 @@ class Policy:
         results: list[tuple[str, str, Comparison]],
         ms: Sequence[Measurement],
         picked: set[str],
-        want: Callable[[Cell | None, Reason, str], None],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
         round_no: int = 1,
     ) -> set[str]:
         """Once a round relaunches anything, the analysis will judge every cell with the
@@ -334,8 +329,7 @@ class Policy:
             want(
                 cell,
                 "fresh_server",
-                f"a fresh-server replicate so the pooled σ has {target} "
-                "degrees of freedom (the analysis prefers fresh-server σ once one exists)",
+                RerunWhy(kind=WhyKind.SIGMA_REPLICATE, target_df=target),
             )
             added.add(cell.cell_id)
             df += 1
