@@ -58,7 +58,7 @@ from matrixrun.analysis import analyse  # noqa: E402
 from matrixrun.measurement import Measurement, Reason  # noqa: E402
 from matrixrun.metrics import Metrics  # noqa: E402
 from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
-from matrixrun.settings import analysis_settings as settings_for  # noqa: E402
+from matrixrun.settings import analysis_settings  # noqa: E402
 from matrixrun.spec import Spec, parse_spec  # noqa: E402
 from matrixrun.verdict import AnalysisSettings  # noqa: E402
 from matrixrun.verify import After, Policy, drive  # noqa: E402
@@ -271,7 +271,7 @@ def one_run(world: World, spec: Spec, plan: Plan, reader: str) -> Outcome:
     lab = Lab(world)
     for g in plan.groups:
         lab.run_cells(g, [(c, "first") for c in g.cells], None)
-    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     read = read_as_is if reader == "as_is" else judged
     return Outcome(read(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
@@ -283,7 +283,7 @@ def fixed_one_server(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
         lab.run_cells(
             g, [(c, "first" if i == 0 else "manual") for c in g.cells for i in range(n)], None
         )
-    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
 
@@ -293,7 +293,7 @@ def fixed(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
         order = plan.groups if rep % 2 == 0 else plan.groups[::-1]
         for g in order:
             lab.run_cells(g, [(c, "first" if rep == 0 else "fresh_server") for c in g.cells], None)
-    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
 

@@ -72,3 +72,21 @@ def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
     text = mr("report", str(out), "-o", "-").stdout
     # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
     assert "better (provisional)" in text and "declared" in text
+
+
+def test_the_advised_point_field_option_exists_and_makes_an_axis(tmp_path: Path) -> None:
+    """Lines of one point that ran different input lengths are refused with advice to pass
+    --point-field; following the advice ingests them as separate points."""
+    cand = [json.loads(x) for x in (GOLDEN / "fast_decode.jsonl").read_text().splitlines()]
+    cand[1]["random_input_len"] = 1024
+    path = tmp_path / "fast_decode.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in cand))
+    args = [str(GOLDEN / "fast_prefill.jsonl"), str(path), "--baseline", "fast_prefill"]
+    refused = mr("ingest", *args, "--out", str(tmp_path / "a"))
+    assert refused.returncode == 2 and "pass --point-field random_input_len" in refused.stderr
+    res = mr("ingest", *args, "--out", str(tmp_path / "b"), "--point-field", "random_input_len")
+    assert res.returncode == 0, res.stderr
+    lines = (tmp_path / "b" / "results.jsonl").read_text().splitlines()
+    points = [Measurement.model_validate_json(x).point for x in lines]
+    assert {"concurrency": 8, "input_len": 1024} in points
+    assert (tmp_path / "b" / "report.md").exists()  # ingest ends by analysing and rendering
