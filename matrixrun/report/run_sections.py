@@ -53,9 +53,13 @@ def simulation_of(
     """None unless some measurement is simulated; else the time scale(s) and stream interval
     the report must state."""
     simulated = [m for m in measurements if m.simulated]
-    if not simulated and not env.get("simulated"):
+    rehearsal = settings is not None and settings.rehearsal
+    if not simulated and not env.get("simulated") and not rehearsal:
         return None
-    scales = sorted({m.time_scale for m in simulated}) or [float(env.get("time_scale") or 1.0)]
+    declared = settings.time_scale if settings is not None and rehearsal else None
+    scales = sorted({m.time_scale for m in simulated}) or [
+        float(declared or env.get("time_scale") or 1.0)
+    ]
     facts = settings.spec if settings is not None else None
     stream = facts.stream_interval if facts is not None else None
     note = facts.rehearsal_note if facts is not None else None
