@@ -453,7 +453,7 @@ def test_effective_arg_differences_ignores_asked_keys_ports_and_seeds() -> None:
         "b#2": {"arm": "b", "args": {"x": 2, "port": 3, "flag": "q", "y": [2]}},
     }
     diffs = effective_arg_differences(servers, ["a", "b"], asked={"flag"})
-    assert [(d["key"], d["values"]) for d in diffs] == [
+    assert [(d.key, d.values) for d in diffs] == [
         ("x", ["1", "1 / 2"]),
         ("y", ["[1]", "[2]"]),
     ]
@@ -804,11 +804,11 @@ def test_simulator_lag_is_flagged_only_where_it_matters() -> None:
     through, lat = simulator_lag([keeps_up, engine_behind, writes_behind])
     assert through == [pytest.approx(0.05)] and lat == [pytest.approx(20.0)]
     info = simulation_of([engine_behind], settings, {})
-    assert info is not None and "fell behind its model by up to 5.0%" in info["text"]
+    assert info is not None and "fell behind its model by up to 5.0%" in info.text
     info = simulation_of([writes_behind], settings, {})
-    assert info is not None and "lagged the model by 20–20 ms" in info["text"]
+    assert info is not None and "lagged the model by 20–20 ms" in info.text
     ok = simulation_of([keeps_up], settings, {})
-    assert ok is not None and "fell behind" not in ok["text"] and "lagged" not in ok["text"]
+    assert ok is not None and "fell behind" not in ok.text and "lagged" not in ok.text
 
 
 def m_duration(m: Measurement) -> float:

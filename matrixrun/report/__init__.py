@@ -111,11 +111,11 @@ def render(
 
 
 def _drop_servers(ctx: Context) -> str | None:
-    servers = ctx.environment.get("servers")
+    servers = ctx.environment.servers
     if not servers:
         return None
-    ctx.environment["servers"] = []
-    ctx.environment["servers_note"] = f"{len(servers)} server instances were recorded in env.json."
+    ctx.environment.servers = []
+    ctx.environment.servers_note = f"{len(servers)} server instances were recorded in env.json."
     return "the per-instance server table"
 
 
@@ -123,8 +123,10 @@ def _drop_latency(ctx: Context) -> str | None:
     if not ctx.latency:
         return None
     lat = ctx.latency.pop()
+    from matrixrun.report.context import LatencySummary
+
     summary = [
-        {"metric": lat.metric, "slice": t.slice, "candidate": t.candidate, "sentence": t.overall}
+        LatencySummary(metric=lat.metric, slice=t.slice, candidate=t.candidate, sentence=t.overall)
         for sl in lat.slices
         for t in sl.tables
         if t.overall

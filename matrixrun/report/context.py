@@ -41,6 +41,31 @@ class RunInputs:
 
 
 @dataclass
+class Reproduce:
+    commands: list[str]
+    spec_copy: str | None
+    spec_sha: str | None
+    files: list[str]
+
+
+@dataclass
+class PrimaryMetric:
+    metric: str
+    unit: str
+    better: str
+
+
+@dataclass
+class LatencySummary:
+    """A latency metric's verdict, kept when the size budget dropped its tables."""
+
+    metric: str
+    slice: str
+    candidate: str
+    sentence: str
+
+
+@dataclass
 class Latency:
     metric: str
     unit: str
@@ -57,30 +82,30 @@ class Context:
     title: str
     run_dir: str
     simulated: bool
-    simulation: dict[str, Any] | None
+    simulation: run_sections.Simulation | None
     provisional: bool
     headline: list[tables.Headline]
     ingested: bool
     hypothesis: str | None
-    setup: dict[str, Any]
-    arm_diff: dict[str, Any]
-    arg_warnings: list[dict[str, Any]]
+    setup: sections.Setup
+    arm_diff: sections.ArmDiff
+    arg_warnings: list[sections.ArgWarning]
     baseline: str
     candidates: list[str]
     several_candidates: bool
     axis: str
     margin: str
-    primary: dict[str, str]
+    primary: PrimaryMetric
     comparison: list[tables.SliceTables]
     latency: list[Latency]
-    sigma: dict[str, Any]
+    sigma: tables.NoiseSection
     reruns: list[run_sections.RerunEntry]
     no_reruns: str | None
-    failures: dict[str, Any]
+    failures: run_sections.Failures
     correctness: list[list[str]]
-    environment: dict[str, Any]
-    reproduce: dict[str, Any]
-    latency_summary: list[dict[str, str]] = field(default_factory=list)
+    environment: run_sections.Environment
+    reproduce: Reproduce
+    latency_summary: list[LatencySummary] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
     limit: int = COMMENT_LIMIT
 
@@ -140,7 +165,7 @@ def spec_stem(run_dir: str) -> str | None:
     return None  # unknown: the caller points at the run directory's own copy instead
 
 
-def reproduce_of(inputs: RunInputs, simulated: bool) -> dict[str, Any]:
+def reproduce_of(inputs: RunInputs, simulated: bool) -> Reproduce:
     commands = []
     facts = inputs.settings.spec
     if facts is not None:
@@ -150,12 +175,12 @@ def reproduce_of(inputs: RunInputs, simulated: bool) -> dict[str, Any]:
     elif inputs.ingest and inputs.ingest.get("command"):
         commands.append(str(inputs.ingest["command"]))
     commands.append(f"matrixrun report {inputs.run_dir}")
-    return {
-        "commands": commands,
-        "spec_copy": f"{inputs.run_dir}/spec.yaml" if facts is not None else None,
-        "spec_sha": facts.spec_sha256 if facts is not None else None,
-        "files": list(inputs.ingest.get("files", [])) if inputs.ingest else [],
-    }
+    return Reproduce(
+        commands=commands,
+        spec_copy=f"{inputs.run_dir}/spec.yaml" if facts is not None else None,
+        spec_sha=facts.spec_sha256 if facts is not None else None,
+        files=list(inputs.ingest.get("files", [])) if inputs.ingest else [],
+    )
 
 
 def _latency(verdict: Verdict, labels: dict[str, str]) -> list[Latency]:
@@ -183,7 +208,7 @@ def _given(inputs: RunInputs) -> dict[str, dict[str, str]]:
 
 def _setup(
     inputs: RunInputs, arms: list[str], given: dict[str, dict[str, str]]
-) -> tuple[str, dict[str, Any], dict[str, Any]]:
+) -> tuple[str, sections.Setup, sections.ArmDiff]:
     """(title, setup, arm differences): from settings and plan, or for an ingested run from
     what its files record."""
     verdict, ms = inputs.verdict, inputs.measurements
@@ -191,12 +216,13 @@ def _setup(
     servers = inputs.env.get("servers") or {}
     if inputs.settings.spec is not None and inputs.plan is not None:
         setup = sections.setup_of(inputs.settings, inputs.plan, ms, given)
-        setup["workload"].append(("prefix cache", sections.cache_flushes(inputs.events)))
-        return inputs.plan.title, setup, setup["arm_diff"]
+        setup.workload.append(("prefix cache", sections.cache_flushes(inputs.events)))
+        assert setup.arm_diff is not None
+        return inputs.plan.title, setup, setup.arm_diff
     setup = sections.ingested_setup(ms, settings, inputs.ingest)
     diffs = sections.effective_arg_differences(servers, arms)
-    rows = [{"name": f"`{d['key']}`", "values": d["values"]} for d in diffs if d["arms"] == arms]
-    arm_diff = sections.with_table({"arms": arms, "common": "", "rows": rows}, settings.baseline)
+    rows = [sections.DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
+    arm_diff = sections.arm_diff(arms, rows, "", settings.baseline)
     title = f"{' vs '.join(arms[1:])} against {settings.baseline} (ingested)"
     return title, setup, arm_diff
 
@@ -239,11 +265,11 @@ def context_from(inputs: RunInputs) -> Context:
         several_candidates=len(candidates) > 1,
         axis=settings.axis,
         margin=f"±{fmt.setting_percent(settings.margin)}",
-        primary={
-            "metric": settings.primary,
-            "unit": unit(settings.primary),
-            "better": "higher" if higher_is_better(settings.primary) else "lower",
-        },
+        primary=PrimaryMetric(
+            metric=settings.primary,
+            unit=unit(settings.primary),
+            better="higher" if higher_is_better(settings.primary) else "lower",
+        ),
         comparison=tables.group_tables(primary_tables, verdict, labels),
         latency=_latency(verdict, labels),
         sigma=tables.sigma_of(verdict),

@@ -16,6 +16,33 @@ from matrixrun.settings import RunSettings
 from matrixrun.verdict import Comparison, Verdict
 
 
+@dataclass
+class Simulation:
+    """What the SIMULATED banner says."""
+
+    time_scales: list[str]
+    stream_interval: int | None
+    note: str | None
+    text: str
+
+
+@dataclass
+class Failures:
+    measurements: list[list[str]]
+    requests: list[str]
+
+
+@dataclass
+class Environment:
+    facts: list[tuple[str, str]]
+    gpus: list[str]
+    hardware_check: str | None
+    servers: list[list[str]]
+    servers_header: list[str]
+    servers_note: str | None
+    variables: list[str]
+
+
 def simulator_lag(measurements: Sequence[Measurement]) -> tuple[list[float], list[float]]:
     """How far the simulator's own timing strayed from its model, in modelled time, for the
     cells where it matters (it records both per cell; absolute deadlines keep either from
@@ -49,7 +76,7 @@ def simulator_lag(measurements: Sequence[Measurement]) -> tuple[list[float], lis
 
 def simulation_of(
     measurements: Sequence[Measurement], settings: RunSettings | None, env: Mapping[str, Any]
-) -> dict[str, Any] | None:
+) -> Simulation | None:
     """None unless some measurement is simulated; else the time scale(s) and stream interval
     the report must state."""
     simulated = [m for m in measurements if m.simulated]
@@ -90,12 +117,9 @@ def simulation_of(
             "inflating their TTFT/ITL samples; lower rehearsal.time_scale or raise "
             "rehearsal.stream_interval to shrink it"
         )
-    return {
-        "time_scales": [fmt.x(s) for s in scales],
-        "stream_interval": stream,
-        "note": note,
-        "text": text + ".",
-    }
+    return Simulation(
+        time_scales=[fmt.x(s) for s in scales], stream_interval=stream, note=note, text=text + "."
+    )
 
 
 def hardware_sentence(check: Any) -> str | None:
@@ -177,7 +201,7 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
 # ------------------------------------------------------------------------------ failures
 
 
-def failures_of(measurements: Sequence[Measurement], axis: str) -> dict[str, Any]:
+def failures_of(measurements: Sequence[Measurement], axis: str) -> Failures:
     """Failed measurements (cell, arm, attempt, error) and cells with failed requests."""
     failed = []
     partial = []
@@ -201,7 +225,7 @@ def failures_of(measurements: Sequence[Measurement], axis: str) -> dict[str, Any
                 f"{total} requests failed ({fmt.share(m.metrics.failed / total)}); "
                 "its metrics are over the successful ones"
             )
-    return {"measurements": failed, "requests": partial}
+    return Failures(measurements=failed, requests=partial)
 
 
 def correctness_of(verdict: Verdict) -> list[list[str]]:
@@ -242,7 +266,7 @@ def _servers(env: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def environment_of(env: Mapping[str, Any], settings: RunSettings | None) -> dict[str, Any]:
+def environment_of(env: Mapping[str, Any], settings: RunSettings | None) -> Environment:
     facts = settings.spec if settings is not None else None
     harness = env.get("harness") or {}
     info = [
@@ -265,12 +289,12 @@ def environment_of(env: Mapping[str, Any], settings: RunSettings | None) -> dict
     if check is None and facts is not None and not facts.check_hardware:
         check = "skipped: engine.check_hardware is false in the spec (hardware not verified)"
     header, servers = _servers(env)
-    return {
-        "facts": [(k, fmt.table_cell(str(v))) for k, v in info if v],
-        "gpus": [f"{n}× {name} (driver {drv}, {mem})" for (name, drv, mem), n in gpus.items()],
-        "hardware_check": check,
-        "servers": servers,
-        "servers_header": header,
-        "servers_note": None if servers else "No server instances are recorded in env.json.",
-        "variables": [f"`{k}={v}`" for k, v in sorted((env.get("env") or {}).items())],
-    }
+    return Environment(
+        facts=[(k, fmt.table_cell(str(v))) for k, v in info if v],
+        gpus=[f"{n}× {name} (driver {drv}, {mem})" for (name, drv, mem), n in gpus.items()],
+        hardware_check=check,
+        servers=servers,
+        servers_header=header,
+        servers_note=None if servers else "No server instances are recorded in env.json.",
+        variables=[f"`{k}={v}`" for k, v in sorted((env.get("env") or {}).items())],
+    )

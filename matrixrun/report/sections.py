@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from matrixrun.measurement import Measurement
@@ -20,6 +21,57 @@ from matrixrun.verdict import AnalysisSettings
 IGNORED_ARG_PARTS = ("port", "host", "seed", "url")
 IGNORED_ARG_KEYS = frozenset({"profile", "pid", "log_file", "served_model_name_suffix"})
 IGNORED_ARG_PREFIXES = ("sim_",)
+
+
+@dataclass
+class DiffRow:
+    name: str
+    values: list[str]
+
+
+@dataclass
+class ArmDiff:
+    """What the arms differ in (rows), what they share (common), and the rendered table."""
+
+    arms: list[str]
+    rows: list[DiffRow]
+    common: str
+    header: list[str]
+    table: list[list[str]]
+
+
+@dataclass
+class ArgWarning:
+    """An effective server arg that differs between arms though nobody asked for it."""
+
+    slice: str
+    key: str
+    values: list[str]
+    arms: list[str]
+
+
+@dataclass
+class Metrics:
+    primary: str
+    secondary: list[str]
+
+
+@dataclass
+class Setup:
+    """The setup section: what the run was (spec-driven), or what its files say (ingested)."""
+
+    workload: list[tuple[str, str]]
+    client: str
+    metrics: Metrics
+    arm_diff: ArmDiff | None = None
+    models: list[str] = field(default_factory=list)
+    hardware: list[str] = field(default_factory=list)
+    engine: str = ""
+    common_args: str = ""
+    launch: str | None = None
+    sweep: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    cells: int | None = None
 
 
 # ------------------------------------------------------------------------------ flags as given
@@ -87,7 +139,7 @@ def _value_of(text: str | None) -> str:
 
 def arm_differences(
     plan: Plan, facts: SpecFacts, given_by: Mapping[str, dict[str, str]]
-) -> dict[str, Any]:
+) -> ArmDiff:
     """The flags (and launch prefixes, environment variables) in which arms differ — only
     those — as the servers were given them; and the common args (engine args and arm flags
     the arms share)."""
@@ -98,7 +150,7 @@ def arm_differences(
             first.setdefault(g.arm, g)
     groups = [first[a] for a in arms if a in first]
     given = [given_by[g.group_id] for g in groups]
-    rows: list[dict[str, Any]] = []
+    rows: list[DiffRow] = []
     common: list[str] = []
     for key in dict.fromkeys([*facts.engine_arg_keys, *facts.arm_flag_keys]):
         texts = [f.get(key) for f in given]
@@ -109,31 +161,22 @@ def arm_differences(
         if key not in facts.arm_flag_keys:
             continue
         name = next(t for t in texts if t is not None).split(" ", 1)[0]
-        rows.append({"name": f"`{name}`", "values": [_value_of(t) for t in texts]})
+        rows.append(DiffRow(f"`{name}`", [_value_of(t) for t in texts]))
     launches = [g.launch for g in groups]
     if any(x != launches[0] for x in launches):
-        rows.append(
-            {
-                "name": "launch",
-                "values": [" ".join(x) if x else "(engine default)" for x in launches],
-            }
-        )
+        rows.append(DiffRow("launch", [" ".join(x) if x else "(engine default)" for x in launches]))
     for key in dict.fromkeys(k for g in groups for k in g.env):
         values = [g.env.get(key) for g in groups]
         if any(v != values[0] for v in values):
-            rows.append({"name": f"env `{key}`", "values": [fmt.flag_value(v) for v in values]})
-    diff = {"arms": [g.arm for g in groups], "rows": rows, "common": " ".join(common)}
-    return with_table(diff, plan.baseline)
+            rows.append(DiffRow(f"env `{key}`", [fmt.flag_value(v) for v in values]))
+    return arm_diff([g.arm for g in groups], rows, " ".join(common), plan.baseline)
 
 
-def with_table(diff: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """Add the rendered table (header, escaped rows) to an arm-difference dict."""
-    diff["header"] = [
-        "flag",
-        *(f"`{a}`" + (" (baseline)" if a == baseline else "") for a in diff["arms"]),
-    ]
-    diff["table"] = [[fmt.table_cell(x) for x in [r["name"], *r["values"]]] for r in diff["rows"]]
-    return diff
+def arm_diff(arms: list[str], rows: list[DiffRow], common: str, baseline: str) -> ArmDiff:
+    """The differences with their rendered table (header, escaped rows)."""
+    header = ["flag", *(f"`{a}`" + (" (baseline)" if a == baseline else "") for a in arms)]
+    table = [[fmt.table_cell(x) for x in [r.name, *r.values]] for r in rows]
+    return ArmDiff(arms=arms, rows=rows, common=common, header=header, table=table)
 
 
 def _ignored_arg(key: str, asked: set[str]) -> bool:
@@ -153,7 +196,7 @@ def _arg_value(dumped: str) -> str:
 
 def effective_arg_differences(
     servers: Mapping[str, Mapping[str, Any]], arms: Sequence[str], asked: Iterable[str] = ()
-) -> list[dict[str, Any]]:
+) -> list[ArgWarning]:
     """Effective server args (env.json servers[*].args, as the engine reported them) that
     differ between arms within one slice, in anything not `asked` for: keys the arms' flags or
     the server axes set, ports/hosts and seeds are expected to differ. Each entry: slice, key,
@@ -167,7 +210,7 @@ def effective_arg_differences(
         by_slice.setdefault(str(info.get("slice") or ""), {}).setdefault(arm, []).append(
             info["args"]
         )
-    out: list[dict[str, Any]] = []
+    out: list[ArgWarning] = []
     for slice_name, per_arm in by_slice.items():
         present = [a for a in arms if a in per_arm]
         if len(present) < 2:
@@ -181,14 +224,8 @@ def effective_arg_differences(
             }
             if all(v == seen[present[0]] for v in seen.values()):
                 continue
-            out.append(
-                {
-                    "slice": slice_name,
-                    "key": key,
-                    "values": [" / ".join(_arg_value(v) for v in seen[a]) for a in present],
-                    "arms": present,
-                }
-            )
+            values = [" / ".join(_arg_value(v) for v in seen[a]) for a in present]
+            out.append(ArgWarning(slice=slice_name, key=key, values=values, arms=present))
     return out
 
 
@@ -233,7 +270,7 @@ def setup_of(
     plan: Plan,
     measurements: Sequence[Measurement],
     given_by: Mapping[str, dict[str, str]],
-) -> dict[str, Any]:
+) -> Setup:
     """Model(s), hardware, engine, workload and client, as the run was set up."""
     facts = settings.spec
     assert facts is not None
@@ -242,23 +279,23 @@ def setup_of(
     clients = sorted({m.client for m in measurements}) or [facts.client]
     diffs = arm_differences(plan, facts, given_by)
     a = settings.analysis
-    return {
-        "models": [
+    return Setup(
+        models=[
             f"`{m.label}` ({m.path}" + (f", {m.quantization}" if m.quantization else "") + ")"
             for m in models
         ],
-        "hardware": [_hardware_line(g, given_by[g.group_id]) for g in hardware.values()],
-        "engine": facts.engine,
-        "common_args": diffs["common"],
-        "launch": " ".join(facts.launch) if facts.launch else None,
-        "workload": workload_rows(facts),
-        "sweep": [f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
+        hardware=[_hardware_line(g, given_by[g.group_id]) for g in hardware.values()],
+        engine=facts.engine,
+        common_args=diffs.common,
+        launch=" ".join(facts.launch) if facts.launch else None,
+        workload=workload_rows(facts),
+        sweep=[f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
         or ["(a single point)"],
-        "client": "; ".join(wording.CLIENT_WORDS.get(c, c) for c in clients),
-        "metrics": {"primary": a.primary, "secondary": list(a.secondary)},
-        "arm_diff": diffs,
-        "cells": plan.cost.cells,
-    }
+        client="; ".join(wording.CLIENT_WORDS.get(c, c) for c in clients),
+        metrics=Metrics(a.primary, list(a.secondary)),
+        arm_diff=diffs,
+        cells=plan.cost.cells,
+    )
 
 
 def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
@@ -278,7 +315,7 @@ def ingested_setup(
     measurements: Sequence[Measurement],
     settings: AnalysisSettings,
     ingest: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+) -> Setup:
     """What bench_serving files say about themselves: workload fields, backend, versions."""
 
     def seen(key: str) -> str:
@@ -289,9 +326,9 @@ def ingested_setup(
         )
         return ", ".join(values) if values else "not recorded"
 
-    return {
-        "files": list(ingest.get("files", [])) if ingest else [],
-        "workload": [
+    return Setup(
+        files=list(ingest.get("files", [])) if ingest else [],
+        workload=[
             ("dataset", seen("dataset_name")),
             (
                 "input / output length",
@@ -301,6 +338,6 @@ def ingested_setup(
             ("bench_serving backend", seen("backend")),
             ("server version", seen("server_version")),
         ],
-        "client": wording.CLIENT_WORDS["bench_serving"],
-        "metrics": {"primary": settings.primary, "secondary": list(settings.secondary)},
-    }
+        client=wording.CLIENT_WORDS["bench_serving"],
+        metrics=Metrics(settings.primary, list(settings.secondary)),
+    )

@@ -168,20 +168,39 @@ def slice_labels_of(
     return labels
 
 
-def sigma_of(verdict: Verdict) -> dict[str, Any]:
+@dataclass
+class SigmaLine:
+    metric: str
+    text: str
+    source: str
+    primary: bool
+
+
+@dataclass
+class NoiseSection:
+    """The noise and confidence section: σ per metric, the levels, and the caveats."""
+
+    metrics: list[SigmaLine]
+    level: str
+    margin: str
+    multiplicity: str
+    warnings: list[str]
+
+
+def sigma_of(verdict: Verdict) -> NoiseSection:
     s = verdict.settings
-    return {
-        "metrics": [
-            {
-                "metric": x.metric,
-                "text": wording.sigma_text(x),
-                "source": x.source.value,
-                "primary": x.metric == s.primary,
-            }
+    return NoiseSection(
+        metrics=[
+            SigmaLine(
+                metric=x.metric,
+                text=wording.sigma_text(x),
+                source=x.source.value,
+                primary=x.metric == s.primary,
+            )
             for x in verdict.sigma
         ],
-        "level": wording.level_text(s),
-        "margin": f"±{fmt.setting_percent(s.margin)}",
-        "multiplicity": wording.multiplicity(verdict),
-        "warnings": [wording.caveat(c, verdict) for c in verdict.caveats],
-    }
+        level=wording.level_text(s),
+        margin=f"±{fmt.setting_percent(s.margin)}",
+        multiplicity=wording.multiplicity(verdict),
+        warnings=[wording.caveat(c, verdict) for c in verdict.caveats],
+    )
