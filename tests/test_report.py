@@ -905,3 +905,17 @@ def test_flags_are_shown_as_the_server_was_given_them(tmp_path: Path) -> None:
     assert flags[1] == ["`--moe-runner-backend`", BASE, CAND]
     # without a recorded argv the spec's own spelling is all there is
     assert "common args `--tp 8`" in render_run_dir(writeup_run(tmp_path / "bare"))
+
+
+def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> None:
+    from matrixrun.hardware import compare
+    from matrixrun.report.run_sections import hardware_sentence
+    from matrixrun.spec import HardwareSpec
+
+    check = compare([HardwareSpec(gpu="NVIDIA H200", count=8)], [])
+    assert not check.ok and check.message.startswith(check.finding + "; ")
+    recorded = {**check.model_dump(mode="json"), "overridden": True}
+    assert hardware_sentence(recorded) == (
+        "**overridden**: spec asks for 8x NVIDIA H200 but nvidia-smi shows no GPU; "
+        "the run went ahead anyway (--ignore-hardware)"
+    )

@@ -128,8 +128,8 @@ def hardware_sentence(check: Any) -> str | None:
         return None if check is None else str(check)
     message = str(check.get("message") or "").rstrip(".")
     if check.get("overridden"):
-        message = message.split("; ")[0]  # drop the "what to do" half: it was done
-        return f"**overridden**: {message}; the run went ahead anyway (--ignore-hardware)"
+        found = str(check.get("finding") or message)  # not the "what to do" half: it was done
+        return f"**overridden**: {found}; the run went ahead anyway (--ignore-hardware)"
     if check.get("ok"):
         return f"passed: {message}" if message else "passed"
     return message or None

@@ -151,10 +151,23 @@ def warmup_evidence(c: Comparison) -> str:
     )
 
 
+#: The arm a note is about, for the notes that are about one.
+_ROLE = {
+    CellNote.NO_BASELINE: "baseline",
+    CellNote.BASELINE_UNRELIABLE: "baseline",
+    CellNote.BASELINE_FAILED_RUNS: "baseline",
+    CellNote.BASELINE_FAILED_REQUESTS: "baseline",
+    CellNote.NO_CANDIDATE: "candidate",
+    CellNote.CANDIDATE_UNRELIABLE: "candidate",
+    CellNote.CANDIDATE_FAILED_RUNS: "candidate",
+    CellNote.CANDIDATE_FAILED_REQUESTS: "candidate",
+}
+
+
 def cell_note(note: CellNote, c: Comparison, *, short: bool = False) -> str:
     """One note of a cell in words (`short`: as the one-line summary shows it)."""
     arms: dict[str, ArmSample] = {"baseline": c.baseline, "candidate": c.candidate}
-    role = "baseline" if "baseline" in note.value else "candidate"
+    role = _ROLE.get(note, "")
     if note in (CellNote.NO_BASELINE, CellNote.NO_CANDIDATE):
         return f"no successful measurement of the {role}"
     if note == CellNote.NO_NOISE:
