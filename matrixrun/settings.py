@@ -95,7 +95,8 @@ def looks(spec: Spec) -> int:
 def analysis_settings(
     spec: Spec, plan: Plan, correctness: dict[str, float] | None = None
 ) -> AnalysisSettings:
-    """Analysis settings implied by the spec (the same for the runner, report and policy)."""
+    """Analysis settings implied by the spec: what the runner writes into settings.json, and
+    what the verify policy (and its scoring benchmark) judge the measurements so far by."""
     v = spec.verify
     return AnalysisSettings(
         baseline=plan.baseline,
@@ -119,6 +120,8 @@ def analysis_settings(
 
 
 def spec_facts(spec: Spec, spec_sha256: str | None = None) -> SpecFacts:
+    """What the report states about the spec, taken once when the run starts, so rendering
+    never needs the spec (plan.json carries the rest)."""
     w = spec.workload
     note = spec.rehearsal.note
     asked = {k for arm in spec.arms.values() for k in arm.flags}
