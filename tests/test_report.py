@@ -909,7 +909,7 @@ def test_flags_are_shown_as_the_server_was_given_them(tmp_path: Path) -> None:
 
 def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> None:
     from matrixrun.hardware import compare
-    from matrixrun.report.run_sections import hardware_sentence
+    from matrixrun.report.wording import hardware_sentence
     from matrixrun.spec import HardwareSpec
 
     check = compare([HardwareSpec(gpu="NVIDIA H200", count=8)], [])

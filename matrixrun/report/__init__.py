@@ -115,7 +115,9 @@ def _drop_servers(ctx: Context) -> str | None:
     if not servers:
         return None
     ctx.environment.servers = []
-    ctx.environment.servers_note = f"{len(servers)} server instances were recorded in env.json."
+    from matrixrun.report import wording
+
+    ctx.environment.servers_note = wording.servers_dropped(len(servers))
     return "the per-instance server table"
 
 

@@ -216,14 +216,14 @@ def _setup(
     servers = inputs.env.get("servers") or {}
     if inputs.settings.spec is not None and inputs.plan is not None:
         setup = sections.setup_of(inputs.settings, inputs.plan, ms, given)
-        setup.workload.append(("prefix cache", sections.cache_flushes(inputs.events)))
+        setup.workload.append(("prefix cache", wording.cache_flushes(inputs.events)))
         assert setup.arm_diff is not None
         return inputs.plan.title, setup, setup.arm_diff
     setup = sections.ingested_setup(ms, settings, inputs.ingest)
     diffs = sections.effective_arg_differences(servers, arms)
     rows = [sections.DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
     arm_diff = sections.arm_diff(arms, rows, "", settings.baseline)
-    title = f"{' vs '.join(arms[1:])} against {settings.baseline} (ingested)"
+    title = wording.ingested_title(arms[1:], settings.baseline)
     return title, setup, arm_diff
 
 

@@ -92,47 +92,11 @@ def simulation_of(
     note = facts.rehearsal_note if facts is not None else None
     if note and not note.rstrip().endswith((".", "!", "?")):
         note = note.rstrip() + "."
-    if scales == [1.0]:
-        speed = "the simulator ran in real time"
-    else:
-        speed = (
-            "the simulator ran "
-            + " / ".join(f"{fmt.x(s)}×" for s in scales)
-            + " faster; times converted back"
-        )
-    text = f"measured on matrixrun's simulator, not on GPUs: {speed}"
-    if stream:
-        text += f"; it streamed {stream} tokens per event (rehearsal.stream_interval)"
     slow_engine, slow_writes = simulator_lag(simulated)
-    if slow_engine:
-        text += (
-            f". In {len(slow_engine)} measurement(s) the simulator's engine fell behind its "
-            f"model by up to {100 * max(slow_engine):.1f}% of the cell's duration, so their "
-            "throughput understates the profile by up to that much"
-        )
-    if slow_writes:
-        text += (
-            f". In {len(slow_writes)} measurement(s) its token writes lagged the model by "
-            f"{min(slow_writes):.0f}–{max(slow_writes):.0f} ms on average (modelled time), "
-            "inflating their TTFT/ITL samples; lower rehearsal.time_scale or raise "
-            "rehearsal.stream_interval to shrink it"
-        )
+    text = wording.simulation(scales, stream, slow_engine, slow_writes)
     return Simulation(
-        time_scales=[fmt.x(s) for s in scales], stream_interval=stream, note=note, text=text + "."
+        time_scales=[fmt.x(s) for s in scales], stream_interval=stream, note=note, text=text
     )
-
-
-def hardware_sentence(check: Any) -> str | None:
-    """The runner's hardware gate result as one sentence; an override is said in bold."""
-    if not isinstance(check, dict):
-        return None if check is None else str(check)
-    message = str(check.get("message") or "").rstrip(".")
-    if check.get("overridden"):
-        found = str(check.get("finding") or message)  # not the "what to do" half: it was done
-        return f"**overridden**: {found}; the run went ahead anyway (--ignore-hardware)"
-    if check.get("ok"):
-        return f"passed: {message}" if message else "passed"
-    return message or None
 
 
 # ------------------------------------------------------------------------------ reruns
@@ -221,9 +185,7 @@ def failures_of(measurements: Sequence[Measurement], axis: str) -> Failures:
         elif m.metrics is not None and m.metrics.failed:
             total = m.metrics.failed + m.metrics.completed
             partial.append(
-                f"`{m.arm}` at {where}, attempt {m.attempt}: {m.metrics.failed} of "
-                f"{total} requests failed ({fmt.share(m.metrics.failed / total)}); "
-                "its metrics are over the successful ones"
+                wording.failed_requests(m.arm, where, m.attempt, m.metrics.failed, total)
             )
     return Failures(measurements=failed, requests=partial)
 
@@ -239,7 +201,7 @@ def correctness_of(verdict: Verdict) -> list[list[str]]:
                     f"`{c.candidate}`",
                     fmt.share(c.correctness),
                     fmt.setting_percent(s.correctness_min),
-                    "**suspect**: its speed does not count" if c.suspect else "ok",
+                    wording.SUSPECT_STATUS if c.suspect else "ok",
                 ]
     return list(out.values())
 
@@ -285,9 +247,9 @@ def environment_of(env: Mapping[str, Any], settings: RunSettings | None) -> Envi
                 str(g.get("memory_total", "?")),
             )
             gpus[key] = gpus.get(key, 0) + 1
-    check = hardware_sentence(env.get("hardware_check"))
+    check = wording.hardware_sentence(env.get("hardware_check"))
     if check is None and facts is not None and not facts.check_hardware:
-        check = "skipped: engine.check_hardware is false in the spec (hardware not verified)"
+        check = wording.HARDWARE_SKIPPED
     header, servers = _servers(env)
     return Environment(
         facts=[(k, fmt.table_cell(str(v))) for k, v in info if v],
@@ -295,6 +257,6 @@ def environment_of(env: Mapping[str, Any], settings: RunSettings | None) -> Envi
         hardware_check=check,
         servers=servers,
         servers_header=header,
-        servers_note=None if servers else "No server instances are recorded in env.json.",
+        servers_note=None if servers else wording.NO_SERVERS,
         variables=[f"`{k}={v}`" for k, v in sorted((env.get("env") or {}).items())],
     )

@@ -232,29 +232,6 @@ def effective_arg_differences(
 # ------------------------------------------------------------------------------ setup
 
 
-def workload_rows(facts: SpecFacts) -> list[tuple[str, str]]:
-    w = facts.workload
-    if w.num_prompts is not None:
-        prompts = f"{w.num_prompts} per cell"
-    elif w.duration is not None:
-        prompts = f"as many as fit in {fmt.seconds(w.duration)} per cell"
-    else:
-        prompts = f"{w.prompts_per_concurrency} × concurrency per cell (at least {w.min_prompts})"
-    rate = "inf (all at once)" if w.request_rate is None else f"{fmt.x(w.request_rate)} req/s"
-    return [
-        (
-            "dataset",
-            f"{w.dataset} token ids"
-            + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
-        ),
-        ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
-        ("request rate", rate),
-        ("prompts", prompts),
-        ("warmup", f"{w.warmup_requests} unmeasured request(s) before each cell"),
-        ("seed", str(w.seed)),
-    ]
-
-
 def _hardware_line(group: ServerGroup, given: Mapping[str, str]) -> str:
     h = group.hardware
     args = " ".join(given[k] for k in h.args if k in given)
@@ -288,7 +265,7 @@ def setup_of(
         engine=facts.engine,
         common_args=diffs.common,
         launch=" ".join(facts.launch) if facts.launch else None,
-        workload=workload_rows(facts),
+        workload=wording.workload(facts),
         sweep=[f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
         or ["(a single point)"],
         client="; ".join(wording.CLIENT_WORDS.get(c, c) for c in clients),
@@ -296,19 +273,6 @@ def setup_of(
         arm_diff=diffs,
         cells=plan.cost.cells,
     )
-
-
-def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
-    """What the run did about the server's prefix cache before each cell, from events.jsonl
-    (every arm gets the same prompts, so a warm cache would flatter whoever runs second)."""
-    flushes = [e for e in events if e.get("event") == "flush_cache"]
-    if not flushes:
-        return "no flush recorded"
-    done = sum(1 for e in flushes if e.get("ok"))
-    if done == len(flushes):
-        return f"flushed before every cell ({done} flushes)"
-    why = next((str(e["why"]) for e in flushes if not e.get("ok") and e.get("why")), "")
-    return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
 
 
 def ingested_setup(

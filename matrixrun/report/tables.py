@@ -4,7 +4,7 @@ the `Verdict`, worded by `wording`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from matrixrun.plan import Plan
@@ -26,7 +26,7 @@ class Table:
     rows: list[list[str]]
     regimes: str
     undecided: list[str]
-    overall: str = field(default="", metadata={"doc": "the slice's verdict, under its last table"})
+    overall: str = ""  # the slice's verdict on the metric, under its last table only
 
 
 @dataclass

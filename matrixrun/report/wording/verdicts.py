@@ -1,11 +1,5 @@
-"""Every sentence of the verdict document, written once.
-
-The analysis returns numbers, enums and flags (`verdict.py`); this module is the only place
-that turns them into words, so a claim cannot be phrased two ways in two places (a crossover,
-a rerun's meaning, a cell's note). Wording rules (issue 6): "better"/"worse" only from a
-confident verdict, inconclusive cells say what would settle them, provisional (n = 1) verdicts
-say so.
-"""
+"""The sentences about the verdict: a cell, a series along the axis, a candidate's overall
+verdict, σ and the run-level caveats."""
 
 from __future__ import annotations
 
@@ -13,24 +7,18 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from matrixrun.metrics import higher_is_better, unit
 from matrixrun.report import fmt
-from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.verdict import (
     AnalysisSettings,
     ArmSample,
     Caveat,
     CaveatKind,
     CellNote,
-    CheckOutcome,
     Comparison,
     Crossover,
-    Explanation,
     Overall,
     OverallVerdict,
     Place,
-    Rerun,
-    RerunKind,
     Series,
     Sigma,
     SigmaSource,
@@ -42,21 +30,6 @@ SOURCE_WORDS: dict[SigmaSource, str] = {
     SigmaSource.WARM: "warm repeats on the same server: within-instance only, may understate",
     SigmaSource.PRIOR: "declared prior, not measured",
     SigmaSource.NONE: "no noise estimate",
-}
-
-REASON_WORDS = {
-    "first": "first run",
-    "surprise": "surprising change",
-    "inconclusive": "inconclusive cell",
-    "crossover": "crossover bracket",
-    "fresh_server": "fresh-server check",
-    "aa": "A/A (baseline against itself)",
-    "manual": "repeat found in the input (reason not recorded)",
-}
-
-CLIENT_WORDS = {
-    "builtin": "matrixrun's built-in streaming client (metric definitions as sglang.bench_serving)",
-    "bench_serving": "`python -m sglang.bench_serving` (its --output-file parsed)",
 }
 
 NON_MONOTONE = "the sign changes more than once along the axis: non-monotone, re-measure"
@@ -392,136 +365,3 @@ def _run_caveat(c: Caveat, v: Verdict) -> str:
             "server's offset)."
         )
     return multiplicity(v)
-
-
-# ------------------------------------------------------------------------------ reruns
-
-
-def _effect(cell: Comparison | None, metric: str) -> str:
-    d = cell.d if cell is not None else None
-    if d is None:
-        return "change"
-    if higher_is_better(metric):
-        return "speed-up" if d > 0 else "slowdown"
-    return "improvement" if d > 0 else "regression"
-
-
-def rerun_server(r: Rerun) -> str:
-    return (
-        "same warm server " if r.kind == RerunKind.WARM else "fresh server "
-    ) + f"`{r.instance}`"
-
-
-def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSettings) -> str:
-    """'the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run 515.58
-    tok/s (+0.04%, within ±3%) — the JIT/warmup explanation is falsified.'"""
-    if r.value is None or r.first_value is None:
-        failed = "the rerun failed" if r.value is None else "the first run failed"
-        return f"{failed}, so it shows nothing about the explanation."
-    margin = f"±{fmt.setting_percent(s.margin)}"
-    numbers = (
-        f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
-    )
-    delta = fmt.change(r.change_vs_first or 0.0, 2)
-    within = f"within {margin}" if r.matches_first else f"beyond {margin}"
-    effect = f"the {_effect(cell, r.metric)} at {where}"
-    alone = (
-        f"; on its own the rerun gives {fmt.change(r.alone)} vs `{s.baseline}`"
-        if r.alone is not None
-        else ""
-    )
-    if r.tests == Explanation.WARMUP:
-        rerun = f"warm rerun {numbers} ({delta}, {within}{alone})"
-        if r.outcome == CheckOutcome.CONFIRMED:
-            return (
-                f"the first run at {where} was held back: {rerun}, better than the first run "
-                "beyond what noise explains — the JIT/warmup explanation is confirmed for that "
-                "first run; both runs are kept and counted (whether a verdict rests on cold "
-                "first runs is judged over all of the arm's repeats: see the caveats)."
-            )
-        if r.outcome == CheckOutcome.NOT_SETTLED:
-            return (
-                f"the first run at {where} may have been held back: {rerun}, better than the "
-                "first run but within what the noise σ explains for one pair — the JIT/warmup "
-                "explanation is neither confirmed nor falsified."
-            )
-        if r.matches_first:
-            return f"{effect} is not warmup: {rerun} — the JIT/warmup explanation is falsified."
-        return (
-            f"{effect} is not warmup: {rerun}, worse than the first run — the JIT/warmup "
-            "explanation is falsified; the server drifts."
-        )
-    if r.tests == Explanation.INSTANCE:
-        rerun = f"fresh server {numbers} ({delta}{alone})"
-        if r.outcome == CheckOutcome.FALSIFIED:
-            return (
-                f"{effect} is not an odd server instance: {rerun}, so the fresh server "
-                "reproduces it — the odd-instance explanation is falsified."
-            )
-        if r.outcome == CheckOutcome.CONFIRMED:
-            return (
-                f"{effect} does not reproduce on a fresh server: {rerun} — the odd-instance "
-                "explanation is confirmed."
-            )
-        return (
-            f"{effect} reproduces only in part on a fresh server: {rerun} — the odd-instance "
-            "explanation is neither confirmed nor falsified."
-        )
-    kind = "on the same server" if r.kind == RerunKind.WARM else "on a fresh server"
-    return f"replicate {kind}: {numbers} ({delta}, {within})."
-
-
-def rerun_why(w: RerunWhy) -> str:
-    """Why the verify policy asked for a rerun (from the verify event's numbers)."""
-    if w.kind == WhyKind.WARM_CHECK:
-        return (
-            f"change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
-            f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
-            "tests first-run JIT compile/warmup"
-        )
-    if w.kind == WhyKind.AA:
-        return "A/A: the baseline again on a fresh server measures the server-to-server spread"
-    if w.kind == WhyKind.UNDECIDED:
-        cell = f"inconclusive ({cell_text(w.cell)}); " if w.cell is not None else ""
-        if w.no_sigma:
-            return (
-                f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
-                "needed to measure it"
-            )
-        return (
-            f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
-            f"runs per arm a {w.chance or 0.0:.0%} chance to settle it (the futility rule's "
-            "input, not a prediction)"
-        )
-    if w.kind == WhyKind.INSTANCE_CHECK:
-        return (
-            f"change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
-            "launched server tests whether the first server was odd"
-        )
-    if w.kind == WhyKind.SIGMA_REPLICATE:
-        return (
-            f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
-            "(the analysis prefers fresh-server σ once one exists)"
-        )
-    return (
-        f"brackets the crossover at {w.axis} {w.x or 0.0:g}: a second run so the bracket rests "
-        "on more than one"
-    )
-
-
-def no_reruns(v: Verdict, max_runs: int | None, ingested: bool) -> str:
-    """Why the log is empty, said plainly."""
-    if ingested:
-        return "The input files hold one run per cell and arm; nothing was rerun."
-    if max_runs is not None and max_runs < 2:
-        return "The spec allows one run per cell (verify.max_runs: 1), so the policy reran nothing."
-    flagged = [c for _, _, c in v.comparisons() if c.surprise or c.verdict == "inconclusive"]
-    if not flagged:
-        return (
-            "No cell was surprising (|change| above the surprise threshold) or "
-            "inconclusive, so the verify policy had nothing to rerun."
-        )
-    return (
-        f"{len(flagged)} cell(s) were surprising or inconclusive, but no rerun was "
-        "recorded (reruns disabled, budget spent, or the run stopped before stage 2)."
-    )
