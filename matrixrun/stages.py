@@ -31,15 +31,16 @@ def read_settings(rd: RunDir) -> RunSettings:
     path = rd.path / "settings.json"
     if not path.exists():
         raise InputError(
-            f"{rd.path} has no settings.json; give a directory written by `matrixrun run` or "
-            "`matrixrun ingest`"
+            f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
+            f"`matrixrun ingest` (an older run gets one from `matrixrun run SPEC --resume "
+            f"{rd.path}`)"
         )
     try:
         return RunSettings.model_validate_json(path.read_text())
     except ValidationError as exc:
         raise InputError(
             f"{path}: not the settings of this matrixrun version ({exc.error_count()} "
-            "problem(s)); rerun `matrixrun run --resume` or `matrixrun ingest` to rewrite it"
+            f"problem(s)); `matrixrun run SPEC --resume {rd.path}` rewrites it"
         ) from exc
 
 

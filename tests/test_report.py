@@ -919,3 +919,19 @@ def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> Non
         "**overridden**: spec asks for 8x NVIDIA H200 but nvidia-smi shows no GPU; "
         "the run went ahead anyway (--ignore-hardware)"
     )
+
+
+def test_a_directory_without_settings_says_which_command_writes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    (rd.path / "settings.json").unlink()
+    assert main(["analyse", str(rd.path)]) == 2
+    assert main(["report", str(rd.path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(
+        "has no settings.json: give a directory written by" in e for e in err
+    )
+    assert f"`matrixrun run SPEC --resume {rd.path}`" in err[0]

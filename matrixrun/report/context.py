@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from matrixrun import stages
 from matrixrun.errors import InputError
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import higher_is_better, unit
@@ -133,21 +134,18 @@ def display_path(path: Path) -> str:
 
 def read_inputs(rd: RunDir) -> RunInputs:
     """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
-    for name, stage in (
-        ("settings.json", "run` or `matrixrun ingest"),
-        ("verdict.json", "analyse"),
-    ):
-        if not (rd.path / name).exists():
-            raise InputError(
-                f"{rd.path} has no {name}; write it with `matrixrun {stage} {rd.path}`"
-            )
+    settings = stages.read_settings(rd)
+    if not (rd.path / "verdict.json").exists():
+        raise InputError(
+            f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"
+        )
     plan_file = rd.path / "plan.json"
     env = _optional_json(rd.path / "env.json")
     ingest = _optional_json(rd.path / "ingest.json")
     return RunInputs(
         run_dir=display_path(rd.path),
         verdict=Verdict.model_validate(rd.read_json("verdict.json")),
-        settings=RunSettings.model_validate(rd.read_json("settings.json")),
+        settings=settings,
         measurements=rd.measurements() if rd.results_file.exists() else [],
         plan=Plan.model_validate(rd.read_json("plan.json")) if plan_file.exists() else None,
         env=env if isinstance(env, dict) else {},
