@@ -935,3 +935,17 @@ def test_a_directory_without_settings_says_which_command_writes_them(
         "has no settings.json: give a directory written by" in e for e in err
     )
     assert f"`matrixrun run SPEC --resume {rd.path}`" in err[0]
+
+
+def test_a_verdict_from_another_version_asks_to_analyse_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    old = rd.read_json("verdict.json")
+    old["warnings"] = ["a sentence the analysis used to write"]
+    rd.write_json("verdict.json", old)
+    assert main(["report", str(rd.path)]) == 2
+    assert f"rewrite it with `matrixrun analyse {rd.path}`" in capsys.readouterr().err
+    assert main(["analyse", str(rd.path)]) == 0 and main(["report", str(rd.path)]) == 0

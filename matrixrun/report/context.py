@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from matrixrun import stages
 from matrixrun.errors import InputError
 from matrixrun.measurement import Measurement
@@ -139,12 +141,19 @@ def read_inputs(rd: RunDir) -> RunInputs:
         raise InputError(
             f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"
         )
+    try:
+        verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    except ValidationError as exc:
+        raise InputError(
+            f"{rd.path / 'verdict.json'} is not the verdict of this matrixrun version "
+            f"({exc.error_count()} problem(s)); rewrite it with `matrixrun analyse {rd.path}`"
+        ) from exc
     plan_file = rd.path / "plan.json"
     env = _optional_json(rd.path / "env.json")
     ingest = _optional_json(rd.path / "ingest.json")
     return RunInputs(
         run_dir=display_path(rd.path),
-        verdict=Verdict.model_validate(rd.read_json("verdict.json")),
+        verdict=verdict,
         settings=settings,
         measurements=rd.measurements() if rd.results_file.exists() else [],
         plan=Plan.model_validate(rd.read_json("plan.json")) if plan_file.exists() else None,
