@@ -40,7 +40,7 @@ from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
-from matrixrun.measurement import Measurement, Reason
+from matrixrun.measurement import Failure, Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir, now_iso
@@ -252,7 +252,7 @@ class Runner:
             bench,
         )
         requests_file = self._keep_records(cell, attempt, run)
-        error = run.error
+        error, failure = run.error, run.failure
         extra: dict[str, Any] = dict(run.extra)
         if run.argv:
             extra["argv"] = redact_argv(run.argv)
@@ -263,6 +263,7 @@ class Runner:
                 f"server {inst.name} died (exit code {inst.server.exit_code()}) during the "
                 f"cell; last log lines: {inst.server.log_tail(5)}"
             )
+            failure = Failure.SERVER_DIED
         return Measurement(
             **self._identity(inst.group, cell, attempt, inst.name, reason),
             started_at=started_at,
@@ -270,6 +271,7 @@ class Runner:
             simulated=self.options.rehearse or inst.name in self.simulated_instances,
             metrics=run.metrics,
             error=error,
+            failure=failure,
             finished_at=now_iso(),
             requests_file=requests_file,
             extra=extra,
@@ -380,6 +382,7 @@ class Runner:
         return Measurement(
             **self._identity(group, cell, attempt, f"{group.group_id}#{number}", reason),
             error=error,
+            failure=Failure.LAUNCH,
             simulated=self.options.rehearse,
             started_at=now_iso(),
             finished_at=now_iso(),
