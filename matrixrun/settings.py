@@ -43,6 +43,8 @@ class WorkloadFacts(_Model):
     min_prompts: int | None = None
     warmup_requests: int = 0
     seed: int = 0
+    prompt_format: str = Field("token_ids", description="token_ids or text (engine.prompt_format).")
+    strict_openai: bool = False
 
 
 class SpecFacts(_Model):
@@ -145,6 +147,8 @@ def spec_facts(spec: Spec, spec_sha256: str | None = None) -> SpecFacts:
             min_prompts=w.min_prompts,
             warmup_requests=w.warmup_requests,
             seed=w.seed,
+            prompt_format=spec.engine.prompt_format,
+            strict_openai=spec.engine.strict_openai,
         ),
         sweep={
             axis: values

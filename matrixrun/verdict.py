@@ -63,6 +63,8 @@ class CellNote(StrEnum):
     CANDIDATE_UNRELIABLE = "candidate_unreliable"  # fails too many requests to be called better
     BASELINE_UNRELIABLE = "baseline_unreliable"
     WARMUP = "warmup"  # confirmed first-run warmup could account for the verdict
+    CLIENT_BOUND = "client_bound"  # the client's own lag could account for the verdict
+    CAPPED = "capped"  # a capped arm's latency flatters it: it cannot be called better
     BASELINE_FAILED_RUNS = "baseline_failed_runs"
     CANDIDATE_FAILED_RUNS = "candidate_failed_runs"
     BASELINE_FAILED_REQUESTS = "baseline_failed_requests"  # above verify.failure_rate
@@ -80,6 +82,8 @@ LEADING_NOTES = frozenset(
         CellNote.CANDIDATE_UNRELIABLE,
         CellNote.BASELINE_UNRELIABLE,
         CellNote.WARMUP,
+        CellNote.CLIENT_BOUND,
+        CellNote.CAPPED,
     }
 )
 
@@ -225,6 +229,12 @@ class ArmSample(_Model):
     failed_requests: int = 0
     total_requests: int = 0
     failure_rate: float = 0.0
+    client_bound: float = Field(
+        0.0,
+        description="The most this metric could be off through the client's own lag, over the "
+        "arm's runs here (the load client's self-check; 0: it kept up).",
+    )
+    capped: int = Field(0, description="Runs here that the cell's time cap cut short.")
 
 
 class WarmupShift(_Model):

@@ -781,3 +781,42 @@ def test_rerun_within_margin_is_judged_on_the_printed_change() -> None:
                   sigma=None, cells={})  # fmt: skip
     assert r.change_vs_first == pytest.approx(-0.0295, abs=1e-4)
     assert r.matches_first is True
+
+
+def limited_cell(metric: str, cand_values: list[float], **extra: Any) -> Comparison:
+    """A clear cell (3 fresh servers per arm, σ 1%) whose candidate runs carry `extra`."""
+    bs = [meas(BASE, 8, 100.0, metric=metric, instance=f"{BASE}#{i}") for i in range(3)]
+    cs = [
+        meas(CAND, 8, v, metric=metric, instance=f"{CAND}#{i}").model_copy(update={"extra": extra})
+        for i, v in enumerate(cand_values)
+    ]
+    return compare(
+        arm_sample(BASE, bs, metric), arm_sample(CAND, cs, metric),
+        metric=metric, sigma=sig(0.01), settings=settings(),
+    )  # fmt: skip
+
+
+def test_a_client_that_fell_behind_cannot_carry_a_verdict_its_lag_could_explain() -> None:
+    lagging = {"client_check": {"client_bound": True, "affected": {"median_itl_ms": 0.3}}}
+    c = limited_cell("median_itl_ms", [90.0] * 3, **lagging)  # −10%, but the bound is 30%
+    assert c.verdict == "inconclusive" and c.leading_note == CellNote.CLIENT_BOUND
+    assert c.candidate.client_bound == pytest.approx(0.3)
+    assert "client's own lag (up to 30.0%)" in text(c)
+    assert c.runs_needed is None  # more runs with the same client would not settle it
+    # the same bound on another metric leaves this one alone
+    other = {"client_check": {"client_bound": True, "affected": {"p99_ttft_ms": 0.3}}}
+    assert limited_cell("median_itl_ms", [90.0] * 3, **other).verdict == "better"
+
+
+def test_a_small_client_bound_leaves_a_clear_verdict() -> None:
+    lagging = {"client_check": {"client_bound": True, "affected": {"output_throughput": 0.01}}}
+    assert limited_cell("output_throughput", [130.0] * 3, **lagging).verdict == "better"
+
+
+def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput() -> None:
+    capped = {"capped": {"after_s": 40.0, "cut_requests": 28, "completed": 36}}
+    latency = limited_cell("mean_ttft_ms", [50.0] * 3, **capped)  # −50%: flattered by the cap
+    assert latency.verdict == "inconclusive" and latency.leading_note == CellNote.CAPPED
+    rate = limited_cell("output_throughput", [130.0] * 3, **capped)
+    assert rate.verdict == "better" and CellNote.CAPPED in rate.notes
+    assert rate.candidate.capped == 3

@@ -86,6 +86,7 @@ def compare(
     warmup (`confirmed_warmup`), a verdict that its cold first runs could account for is not
     confident (`warmup_shift`), and the cell's first note is `CellNote.WARMUP`."""
     notes = _failure_notes(baseline, candidate, settings.failure_limit)
+    notes += _capped_notes(baseline, candidate)
     common: dict[str, Any] = {
         "point_id": point_id,
         "point": point or {},
@@ -123,6 +124,23 @@ def compare(
             notes=[CellNote.NO_NOISE, *notes],
         )
     return _judged(common, sign, sigma, settings, notes, warmup or {})
+
+
+def _capped_notes(baseline: ArmSample, candidate: ArmSample) -> list[CellNote]:
+    return [CellNote.CAPPED] if baseline.capped or candidate.capped else []
+
+
+def _client_could_explain(
+    baseline: ArmSample, candidate: ArmSample, d_lo: float, d_hi: float, margin: float
+) -> bool:
+    """Whether the client's own lag (the self-check's bound on this metric, either arm) could
+    move the interval to another verdict: the interval is widened by both bounds, as logs."""
+    widen = math.log1p(baseline.client_bound) + math.log1p(candidate.client_bound)
+    if widen == 0:
+        return False
+    before, _ = judge(d_lo, d_hi, margin)
+    after, _ = judge(d_lo - widen, d_hi + widen, margin)
+    return after != before
 
 
 def _judged(
@@ -165,6 +183,14 @@ def _judged(
         moved, _ = judge(d_lo + shift, d_hi + shift, settings.margin)
         if moved != verdict:
             verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.WARMUP
+    if verdict != CellVerdict.INCONCLUSIVE and _client_could_explain(
+        baseline, candidate, d_lo, d_hi, settings.margin
+    ):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CLIENT_BOUND
+    if (verdict == CellVerdict.BETTER and candidate.capped and sign < 0) or (
+        verdict == CellVerdict.WORSE and baseline.capped and sign < 0
+    ):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CAPPED
     if small:
         notes.append(CellNote.SMALL_CHANGE)
     if lead is not None:
@@ -185,7 +211,9 @@ def _judged(
         small_change=small,
         limiting_arm=None if confident or verdict == CellVerdict.SAME else limiting_arm(n_b, n_c),
         runs_needed=(
-            runs_needed(d, sigma.value, settings.margin, settings.level) if undecided else None
+            runs_needed(d, sigma.value, settings.margin, settings.level)
+            if undecided and lead not in (CellNote.CLIENT_BOUND, CellNote.CAPPED)
+            else None
         ),
         notes=notes,
         warmup=evidence if lead == CellNote.WARMUP else [],

@@ -40,8 +40,13 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
     values: list[float] = []
     instances: list[str] = []
     errors: list[str] = []
-    failed_measurements = failed_requests = total_requests = 0
+    failed_measurements = failed_requests = total_requests = capped = 0
+    client_bound = 0.0
     for m in measurements:
+        check = m.extra.get("client_check")
+        if isinstance(check, dict) and isinstance(check.get("affected"), dict):
+            client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))
+        capped += "capped" in m.extra
         if m.metrics is not None:
             failed_requests += m.metrics.failed
             total_requests += m.metrics.completed + m.metrics.failed
@@ -66,6 +71,8 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
         failed_requests=failed_requests,
         total_requests=total_requests,
         failure_rate=failed_requests / total_requests if total_requests else 0.0,
+        client_bound=client_bound,
+        capped=capped,
     )
 
 

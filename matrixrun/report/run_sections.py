@@ -4,7 +4,7 @@ environment and how to reproduce it. Pure functions of the run directory's data.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,6 +30,9 @@ class Simulation:
 class Failures:
     measurements: list[list[str]]
     requests: list[str]
+    #: Measurements kept but limited: capped cells, outputs that ended short, a client that
+    #: fell behind (one sentence each).
+    limited: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -187,7 +190,30 @@ def failures_of(measurements: Sequence[Measurement], axis: str) -> Failures:
             partial.append(
                 wording.failed_requests(m.arm, where, m.attempt, m.metrics.failed, total)
             )
-    return Failures(measurements=failed, requests=partial)
+    return Failures(measurements=failed, requests=partial, limited=limits_of(measurements, axis))
+
+
+def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:
+    """One sentence per measurement the harness kept but could not take at face value."""
+    out = []
+    for m in measurements:
+        where = f"{axis} {fmt.x(m.point.get(axis, '?'))}" + (f" [{m.slice}]" if m.slice else "")
+        capped = m.extra.get("capped")
+        if isinstance(capped, dict):
+            out.append(
+                wording.capped_cell(
+                    m.arm, where, m.attempt, float(capped.get("after_s", 0)),
+                    int(capped.get("completed", 0)), int(capped.get("cut_requests", 0)),
+                )
+            )  # fmt: skip
+        if m.extra.get("short_outputs"):
+            out.append(
+                wording.short_outputs(m.arm, where, m.attempt, int(m.extra["short_outputs"]))
+            )
+        check = m.extra.get("client_check")
+        if isinstance(check, dict) and check.get("client_bound"):
+            out.append(wording.client_bound(m.arm, where, m.attempt, check))
+    return out
 
 
 def correctness_of(verdict: Verdict) -> list[list[str]]:

@@ -251,11 +251,16 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
     else:
         prompts = f"{w.prompts_per_concurrency} × concurrency per cell (at least {w.min_prompts})"
     rate = "inf (all at once)" if w.request_rate is None else f"{fmt.x(w.request_rate)} req/s"
-    return [
+    prompts_as = (
+        f"{w.dataset} text of exactly input_len tokens of the model's tokenizer (random token "
+        "ids decoded)"
+        if w.prompt_format == "text"
+        else f"{w.dataset} token ids"
+    )
+    rows = [
         (
             "dataset",
-            f"{w.dataset} token ids"
-            + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
+            prompts_as + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
         ),
         ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
         ("request rate", rate),
@@ -263,12 +268,50 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
         ("warmup", f"{w.warmup_requests} unmeasured request(s) before each cell"),
         ("seed", str(w.seed)),
     ]
+    if w.strict_openai:
+        rows.append(
+            (
+                "requests",
+                "OpenAI completions fields only (no ignore_eos): outputs run to the asked "
+                "length only where the model does not stop; short ones are listed below",
+            )
+        )
+    return rows
 
 
 def failed_requests(arm: str, where: str, attempt: int, failed: int, total: int) -> str:
     return (
         f"`{arm}` at {where}, attempt {attempt}: {failed} of {total} requests failed "
         f"({fmt.share(failed / total)}); its metrics are over the successful ones"
+    )
+
+
+def capped_cell(
+    arm: str, where: str, attempt: int, after_s: float, completed: int, cut: int
+) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: capped at {fmt.seconds(after_s)} "
+        f"(limits.cell_timeout): {completed} of {completed + cut} requests finished, {cut} cut; "
+        "its metrics are over the finished ones (throughput over their span, latency without "
+        "the requests that waited longest)"
+    )
+
+
+def short_outputs(arm: str, where: str, attempt: int, short: int) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: {short} request(s) ended before the asked "
+        "output length (the model stopped; ignore_eos was not sent)"
+    )
+
+
+def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> str:
+    affected: dict[str, float] = check.get("affected", {})
+    worst = sorted(affected.items(), key=lambda kv: -kv[1])[:3]
+    named = ", ".join(f"{k} by up to {fmt.share(v)}" for k, v in worst)
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: the load client fell behind (loop lag p99 "
+        f"{fmt.x(check.get('lag_p99_ms', 0))} ms, {fmt.share(check.get('coalesced_share', 0))}"
+        f" of token gaps read together): {named} may be the client's, not the server's"
     )
 
 

@@ -153,6 +153,22 @@ def cell_note(note: CellNote, c: Comparison, *, short: bool = False) -> str:
         return f"{role}: {arms[role].failed_measurements} failed measurement(s)"
     if note in (CellNote.BASELINE_FAILED_REQUESTS, CellNote.CANDIDATE_FAILED_REQUESTS):
         return f"{role} failed {fmt.share(arms[role].failure_rate)} of requests"
+    if note == CellNote.CLIENT_BOUND:
+        bound = max(c.baseline.client_bound, c.candidate.client_bound)
+        if short:
+            return f"the client's own lag (up to {fmt.share(bound)}) could account for it"
+        return (
+            f"the load client fell behind in this cell (its self-check bounds the error at "
+            f"{fmt.share(bound)}), enough to account for the verdict"
+        )
+    if note == CellNote.CAPPED:
+        capped = [a.arm for a in (c.baseline, c.candidate) if a.capped]
+        if short:
+            return f"capped: {', '.join(capped)}"
+        return (
+            f"{' and '.join(f'`{a}`' for a in capped)} hit the cell's time cap: metrics are "
+            "over the requests that finished, so latency flatters the capped arm"
+        )
     if note == CellNote.ONE_SERVER:
         return "repeats on one server count once toward the interval: σ is the server-to-server one"
     if short:
