@@ -476,7 +476,7 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
     frontend classes of `entrypoints/` and the config dataclasses of `config/`."""
     src = Sources.parse(files)
     arg_utils = next(t for p, t in src.trees.items() if p.endswith("engine/arg_utils.py"))
-    human = _set_literal(arg_utils, "human_readable_int_args")
+    human = _set_literal(arg_utils, "human_readable_int_args") | _special_cased(arg_utils)
     spread: dict[str, dict[str, Flag]] = {}
     for node in ast.walk(arg_utils):
         if (
@@ -574,6 +574,24 @@ def _function(tree: ast.AST, name: str) -> ast.FunctionDef | None:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node
     return None
+
+
+def _special_cased(tree: ast.AST) -> set[str]:
+    """Fields `_compute_kwargs` gives their own parser (`if name == "max_model_len": ...`):
+    their values are not plain ints, so their type is left unchecked."""
+    fn = _function(tree, "_compute_kwargs")
+    out: set[str] = set()
+    for node in ast.walk(fn) if fn is not None else ():
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Name)
+            and node.left.id == "name"
+            and isinstance(node.ops[0], ast.Eq)
+            and isinstance(node.comparators[0], ast.Constant)
+            and isinstance(node.comparators[0].value, str)
+        ):
+            out.add(node.comparators[0].value)
+    return out
 
 
 def _set_literal(tree: ast.AST, name: str) -> set[str]:

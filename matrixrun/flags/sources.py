@@ -1,0 +1,142 @@
+"""Where a spec's flag list comes from, in this order:
+
+1. `engine.help_command`: the argv that prints the engine's argparse help (any launched kind;
+   the only source for `kind: command`), run and parsed.
+2. `engine.version` pinned: the shipped list of that version; if none is shipped the flags are
+   not checked (an installed engine of another version would check the wrong thing).
+3. An installed engine, found without importing it: for SGLang, the launch prefix's python
+   (`python -m sglang.launch_server`, the default) has the `sglang` distribution; for vLLM, the
+   `vllm` executable of `vllm serve` is on PATH. Its `--help` is run (a container prefix is never
+   started for this). `MATRIXRUN_FLAGS=shipped` skips this step.
+4. The newest shipped list.
+
+`kind: openai` launches nothing, so there is nothing to check; `kind: sim` is checked as SGLang
+(the simulator stands in for it). Every outcome carries one sentence for the user: what the
+flags were checked against, or why they were not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from matrixrun.flags.helptext import parse_help, run_help
+from matrixrun.flags.model import FlagSet
+from matrixrun.flags.shipped import shipped, shipped_versions
+from matrixrun.spec import EngineSpec
+
+_PROBE_SGLANG = (
+    "import importlib.util, importlib.metadata; "
+    "print(importlib.metadata.version('sglang') if importlib.util.find_spec('sglang') else '')"
+)
+_CONTAINER_CLIS = {"docker", "podman", "nerdctl", "apptainer", "singularity", "enroot"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """A flag list and the sentence saying what it is, or (flags None) why there is none."""
+
+    flags: FlagSet | None
+    says: str
+
+
+def family(kind: str) -> str | None:
+    """The flag list family of an engine kind; None where matrixrun passes no flags."""
+    return {"sglang": "sglang", "sim": "sglang", "vllm": "vllm", "command": "command"}.get(kind)
+
+
+_cache: dict[tuple[str, ...], Source] = {}
+
+
+def source_for(engine: EngineSpec, launch: list[str] | None = None) -> Source:
+    """The flag list for a launch (`launch` is an arm's own prefix, else the engine's)."""
+    kind = family(engine.kind)
+    if kind is None:
+        return Source(None, f"kind {engine.kind} launches no server, so no flags are passed")
+    if engine.help_command:
+        return _from_help(kind, list(engine.help_command), engine.version, "engine.help_command")
+    if kind == "command":
+        return Source(
+            None,
+            "kind command has no flag list; set engine.help_command (e.g. [llama-server, "
+            "--help]) to check them against the server's own --help",
+        )
+    if engine.version is not None:
+        found = shipped(kind, engine.version)
+        if found is not None:
+            return Source(found, f"{found.label} (shipped list, engine.version)")
+        versions = ", ".join(shipped_versions(kind)) or "none"
+        return Source(
+            None,
+            f"no flag list is shipped for {kind} {engine.version} (shipped: {versions}); "
+            "generate it with scripts/flag_lists.py or set engine.help_command",
+        )
+    if os.environ.get("MATRIXRUN_FLAGS") != "shipped" and engine.kind != "sim":
+        local = _local(kind, launch or engine.launch)
+        if local is not None:
+            return local
+    newest = shipped(kind)
+    if newest is None:
+        return Source(None, f"no flag list is shipped for {kind} and none is installed")
+    return Source(newest, f"{newest.label} (newest shipped list; pin engine.version to choose)")
+
+
+def _local(kind: str, launch: list[str] | None) -> Source | None:
+    """An installed engine's --help, when the launch prefix is one we can recognise."""
+    if kind == "sglang":
+        from matrixrun.engines.sglang import DEFAULT_LAUNCH
+
+        prefix = list(launch or DEFAULT_LAUNCH)
+        if len(prefix) != 3 or prefix[1:] != ["-m", "sglang.launch_server"]:
+            return None
+        if PurePath(prefix[0]).name in _CONTAINER_CLIS:
+            return None
+        version = _probe(prefix[0])
+        if not version:
+            return None
+        return _from_help(kind, [*prefix, "--help"], version, f"the sglang installed for {prefix[0]}")
+    if kind == "vllm":
+        prefix = list(launch or ["vllm", "serve"])
+        if len(prefix) != 2 or prefix[1] != "serve" or PurePath(prefix[0]).name != "vllm":
+            return None
+        exe = shutil.which(prefix[0])
+        if exe is None:
+            return None
+        return _from_help(kind, [exe, "serve", "--help=all"], None, f"the vllm at {exe}")
+    return None
+
+
+def _probe(python: str) -> str:
+    """The sglang version installed for `python` ('' if none), read from its metadata."""
+    try:
+        done = subprocess.run(  # noqa: S603 - argv list, no shell
+            [python, "-c", _PROBE_SGLANG],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _from_help(kind: str, argv: list[str], version: str | None, what: str) -> Source:
+    key = (kind, version or "", *argv)
+    if key in _cache:
+        return _cache[key]
+    try:
+        text = run_help(argv)
+    except (OSError, subprocess.SubprocessError) as exc:
+        source = Source(None, f"{what} ({' '.join(argv)}) could not be run: {exc}")
+    else:
+        flags = parse_help(text, kind, version, f"{' '.join(argv)}")
+        label = f"{kind} {version}" if version else kind
+        source = Source(flags, f"{label} --help ({what}, {len(flags.flags)} flags)")
+        if not flags.flags:
+            source = Source(None, f"{' '.join(argv)} printed no options that could be read")
+    _cache[key] = source
+    return source
