@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{engine} {version}: shipped")
                 else:
                     missing += 1
-                    print(f"{engine} {version}: no shipped list; run scripts/flag_lists.py {engine}")
+                    print(
+                        f"{engine} {version}: no shipped list; run scripts/flag_lists.py {engine}"
+                    )
                 continue
             flags = flag_set(engine, wheel)
         target = args.out / f"{engine}-{version}.json"

@@ -86,8 +86,7 @@ def check_spec(spec: Spec) -> FlagReport:
     kind = family(spec.engine.kind)
     report = FlagReport([], [], [])
     if kind is None:
-        source = source_for(spec.engine)
-        report.unchecked.append(source.says)
+        report.unchecked.append(source_for(spec.engine).says)
         return report
     from matrixrun.engines.sglang import flag_name, render_flags
 

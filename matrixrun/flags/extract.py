@@ -80,7 +80,9 @@ class Sources:
                         self.deprecations.setdefault(m.group(1), " ".join(text.split()))
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
-                decorators = {_dotted(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list}
+                decorators = {
+                    _dotted(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list
+                }
                 if decorators & {"config", "dataclass", "dataclasses.dataclass"}:
                     self.dataclasses.add(node.name)
 
@@ -117,12 +119,16 @@ class Sources:
         for base in node.bases:
             out.update(self.fields_of(_dotted(base).split(".")[-1], seen | {name}))
         for stmt in node.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                if _dotted(stmt.annotation) not in ("ClassVar", "typing.ClassVar") and not (
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and not _dotted(stmt.annotation).endswith("ClassVar")
+                and not (
                     isinstance(stmt.annotation, ast.Subscript)
                     and _dotted(stmt.annotation.value).endswith("ClassVar")
-                ):
-                    out[stmt.target.id] = stmt.annotation
+                )
+            ):
+                out[stmt.target.id] = stmt.annotation
         return out
 
 
@@ -278,7 +284,9 @@ def _spread(node: ast.expr, spread: Mapping[str, Mapping[str, Flag]] | None) -> 
     return None
 
 
-def _apply_keywords(src: Sources, base: Flag, names: tuple[str, ...], kw: dict[str, ast.expr]) -> Flag:
+def _apply_keywords(
+    src: Sources, base: Flag, names: tuple[str, ...], kw: dict[str, ast.expr]
+) -> Flag:
     takes: Takes = base.takes
     vtype = base.type
     choices = base.choices
@@ -309,16 +317,14 @@ def _apply_keywords(src: Sources, base: Flag, names: tuple[str, ...], kw: dict[s
             new = _const_str(kw["new_flag"]) if "new_flag" in kw else None
             message = _const_str(kw["error_message"]) if "error_message" in kw else None
             fatal = message is not None
-            deprecated = (
-                f"use {new} instead" if new else message or _help_text(kw) or "deprecated"
-            )
+            deprecated = f"use {new} instead" if new else message or _help_text(kw) or "deprecated"
         else:
             takes, vtype, choices = "any", None, None
     if "nargs" in kw and takes not in ("none", "any"):
         nargs = _const(kw["nargs"])
         takes = (
             "many"
-            if nargs in ("+", "*") or isinstance(nargs, int) and nargs > 1
+            if nargs in ("+", "*") or (isinstance(nargs, int) and nargs > 1)
             else "optional"
             if nargs == "?"
             else takes
@@ -349,7 +355,9 @@ def _help_text(kw: Mapping[str, ast.expr]) -> str | None:
     if node is None:
         return None
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+        return "".join(
+            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+        )
     return _const_str(node)
 
 
@@ -489,9 +497,9 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
         ):
             cls = _dotted(node.value.args[0]).split(".")[-1]
             fields = src.fields_of(cls)
+            made = {f: vllm_field_flag(src, f, tp) for f, tp in fields.items()}
             spread[node.targets[0].id] = {
-                f: _no_type(vllm_field_flag(src, f, tp)) if f in human else vllm_field_flag(src, f, tp)
-                for f, tp in fields.items()
+                f: replace(flag, type=None) if f in human else flag for f, flag in made.items()
             }
     flags: list[Flag] = []
     for path, tree in src.trees.items():
@@ -501,18 +509,13 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
             make = _function(tree, "make_arg_parser")
             if make is not None:
                 flags += add_argument_flags(src, make)
-    for cls_name in ("FrontendArgs",):
-        node = src.classes.get(cls_name)
-        if node is None:
+    for cls_name in ("FrontendArgs",):  # registers every field in a loop (add_cli_args)
+        if cls_name not in src.classes:
             continue
         touched = _customised_fields(src, cls_name)
         for f, tp in src.fields_of(cls_name).items():
             flags.append(vllm_field_flag(src, f, tp, lenient=f in touched))
     return FlagSet("vllm", version, origin, _merge(flags, src.deprecations))
-
-
-def _no_type(flag: Flag) -> Flag:
-    return replace(flag, type=None)
 
 
 def _customised_fields(src: Sources, cls_name: str) -> set[str]:
@@ -603,7 +606,11 @@ def _set_literal(tree: ast.AST, name: str) -> set[str]:
             and node.targets[0].id == name
             and isinstance(node.value, ast.Set | ast.List | ast.Tuple)
         ):
-            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+            return {
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
     return set()
 
 

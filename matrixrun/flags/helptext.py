@@ -64,8 +64,8 @@ def _split_invocation(line: str) -> tuple[str, str]:
     depth, i = 0, 0
     while i < len(line):
         ch = line[i]
-        depth += ch in "{[" and 1 or 0
-        depth -= ch in "}]" and 1 or 0
+        depth += (ch in "{[" and 1) or 0
+        depth -= (ch in "}]" and 1) or 0
         if depth == 0 and line.startswith("  ", i):
             return line[:i], line[i:].strip()
         i += 1
@@ -120,7 +120,9 @@ def _flag(invocation: str, help_text: str) -> Flag | None:
     deprecated = None
     if _DEPRECATED.search(help_text):
         use = _USE.search(help_text)
-        deprecated = f"use {use.group(1).rstrip('.,')} instead" if use else " ".join(help_text.split())
+        deprecated = (
+            f"use {use.group(1).rstrip('.,')} instead" if use else " ".join(help_text.split())
+        )
     return Flag(
         names=tuple(names),
         takes=takes,

@@ -18,9 +18,7 @@ _NAME = re.compile(r"^(?P<engine>[a-z]+)-(?P<version>.+)\.json$")
 
 def _key(version: str) -> tuple[tuple[int, str], ...]:
     """Version order good enough for release numbers (0.5.9 < 0.5.23 < 0.5.23.post1)."""
-    return tuple(
-        (int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"[.+-]", version) if p
-    )
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"[.+-]", version) if p)
 
 
 def shipped_versions(engine: str) -> list[str]:

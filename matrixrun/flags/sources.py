@@ -97,7 +97,9 @@ def _local(kind: str, launch: list[str] | None) -> Source | None:
         version = _probe(prefix[0])
         if not version:
             return None
-        return _from_help(kind, [*prefix, "--help"], version, f"the sglang installed for {prefix[0]}")
+        return _from_help(
+            kind, [*prefix, "--help"], version, f"the sglang installed for {prefix[0]}"
+        )
     if kind == "vllm":
         prefix = list(launch or ["vllm", "serve"])
         if len(prefix) != 2 or prefix[1] != "serve" or PurePath(prefix[0]).name != "vllm":
