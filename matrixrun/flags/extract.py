@@ -395,7 +395,9 @@ def _sglang_field(src: Sources, name: str, tp: ast.expr, meta: dict[str, ast.exp
     names = (cli or "--" + name.replace("_", "-"), *(aliases or []))
     info = type_info(tp, src)
     choices = src.strings(meta["choices"]) if "choices" in meta else None
-    custom = "type_parser" in meta and _const(meta["type_parser"]) is not None
+    custom = "type_parser" in meta and not (
+        isinstance(meta["type_parser"], ast.Constant) and meta["type_parser"].value is None
+    )
     if "action" in meta:
         flag = _apply_keywords(src, Flag(names=()), names, {"action": meta["action"], **meta})
         return flag

@@ -28,10 +28,18 @@ from matrixrun.flags.model import FlagSet
 from matrixrun.flags.shipped import shipped, shipped_versions
 from matrixrun.spec import EngineSpec
 
-_PROBE_SGLANG = (
-    "import importlib.util, importlib.metadata; "
-    "print(importlib.metadata.version('sglang') if importlib.util.find_spec('sglang') else '')"
-)
+#: Run by the engine's python: finds the package without importing it (find_spec of a top-level
+#: package executes nothing) and reads the version from its distribution metadata.
+_PROBE_SGLANG = """
+import importlib.metadata as md, importlib.util
+if importlib.util.find_spec("sglang") is None:
+    print("")
+else:
+    try:
+        print(md.version("sglang"))
+    except md.PackageNotFoundError:
+        print("unknown")
+"""
 _CONTAINER_CLIS = {"docker", "podman", "nerdctl", "apptainer", "singularity", "enroot"}
 
 
@@ -97,9 +105,8 @@ def _local(kind: str, launch: list[str] | None) -> Source | None:
         version = _probe(prefix[0])
         if not version:
             return None
-        return _from_help(
-            kind, [*prefix, "--help"], version, f"the sglang installed for {prefix[0]}"
-        )
+        known = None if version == "unknown" else version
+        return _from_help(kind, [*prefix, "--help"], known, f"the sglang installed for {prefix[0]}")
     if kind == "vllm":
         prefix = list(launch or ["vllm", "serve"])
         if len(prefix) != 2 or prefix[1] != "serve" or PurePath(prefix[0]).name != "vllm":
