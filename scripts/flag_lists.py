@@ -32,14 +32,11 @@ from matrixrun.flags.shipped import DATA_DIR, shipped_versions
 #: Files (prefixes inside the wheel) each recipe reads.
 WANTED = {
     "sglang": ("sglang/srt/server_args.py", "sglang/srt/arg_groups/"),
-    "vllm": (
-        "vllm/engine/arg_utils.py",
-        "vllm/config/",
-        "vllm/entrypoints/common/cli_args.py",
-        "vllm/entrypoints/openai/cli_args.py",
-        "vllm/entrypoints/cli/serve.py",
-    ),
+    # The serve frontend's cli_args.py has moved between releases (openai/, launchers/, common/).
+    "vllm": ("vllm/engine/arg_utils.py", "vllm/config/", "vllm/entrypoints/"),
 }
+#: Within those prefixes, only these files (None: every .py file).
+ONLY = {"vllm": ("arg_utils.py", "cli_args.py", "cli/serve.py", "vllm/config/")}
 RECIPES = {"sglang": sglang_flags, "vllm": vllm_flags}
 
 
@@ -77,7 +74,12 @@ def flag_set(engine: str, wheel: Path) -> FlagSet:
     files: dict[str, str] = {}
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():
-            if name.endswith(".py") and name.startswith(WANTED[engine]):
+            only = ONLY.get(engine)
+            if (
+                name.endswith(".py")
+                and name.startswith(WANTED[engine])
+                and (only is None or any(o in name for o in only))
+            ):
                 files[name] = zf.read(name).decode("utf-8")
     if not files:
         raise SystemExit(f"{wheel.name} has none of {WANTED[engine]}; the layout changed")

@@ -562,7 +562,7 @@ def _merge(flags: Iterable[Flag], deprecations: Mapping[str, str]) -> list[Flag]
         for n in names:
             taken[n] = flag.name
         note = flag.deprecated
-        if note is None:
+        if note in (None, "deprecated"):  # a module's warning text says more, if it has one
             for n in names:
                 if n in deprecations:
                     text = deprecations[n]
