@@ -362,3 +362,24 @@ def test_vllm_extraction_follows_get_kwargs() -> None:
     assert got["--sub-config"].type == "json"
     assert got["--gpu-ratio"].type == "float"
     assert got["--enable-log-requests"].negatable
+
+
+def test_generator_script_reads_a_wheel_without_installing_it(tmp_path: Path) -> None:
+    """scripts/flag_lists.py on a wheel-shaped zip (what `pip download` gives): only the
+    declaring files are read, the version comes from the file name."""
+    import zipfile
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import flag_lists
+    finally:
+        sys.path.pop(0)
+    wheel = tmp_path / "vllm-9.9.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("vllm/config/model.py", VLLM_CONFIG)
+        zf.writestr("vllm/engine/arg_utils.py", VLLM_ARG_UTILS)
+        zf.writestr("vllm/entrypoints/llm.py", "this is not python that would parse (")
+    fs = flag_lists.flag_set("vllm", wheel)
+    assert fs.version == "9.9.0" and fs.engine == "vllm"
+    assert "(2 files)" in fs.origin
+    assert fs.lookup("--mode") is not None
