@@ -220,6 +220,8 @@ def test_parse_help_of_a_real_argparse_parser() -> None:
     assert kv is not None and kv.takes == "optional"
     old = fs.lookup("--disable-old-thing")
     assert old is not None and old.deprecated == "use --new-thing-backend=disabled instead"
+    new = fs.lookup("--new-thing-backend")  # mentions a deprecated flag, is not one
+    assert new is not None and new.deprecated is None and new.choices == ("auto", "disabled")
     assert fs.lookup("--help") is None
 
 
@@ -383,3 +385,10 @@ def test_generator_script_reads_a_wheel_without_installing_it(tmp_path: Path) ->
     assert fs.version == "9.9.0" and fs.engine == "vllm"
     assert "(2 files)" in fs.origin
     assert fs.lookup("--mode") is not None
+
+
+def test_a_help_command_that_fails_means_not_checked(tmp_path: Path) -> None:
+    engine = f"{{kind: sglang, help_command: ['{sys.executable}', -c, 'raise SystemExit(3)']}}"
+    report = check_spec(parse_spec(spec_text(engine, "  a: {bogus: 1}\n  b: {}\n")))
+    assert report.issues == [] and report.checked == []
+    assert "could not be run: exited 3" in report.unchecked[0]

@@ -155,8 +155,10 @@ def _unknown(fs: FlagSet, kind: str, key: str, option: str, aliases: dict[str, s
         if v != fs.version and (other := shipped(kind, v)) is not None and other.lookup(option)
     ]
     seen = f"; {kind} {', '.join(elsewhere)} had it (removed or renamed since)" if elsewhere else ""
-    rendered = f"renders {option}, which" if f"--{key}" != option else f"{option}:"
-    return f"{key!r} {rendered} {fs.label} does not have{hint}{seen}; fix the name or remove it"
+    return (
+        f"{key!r} renders {option}, which {fs.label} does not have{hint}{seen}; "
+        "fix the name or remove it"
+    )
 
 
 def _value_issues(

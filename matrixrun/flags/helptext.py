@@ -23,7 +23,9 @@ import subprocess
 from matrixrun.flags.model import Flag, FlagSet, Takes
 
 _OPTION_LINE = re.compile(r"^ {1,8}(-{1,2}[A-Za-z0-9][^\s,]*)(.*)$")
-_DEPRECATED = re.compile(r"\bdeprecated\b", re.IGNORECASE)
+#: A help text that announces its own flag's deprecation ("Deprecated. Use ...", "(Deprecated:
+#: ...)", "... is deprecated"), not one that merely mentions another deprecated option.
+_DEPRECATED = re.compile(r"^\W*deprecated\b|\bis deprecated\b|\[deprecated\]", re.IGNORECASE)
 _USE = re.compile(r"[Uu]se\s+[`'\"]?(--[a-z0-9][\w{},.<>=-]*)")
 
 
@@ -35,7 +37,7 @@ def parse_help(text: str, engine: str, version: str | None, origin: str) -> Flag
 
     def close() -> None:
         if current is not None:
-            flag = _flag(current[0], " ".join(help_lines) + " " + current[1])
+            flag = _flag(current[0], " ".join([current[1], *help_lines]).strip())
             if flag is not None and "--help" not in flag.names:
                 flags.append(flag)
 

@@ -82,14 +82,16 @@ def source_for(engine: EngineSpec, launch: list[str] | None = None) -> Source:
             f"no flag list is shipped for {kind} {engine.version} (shipped: {versions}); "
             "generate it with scripts/flag_lists.py or set engine.help_command",
         )
+    local = None
     if os.environ.get("MATRIXRUN_FLAGS") != "shipped" and engine.kind != "sim":
         local = _local(kind, launch or engine.launch)
-        if local is not None:
+        if local is not None and local.flags is not None:
             return local
     newest = shipped(kind)
     if newest is None:
-        return Source(None, f"no flag list is shipped for {kind} and none is installed")
-    return Source(newest, f"{newest.label} (newest shipped list; pin engine.version to choose)")
+        return local or Source(None, f"no flag list is shipped for {kind} and none is installed")
+    why = f"; {local.says}" if local is not None else "; pin engine.version to choose"
+    return Source(newest, f"{newest.label} (newest shipped list{why})")
 
 
 def _local(kind: str, launch: list[str] | None) -> Source | None:

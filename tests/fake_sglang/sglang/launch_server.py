@@ -24,6 +24,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Deprecated. Use --new-thing-backend=disabled instead.",
     )
+    p.add_argument(
+        "--new-thing-backend",
+        choices=["auto", "disabled"],
+        help="Replaces the deprecated --disable-old-thing.",
+    )
     return p
 
 
