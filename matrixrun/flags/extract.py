@@ -138,11 +138,8 @@ class TypeInfo:
 
     kinds: set[str] = field(default_factory=set)  # int float str bool dict list dataclass other
     literals: list[str] | None = None
+    literal_kinds: set[str] = field(default_factory=set)  # types of the Literal values
     item: TypeInfo | None = None  # element type of a list/tuple/set
-
-    @property
-    def optional_bool_str(self) -> bool:
-        return self.kinds == {"bool", "str", "none"}
 
 
 def type_info(node: ast.expr | None, src: Sources, depth: int = 0) -> TypeInfo:
@@ -185,9 +182,10 @@ def _collect(node: ast.expr | None, src: Sources, info: TypeInfo, depth: int) ->
             values = [a.value for a in args if isinstance(a, ast.Constant)]
             info.literals = (info.literals or []) + [str(v) for v in values]
             for v in values:
-                info.kinds.add(
-                    "none" if v is None else "bool" if isinstance(v, bool) else type(v).__name__
-                )
+                if v is None:
+                    info.kinds.add("none")
+                else:
+                    info.literal_kinds.add("bool" if isinstance(v, bool) else type(v).__name__)
         elif head.lower() in ("list", "tuple", "set", "sequence", "frozenset"):
             info.kinds.add("list")
             item = TypeInfo()
@@ -401,9 +399,8 @@ def _sglang_field(src: Sources, name: str, tp: ast.expr, meta: dict[str, ast.exp
     if "action" in meta:
         flag = _apply_keywords(src, Flag(names=()), names, {"action": meta["action"], **meta})
         return flag
-    if info.literals is not None:
-        first = info.literals[0] if info.literals else ""
-        vtype: ValueType | None = None if custom else _literal_type(info, first)
+    if info.literals is not None and not info.kinds - {"none"}:  # (Optional) Literal only
+        vtype: ValueType | None = None if custom else _literal_type(info)
         return Flag(names, "one", vtype, tuple(choices or info.literals))
     if "list" in info.kinds and not custom:
         nargs = _const(meta["nargs"]) if "nargs" in meta else "+"
@@ -420,8 +417,8 @@ def _sglang_field(src: Sources, name: str, tp: ast.expr, meta: dict[str, ast.exp
     )
 
 
-def _literal_type(info: TypeInfo, first: str) -> ValueType | None:
-    kinds = info.kinds - {"none"}
+def _literal_type(info: TypeInfo) -> ValueType | None:
+    kinds = info.literal_kinds
     if kinds == {"int"}:
         return "int"
     if kinds == {"float"}:
@@ -445,8 +442,11 @@ def vllm_field_flag(src: Sources, name: str, tp: ast.expr, lenient: bool = False
         return Flag(names, "optional", "str")
     if "bool" in kinds:
         return Flag(names, "none", negatable=True)
-    if info.literals is not None and kinds - {"none"} <= {"str", "int", "float"}:
-        return Flag(names, "one", _literal_type(info, ""), tuple(info.literals))
+    if info.literals is not None and not kinds - {"none", "str"}:
+        # `Literal[...] | str` gets the values as a metavar, not choices (literal_to_kwargs).
+        if "str" in kinds:
+            return Flag(names, "one", "str")
+        return Flag(names, "one", _literal_type(info), tuple(info.literals))
     if "list" in kinds:
         item = info.item
         choices = tuple(item.literals) if item is not None and item.literals else None
