@@ -392,3 +392,22 @@ def test_a_help_command_that_fails_means_not_checked(tmp_path: Path) -> None:
     report = check_spec(parse_spec(spec_text(engine, "  a: {bogus: 1}\n  b: {}\n")))
     assert report.issues == [] and report.checked == []
     assert "could not be run: exited 3" in report.unchecked[0]
+
+
+def test_a_flag_an_older_shipped_release_had_says_so() -> None:
+    """sglang 0.5.22 has --speculative-skip-dp-mlp-sync, 0.5.23 dropped it."""
+    old, new = shipped("sglang", "0.5.22"), shipped("sglang", "0.5.23")
+    assert old is not None and new is not None
+    assert old.lookup("--speculative-skip-dp-mlp-sync") is not None
+    assert new.lookup("--speculative-skip-dp-mlp-sync") is None
+    engine = "{kind: sglang, version: 0.5.23}"
+    spec = parse_spec(spec_text(engine, "  a: {speculative_skip_dp_mlp_sync: true}\n  b: {}\n"))
+    (issue,) = check_spec(spec).issues
+    assert "sglang 0.5.22 had it (removed or renamed since)" in issue.message
+    pinned_old = parse_spec(
+        spec_text(
+            "{kind: sglang, version: 0.5.22}",
+            "  a: {speculative_skip_dp_mlp_sync: true}\n  b: {}\n",
+        )
+    )
+    assert check_spec(pinned_old).issues == []
