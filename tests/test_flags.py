@@ -253,6 +253,48 @@ def test_installed_sglang_is_found_without_importing_it(
     assert "--help (the sglang installed for" in report.checked[0]
 
 
+def test_installed_sglang_of_the_pinned_version_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned version with no shipped list is checked against an installed engine of exactly
+    that version (its distribution metadata says so), and against nothing otherwise."""
+    site = tmp_path / "site"
+    (site / "sglang-0.0.7.dist-info").mkdir(parents=True)
+    (site / "sglang-0.0.7.dist-info" / "METADATA").write_text("Name: sglang\nVersion: 0.0.7\n")
+    monkeypatch.delenv("MATRIXRUN_FLAGS")
+    monkeypatch.setenv("PYTHONPATH", f"{FAKE_SGLANG}{os.pathsep}{site}")
+    launch = f"launch: ['{sys.executable}', -m, sglang.launch_server]"
+    arms = "  a: {enable_local_only: true}\n  b: {bogus: 1}\n"
+    report = check_spec(parse_spec(spec_text(f"{{kind: sglang, version: 0.0.7, {launch}}}", arms)))
+    assert [i.loc for i in report.issues] == [("arms", "b", "flags", "bogus")]
+    assert report.checked[0].startswith("sglang 0.0.7 --help")
+    other = check_spec(parse_spec(spec_text(f"{{kind: sglang, version: 0.0.8, {launch}}}", arms)))
+    assert other.issues == [] and "no sglang 0.0.8 is installed" in other.unchecked[0]
+
+
+def test_installed_vllm_on_path_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vllm serve --help=all` of a `vllm` console script on PATH (here: argparse in a script)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text(
+        f"#!{sys.executable}\n"
+        "import argparse, sys\n"
+        "assert sys.argv[1:] == ['serve', '--help=all'], sys.argv\n"
+        "p = argparse.ArgumentParser(prog='vllm serve')\n"
+        "p.add_argument('--tensor-parallel-size', '-tp', type=int)\n"
+        "p.add_argument('--enable-prefix-caching', action=argparse.BooleanOptionalAction)\n"
+        "p.print_help()\n"
+    )
+    exe.chmod(0o755)
+    monkeypatch.delenv("MATRIXRUN_FLAGS")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    arms = "  a: {no_enable_prefix_caching: true}\n  b: {max_num_seqs: 8}\n"
+    report = check_spec(parse_spec(spec_text("{kind: vllm}", arms)))
+    assert [i.loc for i in report.issues] == [("arms", "b", "flags", "max_num_seqs")]
+    assert f"the vllm at {exe}" in report.checked[0]
+
+
 def test_container_launch_is_never_started_for_help() -> None:
     engine = "{kind: sglang, launch: [docker, run, img, python3, -m, sglang.launch_server]}"
     report = check_spec(parse_spec(spec_text(engine, "  a: {}\n  b: {}\n")))

@@ -2,13 +2,15 @@
 
 1. `engine.help_command`: the argv that prints the engine's argparse help (any launched kind;
    the only source for `kind: command`), run and parsed.
-2. `engine.version` pinned: the shipped list of that version; if none is shipped the flags are
-   not checked (an installed engine of another version would check the wrong thing).
+2. `engine.version` pinned: the shipped list of that version; else an installed engine of
+   exactly that version; else the flags are not checked (another version would check the wrong
+   thing).
 3. An installed engine, found without importing it: for SGLang, the launch prefix's python
    (`python -m sglang.launch_server`, the default) has the `sglang` distribution; for vLLM, the
-   `vllm` executable of `vllm serve` is on PATH. Its `--help` is run (a container prefix is never
-   started for this). `MATRIXRUN_FLAGS=shipped` skips this step.
-4. The newest shipped list.
+   `vllm` executable of `vllm serve` is on PATH (its version is read from the metadata of the
+   python its script line names). Its `--help` is run (a container prefix is never started for
+   this). `MATRIXRUN_FLAGS=shipped` skips this step.
+4. The newest shipped list (what a PR job without an engine uses).
 
 `kind: openai` launches nothing, so there is nothing to check; `kind: sim` is checked as SGLang
 (the simulator stands in for it). Every outcome carries one sentence for the user: what the
@@ -28,15 +30,16 @@ from matrixrun.flags.model import FlagSet
 from matrixrun.flags.shipped import shipped, shipped_versions
 from matrixrun.spec import EngineSpec
 
-#: Run by the engine's python: finds the package without importing it (find_spec of a top-level
-#: package executes nothing) and reads the version from its distribution metadata.
-_PROBE_SGLANG = """
-import importlib.metadata as md, importlib.util
-if importlib.util.find_spec("sglang") is None:
+#: Run by the engine's python with the distribution name: finds the package without importing
+#: it (find_spec of a top-level package executes nothing) and reads its version from metadata.
+_PROBE = """
+import importlib.metadata as md, importlib.util, sys
+name = sys.argv[1]
+if importlib.util.find_spec(name) is None:
     print("")
 else:
     try:
-        print(md.version("sglang"))
+        print(md.version(name))
     except md.PackageNotFoundError:
         print("unknown")
 """
@@ -72,21 +75,24 @@ def source_for(engine: EngineSpec, launch: list[str] | None = None) -> Source:
             "kind command has no flag list; set engine.help_command (e.g. [llama-server, "
             "--help]) to check them against the server's own --help",
         )
+    use_local = os.environ.get("MATRIXRUN_FLAGS") != "shipped" and engine.kind != "sim"
     if engine.version is not None:
         found = shipped(kind, engine.version)
         if found is not None:
             return Source(found, f"{found.label} (shipped list, engine.version)")
+        local = _local(kind, launch or engine.launch) if use_local else None
+        if local is not None and local.flags is not None and local.flags.version == engine.version:
+            return local
         versions = ", ".join(shipped_versions(kind)) or "none"
         return Source(
             None,
-            f"no flag list is shipped for {kind} {engine.version} (shipped: {versions}); "
-            "generate it with scripts/flag_lists.py or set engine.help_command",
+            f"no flag list is shipped for {kind} {engine.version} (shipped: {versions}) and no "
+            f"{kind} {engine.version} is installed; generate the list with scripts/flag_lists.py "
+            "or set engine.help_command",
         )
-    local = None
-    if os.environ.get("MATRIXRUN_FLAGS") != "shipped" and engine.kind != "sim":
-        local = _local(kind, launch or engine.launch)
-        if local is not None and local.flags is not None:
-            return local
+    local = _local(kind, launch or engine.launch) if use_local else None
+    if local is not None and local.flags is not None:
+        return local
     newest = shipped(kind)
     if newest is None:
         return local or Source(None, f"no flag list is shipped for {kind} and none is installed")
@@ -104,7 +110,7 @@ def _local(kind: str, launch: list[str] | None) -> Source | None:
             return None
         if PurePath(prefix[0]).name in _CONTAINER_CLIS:
             return None
-        version = _probe(prefix[0])
+        version = _probe(prefix[0], "sglang")
         if not version:
             return None
         known = None if version == "unknown" else version
@@ -116,15 +122,31 @@ def _local(kind: str, launch: list[str] | None) -> Source | None:
         exe = shutil.which(prefix[0])
         if exe is None:
             return None
-        return _from_help(kind, [exe, "serve", "--help=all"], None, f"the vllm at {exe}")
+        python = _script_python(exe)
+        version = _probe(python, "vllm") if python else ""
+        known = version if version not in ("", "unknown") else None
+        return _from_help(kind, [exe, "serve", "--help=all"], known, f"the vllm at {exe}")
     return None
 
 
-def _probe(python: str) -> str:
-    """The sglang version installed for `python` ('' if none), read from its metadata."""
+def _script_python(exe: str) -> str | None:
+    """The interpreter a console script's `#!` line names (pip writes one), if any."""
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    parts = first[2:].split()
+    return parts[0] if parts and "python" in PurePath(parts[0]).name else None
+
+
+def _probe(python: str, dist: str) -> str:
+    """The version of `dist` installed for `python` ('' if none, 'unknown' if no metadata)."""
     try:
         done = subprocess.run(  # noqa: S603 - argv list, no shell
-            [python, "-c", _PROBE_SGLANG],
+            [python, "-c", _PROBE, dist],
             capture_output=True,
             text=True,
             timeout=30,
