@@ -63,14 +63,14 @@ def parse_help(text: str, engine: str, version: str | None, origin: str) -> Flag
 
 def _split_invocation(line: str) -> tuple[str, str]:
     """`--x X, --y X    help text` -> (invocation, help); argparse puts 2+ spaces between."""
-    depth, i = 0, 0
-    while i < len(line):
-        ch = line[i]
-        depth += (ch in "{[" and 1) or 0
-        depth -= (ch in "}]" and 1) or 0
-        if depth == 0 and line.startswith("  ", i):
+    depth = 0
+    for i, ch in enumerate(line):
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif depth == 0 and line.startswith("  ", i):
             return line[:i], line[i:].strip()
-        i += 1
     return line, ""
 
 
