@@ -84,11 +84,16 @@ def source_for(engine: EngineSpec, launch: list[str] | None = None) -> Source:
         if local is not None and local.flags is not None and local.flags.version == engine.version:
             return local
         versions = ", ".join(shipped_versions(kind)) or "none"
+        installed = (
+            f"no {kind} {engine.version} is installed"
+            if use_local
+            else "installed engines were not consulted (MATRIXRUN_FLAGS=shipped)"
+        )
         return Source(
             None,
-            f"no flag list is shipped for {kind} {engine.version} (shipped: {versions}) and no "
-            f"{kind} {engine.version} is installed; generate the list with scripts/flag_lists.py "
-            "or set engine.help_command",
+            f"no flag list is shipped for {kind} {engine.version} (shipped: {versions}) and "
+            f"{installed}; generate the list with scripts/flag_lists.py or set "
+            "engine.help_command",
         )
     local = _local(kind, launch or engine.launch) if use_local else None
     if local is not None and local.flags is not None:
