@@ -18,7 +18,7 @@ from pathlib import Path
 
 from matrixrun import __version__
 from matrixrun.errors import MatrixError, SpecError
-from matrixrun.redact import redact_json, redact_text
+from matrixrun.redact import redact_file, redact_json, redact_text
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -33,6 +33,7 @@ def _err(text: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from matrixrun.flags import check_file
     from matrixrun.plan import expand
     from matrixrun.spec import load_spec
 
@@ -44,10 +45,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
             bad += 1
             _print_spec_issues(exc)
             continue
+        flags = check_file(spec, path)
+        for issue in flags.warnings:
+            print(str(issue), file=sys.stderr)
+        if flags.errors:
+            bad += 1
+            print("\n".join(map(str, flags.errors)), file=sys.stderr)
+            print(f"{path}: {flags.summary}", file=sys.stderr)
+            continue
         plan = expand(spec)
         print(
             f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
-            f"{plan.cost.cells} cells, {plan.cost.launches} launches)"
+            f"{plan.cost.cells} cells, {plan.cost.launches} launches); {flags.summary}"
         )
     return EXIT_INPUT if bad else EXIT_OK
 
@@ -135,26 +144,20 @@ def _publish(report: Path, args: argparse.Namespace) -> Path:
 # ------------------------------------------------------------------------------------ report
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from matrixrun.report import analyse_run_dir, render_run_dir
-    from matrixrun.results import RunDir
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from matrixrun.stages import analyse_run
 
-    rd = RunDir(args.run_dir)
-    if not rd.results_file.exists():
-        _err(
-            f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
-            "`matrixrun ingest`"
-        )
-        return EXIT_INPUT
-    analyse_run_dir(rd)
-    text = redact_text(render_run_dir(rd, templates=args.templates))
+    print(f"wrote {analyse_run(args.run_dir)}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from matrixrun.stages import render_run, report_text
+
     if args.output == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(redact_text(report_text(args.run_dir, templates=args.templates)))
         return EXIT_OK
-    out = Path(args.output) if args.output else rd.path / "report.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}")
+    print(f"wrote {redact_file(render_run(args.run_dir, args.output, templates=args.templates))}")
     return EXIT_OK
 
 
@@ -172,10 +175,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         noise=args.noise,
         arm_field=args.arm_field,
         axis_field=args.axis_field,
+        point_fields=args.point_field or [],
         fresh_server=args.fresh_server,
         argv=sys.argv,
     )
-    print(f"wrote {out} (render it with: matrixrun report {out})")
+    print(f"wrote {out} and its report {out / 'report.md'}")
     return EXIT_OK
 
 
@@ -274,6 +278,10 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_analyse(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+
+
 def _add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument(
@@ -308,6 +316,12 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         help="line field giving the sweep point (default max_concurrency)",
     )
     p.add_argument(
+        "--point-field",
+        action="append",
+        metavar="FIELD",
+        help="a further line field that tells sweep points apart (repeatable)",
+    )
+    p.add_argument(
         "--fresh-server",
         action="store_true",
         help="repeated lines came from freshly launched servers (default: the same "
@@ -339,7 +353,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "plan": ("show the server groups, cells and cost of a spec", _add_plan, cmd_plan),
     "schema": ("write the spec's JSON Schema to spec/schema.json", _add_schema, cmd_schema),
     "run": ("launch, measure, verify, analyse and report a spec", _add_run, cmd_run),
-    "report": ("analyse a run directory and render its verdict document", _add_report, cmd_report),
+    "analyse": (
+        "judge a run directory's results by its settings: write verdict.json",
+        _add_analyse,
+        cmd_analyse,
+    ),
+    "report": ("render an analysed run directory's verdict document", _add_report, cmd_report),
     "ingest": (
         "build a run directory from the output files of sglang.bench_serving",
         _add_ingest,

@@ -18,6 +18,7 @@ user and server strings through `redact_text` (see docs/reliability.md for where
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 MASK = "***"
@@ -118,3 +119,16 @@ def redact_json(obj: Any) -> Any:
     if isinstance(obj, str):
         return redact_text(obj)
     return obj
+
+
+def redact_file(path: Path) -> Path:
+    """Rewrite a text file this process wrote (report.md) with its secrets redacted, in
+    place and atomically; returns `path`. For documents rendered elsewhere: a field the
+    renderer did not redact still never reaches the file `post` sends."""
+    text = path.read_text(encoding="utf-8")
+    clean = redact_text(text)
+    if clean != text:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(clean, encoding="utf-8")
+        tmp.replace(path)
+    return path

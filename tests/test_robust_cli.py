@@ -71,9 +71,6 @@ def test_full_disk_says_free_space(tmp_path: Path, capsys: pytest.CaptureFixture
     """/dev/full answers every write with ENOSPC."""
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")
-    from matrixrun.ingest_command import ingest  # a small run directory to report from
-
-    del ingest
     run_dir = _tiny_run_dir(tmp_path)
     code, err = run(capsys, "report", str(run_dir), "-o", "/dev/full")
     assert code == 1 and "No space left" in err and "free some space" in err, err
@@ -103,6 +100,11 @@ def _tiny_run_dir(tmp_path: Path) -> Path:
                                 input_throughput=128, output_throughput=value,
                                 total_throughput=value + 128),
             ))  # fmt: skip
+    from matrixrun import stages
+    from matrixrun.settings import run_settings
+
+    stages.write_settings(rd, run_settings(spec, plan))
+    stages.analyse_run(rd)
     return rd.path
 
 

@@ -1,0 +1,397 @@
+"""The repeat-to-verify policy: which cells to run again and why, as a pure function of the
+spec's verify block and the measurements so far (see the package docstring)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from matrixrun.analysis import analyse, quantile
+from matrixrun.measurement import Measurement, Reason
+from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.rerun_reason import RerunWhy, WhyKind
+from matrixrun.settings import analysis_settings, rounds
+from matrixrun.spec import Spec
+from matrixrun.verdict import Comparison, Verdict
+from matrixrun.verify.chance import decide_chance
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A rerun the policy asks for: the cell, its reason, and the numbers behind it."""
+
+    cell: Cell
+    reason: Reason
+    why: RerunWhy
+
+
+#: A rerun is planned only if it has at least this predicted chance of settling the cell by
+#: `max_runs` (a futility rule fixed before the run, like the number of looks): an interval
+#: that cannot shrink inside ±margin, or past it, in the runs allowed buys nothing. 0.25, not
+#: 0.10: the prediction is optimistic (normal quantile), and on the scoring benchmark (seed 2)
+#: the runs between 0.10 and 0.25 were mostly spent on exact ties that no n ≤ 5 settles.
+#: Futility only stops reruns, it never decides a cell, so it cannot make a verdict overclaim.
+FUTILITY = 0.25
+
+#: Fresh-server degrees of freedom a round tops σ up to (or every cell, in a small matrix).
+#: The analysis judges every cell with the fresh-server σ as soon as one exists, so a lone
+#: fresh replicate would leave σ with df = 1 (t ≈ 38 at 98.3%) and decide nothing.
+MIN_FRESH_DF = 6
+
+#: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
+_PRIORITY: dict[str, int] = {
+    "aa": 0,
+    "fresh_server": 1,
+    "calibration": 2,
+    "crossover": 3,
+    "inconclusive": 4,
+}
+
+
+def _seconds(m: Measurement) -> float:
+    if not (m.started_at and m.finished_at):
+        return 0.0
+    fmt = "%Y-%m-%dT%H:%M:%S.%f"
+    start = datetime.strptime(m.started_at.rstrip("Z"), fmt)
+    end = datetime.strptime(m.finished_at.rstrip("Z"), fmt)
+    return max((end - start).total_seconds(), 0.0)
+
+
+class Policy:
+    """The spec's verify block as a pure function of the measurements so far."""
+
+    def __init__(self, spec: Spec, plan: Plan) -> None:
+        self.spec = spec
+        self.plan = plan
+        self.settings = analysis_settings(spec, plan)
+        self.rounds = rounds(spec)
+        self.cells = {c.cell_id: c for c in plan.cells()}
+        self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
+        self.by_point_arm = {(c.slice, c.point_id, c.arm): c for c in plan.cells()}
+
+    def expected_runs(self) -> int:
+        """Runs the progress display starts with: the first pass (reruns add to it)."""
+        return len(self.cells)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _n(self, cell: Cell, ms: Sequence[Measurement]) -> int:
+        return sum(1 for m in ms if m.cell_id == cell.cell_id)
+
+    def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
+        return analyse(ms, self.settings)
+
+    def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, Comparison]]:
+        return verdict.comparisons(self.settings.primary)
+
+    def _has(self, cell: Cell, ms: Sequence[Measurement], reason: str) -> bool:
+        return any(m.cell_id == cell.cell_id and m.reason == reason for m in ms)
+
+    def rerun_time_spent(self, ms: Sequence[Measurement]) -> float:
+        """GPU time the reruns have spent: their cells, plus a launch (the spec's estimate)
+        for every server instance that served reruns only (a stage-2 relaunch)."""
+        first = {m.instance for m in ms if m.reason == "first"}
+        relaunched = {m.instance for m in ms if m.reason != "first"} - first
+        launch = self.spec.estimate.launch or 0.0
+        return sum(_seconds(m) for m in ms if m.reason != "first") + launch * len(relaunched)
+
+    def _worth(self, res: Comparison, verdict: Verdict) -> float:
+        """Predicted chance that more runs settle `res` within max_runs (1 with no σ yet:
+        then runs are needed to measure σ at all)."""
+        sigma = next(s for s in verdict.sigma if s.metric == self.settings.primary)
+        if sigma.value is None or res.d is None:
+            return 1.0
+        # Optimistic on purpose (normal quantile: df grows with the runs; a warm σ may
+        # understate): futility should stop only what cannot be settled.
+        q = quantile(self.settings.level, None)
+        return decide_chance(
+            res.d,
+            sigma.value,
+            max(res.baseline.n, 1),
+            max(res.candidate.n, 1),
+            self.spec.verify.max_runs,
+            self.settings.margin,
+            q,
+        )
+
+    # -- stage 1 ---------------------------------------------------------------------------
+    def warm_reruns(
+        self, group: ServerGroup, ms: Sequence[Measurement]
+    ) -> list[tuple[Cell, RerunWhy]]:
+        """Cells of `group` (its server still up) whose comparison is surprising in the
+        direction first-run warmup would explain — this arm looks slow — and that have not had
+        their warm rerun: rerun now, on the same server. (A compile on first use can only make
+        a run slower, so a surprise in the arm's favour is no case for this check.)"""
+        v = self.spec.verify
+        if not v.warm_rerun or v.max_runs < 2:
+            return []
+        own = {c.cell_id for c in group.cells}
+        picks: list[Pick] = []
+        for slice_name, candidate, res in self._primary_cells(self._verdict(ms)):
+            if not res.surprise or res.d is None:
+                continue
+            slow = candidate if res.d < 0 else self.plan.baseline
+            if group.arm != slow:
+                continue
+            cell = self.by_point_arm.get((slice_name, res.point_id, group.arm))
+            if cell is None or cell.cell_id not in own:
+                continue
+            if self._has(cell, ms, "surprise") or self._n(cell, ms) >= v.max_runs:
+                continue
+            if any(p.cell.cell_id == cell.cell_id for p in picks):
+                continue
+            picks.append(
+                Pick(
+                    cell,
+                    "surprise",
+                    RerunWhy(
+                        kind=WhyKind.WARM_CHECK,
+                        arm=group.arm,
+                        baseline=self.plan.baseline,
+                        change=res.change,
+                        surprise=v.surprise,
+                    ),
+                )
+            )
+        return [(p.cell, p.why) for p in self._within_budget(picks, ms, launch=False)]
+
+    # -- stage 2 ---------------------------------------------------------------------------
+    def next_round(
+        self, round_no: int, ms: Sequence[Measurement]
+    ) -> list[tuple[ServerGroup, list[Pick]]]:
+        """Round `round_no` of stage 2: which cells to rerun, why, grouped by server launch in
+        ABBA order, trimmed to the budget. Picks, by reason:
+
+        - inconclusive: the arm(s) whose n limits the interval, unless the futility rule says
+          the runs left cannot settle it (`FUTILITY`);
+        - fresh_server: per candidate server with surprising cells, its most surprising cell
+          once on a fresh launch (an odd instance shifts all its cells, so one rerun tests it),
+          unless an inconclusive rerun of one of them already does;
+        - crossover: both arms of cells bracketing a sign change, while n = 1;
+        - aa: with `verify.aa`, every baseline cell once more on a fresh server in round 1.
+        """
+        v = self.spec.verify
+        if round_no > self.rounds:
+            return []
+        verdict = self._verdict(ms)
+        results = self._primary_cells(verdict)
+        wanted: dict[str, Pick] = {}
+        worth: dict[str, float] = {}
+
+        def want(cell: Cell | None, reason: Reason, why: RerunWhy, value: float = 1.0) -> None:
+            if cell is None or cell.cell_id in wanted or self._n(cell, ms) >= v.max_runs:
+                return
+            if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
+                return  # never measured (server would not start, crashed): report, don't retry
+            wanted[cell.cell_id] = Pick(cell, reason, why)
+            worth[cell.cell_id] = value
+
+        if v.aa and round_no == 1:
+            for g in self.plan.groups:
+                if g.arm == self.plan.baseline:
+                    for cell in g.cells:
+                        if not self._has(cell, ms, "aa"):
+                            want(cell, "aa", RerunWhy(kind=WhyKind.AA))
+        self._undecided(verdict, results, want)
+        if v.fresh_server:
+            self._instance_checks(results, ms, want)
+        for slice_name, candidate, bracket in self._crossover_brackets(results):
+            for res in bracket:
+                for arm in (self.plan.baseline, candidate):
+                    end = self.by_point_arm.get((slice_name, res.point_id, arm))
+                    if end is not None and self._n(end, ms) == 1:
+                        why = RerunWhy(kind=WhyKind.CROSSOVER, axis=self.plan.axis, x=res.x)
+                        want(end, "crossover", why)
+        calibration: set[str] = set()
+        if wanted:
+            calibration = self._calibration(results, ms, set(wanted), want, round_no)
+
+        def rank(p: Pick) -> tuple[int, float]:
+            kind = "calibration" if p.cell.cell_id in calibration else p.reason
+            return _PRIORITY.get(kind, 9), -worth.get(p.cell.cell_id, 1.0)
+
+        picks = sorted(wanted.values(), key=rank)
+        return self._batched(self._within_budget(picks, ms, launch=True), round_no)
+
+    def _undecided(
+        self,
+        verdict: Verdict,
+        results: list[tuple[str, str, Comparison]],
+        want: Callable[[Cell | None, Reason, RerunWhy, float], None],
+    ) -> None:
+        """More runs of the arm(s) whose n limits an inconclusive cell's interval, unless the
+        futility rule says the runs left cannot settle it."""
+        v = self.spec.verify
+        primary_sigma = next(x for x in verdict.sigma if x.metric == self.settings.primary)
+        no_sigma = primary_sigma.value is None
+        for slice_name, candidate, res in results:
+            if res.verdict != "inconclusive":
+                continue
+            chance = self._worth(res, verdict)
+            if chance < FUTILITY:
+                continue
+            arms = {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
+                res.limiting_arm or "", [self.plan.baseline, candidate]
+            )
+            for arm in arms:
+                want(
+                    self.by_point_arm.get((slice_name, res.point_id, arm)),
+                    "inconclusive",
+                    RerunWhy(
+                        kind=WhyKind.UNDECIDED,
+                        arm=arm,
+                        cell=res,
+                        no_sigma=no_sigma,
+                        max_runs=v.max_runs,
+                        chance=chance,
+                    ),
+                    chance,
+                )
+
+    def _instance_checks(
+        self,
+        results: list[tuple[str, str, Comparison]],
+        ms: Sequence[Measurement],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
+    ) -> None:
+        """ "This server instance was odd": one fresh-server rerun per candidate server whose
+        cells surprised, of its most surprising cell, once per group."""
+        by_group: dict[str, list[tuple[float, Cell, Comparison]]] = {}
+        for slice_name, candidate, res in results:
+            cell = self.by_point_arm.get((slice_name, res.point_id, candidate))
+            if cell is None or not res.surprise or res.change is None:
+                continue
+            by_group.setdefault(self.group_of[cell.cell_id].group_id, []).append(
+                (abs(res.change), cell, res)
+            )
+        first = {m.instance for m in ms if m.reason == "first"}
+        for group_id, found in by_group.items():
+            if any(m.group_id == group_id and m.instance not in first for m in ms):
+                continue  # a relaunch of this group has served reruns: the check is done
+            _, cell, res = max(found, key=lambda t: t[0])
+            want(
+                cell,
+                "fresh_server",
+                RerunWhy(kind=WhyKind.INSTANCE_CHECK, change=res.change),
+            )
+
+    def _calibration(
+        self,
+        results: list[tuple[str, str, Comparison]],
+        ms: Sequence[Measurement],
+        picked: set[str],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
+        round_no: int = 1,
+    ) -> set[str]:
+        """Once a round relaunches anything, the analysis will judge every cell with the
+        fresh-server σ; top its degrees of freedom up to `MIN_FRESH_DF` (or as many as the
+        matrix has cells) with fresh replicates of cells not yet picked — first those whose
+        verdict the new σ could move (inconclusive, then confident or same by the smallest
+        |change|), preferring servers this round relaunches anyway. Returns the cell ids."""
+        instances: dict[str, set[str]] = {}
+        for m in ms:
+            if m.ok:
+                instances.setdefault(m.cell_id, set()).add(m.instance)
+        df = sum(max(len(v) - 1, 0) for v in instances.values())
+        df += sum(1 for cid in picked if instances.get(cid))
+        target = min(MIN_FRESH_DF, len(self.cells))
+        if df >= target:
+            return set()
+        groups = {self.group_of[cid].group_id for cid in picked}
+        # the round's first launch first: its replicates bring σ before the later launches
+        # (and its own re-choice) decide which inconclusive cells still need runs
+        position = {g.group_id: i for i, g in enumerate(self._order(round_no))}
+        order: list[tuple[bool, int, bool, float, Cell]] = []
+        for slice_name, candidate, res in results:
+            arms = [candidate, self.plan.baseline]
+            if res.limiting_arm == "baseline":
+                arms.reverse()
+            for arm in arms:
+                cell = self.by_point_arm.get((slice_name, res.point_id, arm))
+                if cell is None or cell.cell_id in picked or not instances.get(cell.cell_id):
+                    continue
+                order.append(
+                    (
+                        self.group_of[cell.cell_id].group_id not in groups,
+                        position[self.group_of[cell.cell_id].group_id],
+                        res.verdict != "inconclusive",
+                        abs(res.d or 0.0),
+                        cell,
+                    )
+                )
+        added: set[str] = set()
+        for *_, cell in sorted(order, key=lambda t: t[:4]):
+            if df >= target:
+                break
+            if cell.cell_id in added or self._n(cell, ms) >= self.spec.verify.max_runs:
+                continue
+            want(
+                cell,
+                "fresh_server",
+                RerunWhy(kind=WhyKind.SIGMA_REPLICATE, target_df=target),
+            )
+            added.add(cell.cell_id)
+            df += 1
+        return added
+
+    def _crossover_brackets(
+        self, results: list[tuple[str, str, Comparison]]
+    ) -> list[tuple[str, str, list[Comparison]]]:
+        out = []
+        series: dict[tuple[str, str], list[Comparison]] = {}
+        for s, c, res in results:
+            series.setdefault((s, c), []).append(res)
+        for (s, c), cells in series.items():
+            confident = sorted(
+                (r for r in cells if r.confident and r.x is not None), key=lambda r: float(r.x or 0)
+            )
+            for a, b in itertools.pairwise(confident):
+                if a.verdict != b.verdict:
+                    out.append((s, c, [a, b]))
+        return out
+
+    def _within_budget(
+        self, picks: list[Pick], ms: Sequence[Measurement], *, launch: bool
+    ) -> list[Pick]:
+        """Keep picks, in priority order, while the rerun budget lasts: each costs its cell's
+        longest run so far, plus one launch per group not yet launched this round (stage 2).
+        A pick that does not fit is dropped and cheaper later ones may still fit."""
+        budget = self.spec.verify.budget
+        if budget is None:
+            return picks
+        left = budget - self.rerun_time_spent(ms)
+        kept = []
+        launch_s = (self.spec.estimate.launch or 0.0) if launch else 0.0
+        launched: set[str] = set()
+        for pick in picks:
+            first = [m for m in ms if m.cell_id == pick.cell.cell_id]
+            cost = max((_seconds(m) for m in first), default=self.spec.estimate.cell or 0.0)
+            group = self.group_of[pick.cell.cell_id].group_id
+            cost += 0.0 if group in launched else launch_s
+            if cost > left:
+                continue
+            left -= cost
+            launched.add(group)
+            kept.append(pick)
+        return kept
+
+    def _order(self, round_no: int) -> list[ServerGroup]:
+        """Launch order of a round: the plan's order reversed on odd rounds (ABBA)."""
+        order = list(self.plan.groups)
+        if round_no % 2 == 1:
+            order.reverse()
+        return order
+
+    def _batched(self, picks: list[Pick], round_no: int) -> list[tuple[ServerGroup, list[Pick]]]:
+        """One launch per group per round; arm order alternates by round (ABBA)."""
+        order = self._order(round_no)
+        by_group: dict[str, list[Pick]] = {}
+        for pick in picks:
+            by_group.setdefault(self.group_of[pick.cell.cell_id].group_id, []).append(pick)
+        out = []
+        for g in order:
+            if g.group_id in by_group:
+                cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p.cell))
+                out.append((g, cells))
+        return out
