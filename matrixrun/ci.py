@@ -171,6 +171,7 @@ def post(
             "proposal), exactly one of them"
         )
     gate = parse_fail_on(fail_on)
+    target = Target(repo, number, resolve_api_url(api_url))
     kind: Kind
     if plan is not None:
         if gate:
@@ -193,7 +194,6 @@ def post(
         if not report.exists():
             render_report(run_dir)
         body = report.read_text()
-    target = Target(repo, number, resolve_api_url(api_url))
     if dry_run:
         message = render_dry_run(body, target, experiment=key, kind=kind, token_env=token_env)
     else:
