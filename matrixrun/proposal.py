@@ -16,6 +16,7 @@ the spec and the history directories.
 
 from __future__ import annotations
 
+import re
 import shlex
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -218,10 +219,7 @@ def history_estimate(spec: Spec, plan: Plan, roots: Sequence[str | Path]) -> His
 
 
 def _redact_env(env: Mapping[str, str]) -> list[str]:
-    return [
-        f"{k}=***" if any(s in k.lower() for s in _SECRET_WORDS) else f"{k}={v}"
-        for k, v in env.items()
-    ]
+    return [f"{k}=***" if _secret(k) else f"{k}={v}" for k, v in env.items()]
 
 
 def command_line(spec: Spec, group: ServerGroup) -> str:
@@ -249,9 +247,11 @@ def command_line(spec: Spec, group: ServerGroup) -> str:
 
 
 def _quote(word: str) -> str:
-    """shlex.quote, except that the `{host}`/`{port}` placeholders stay readable (braces
-    without a comma are not special to a POSIX shell)."""
+    """shlex.quote, except that the `{host}`/`{port}` placeholders and the `***` of a redacted
+    value stay readable (they are for the reader, not for pasting into a shell; braces without
+    a comma are not special to a POSIX shell anyway)."""
     plain = word.replace(HOST_PLACEHOLDER, "h").replace(str(PORT_PLACEHOLDER), "1")
+    plain = plain.replace("***", "x")
     return word if shlex.quote(plain) == plain else shlex.quote(word)
 
 
@@ -263,7 +263,13 @@ def _code(value: Any) -> str:
     return f"`{text}`"
 
 
-def _flag_value(value: Any) -> str:
+def _secret(name: str) -> bool:
+    return any(s in name.lower() for s in _SECRET_WORDS)
+
+
+def _flag_value(value: Any, key: str = "") -> str:
+    if _secret(key) and value not in (None, False, True):
+        return "`***`"
     if value is None or value is False:
         return "(off)"
     if value is True:
@@ -300,7 +306,7 @@ def _arms_section(spec: Spec, plan: Plan) -> list[str]:
         "",
     ]
     header = ["flag", *(f"{a} (baseline)" if a == plan.baseline else a for a in arms)]
-    rows = [[_code(k), *(_flag_value(flags.get(a, {}).get(k)) for a in arms)] for k in differ]
+    rows = [[_code(k), *(_flag_value(flags.get(a, {}).get(k), k) for a in arms)] for k in differ]
     launches = {a: spec.arms[a].launch or spec.engine.launch for a in arms}
     if len({repr(v) for v in launches.values()}) > 1:
         rows.append(
@@ -321,7 +327,7 @@ def _arms_section(spec: Spec, plan: Plan) -> list[str]:
             "comparison is A/A (same server twice)."
         )
     if common:
-        shown = ", ".join(f"{_code(k)} = {_flag_value(flags[arms[0]][k])}" for k in common)
+        shown = ", ".join(f"{_code(k)} = {_flag_value(flags[arms[0]][k], k)}" for k in common)
         lines += ["", f"Same in every arm: {shown}."]
     if len(plan.slices) > 1:
         lines += ["", "Hardware args and server axes vary by slice: see the matrix."]
@@ -387,8 +393,9 @@ def _matrix_section(plan: Plan) -> list[str]:
     points = plan.cost.cells // arms if arms else plan.cost.cells
     lines += [
         "",
-        f"{points} points × {arms} arms = **{plan.cost.cells} cells** in {len(plan.slices)} "
-        f"slice(s), {plan.cost.launches} launches.",
+        f"{points} point{'s' if points != 1 else ''} × {arms} arms = **{plan.cost.cells} "
+        f"cells** in {len(plan.slices)} slice{'s' if len(plan.slices) != 1 else ''}, "
+        f"{plan.cost.launches} launches.",
     ]
     return lines
 
@@ -471,6 +478,7 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         "",
         f"Verify policy: {policy}. The worst case reruns every cell to max_runs"
         f"{' (capped by the budget)' if c.budget_s else ''}.",
+        "",
     ]
     if timed:
         lines.append(f"{source[0].upper()}{source[1:]}.")
@@ -540,7 +548,7 @@ def proposal_markdown(
         "",
         *_cost_section(spec, plan, history),
     ]
-    return "\n".join(lines) + "\n"
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
 
 
 def render_proposal(
