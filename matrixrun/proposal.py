@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from matrixrun.errors import MatrixError, SpecError
+from matrixrun.errors import InputError, MatrixError, SpecError
 from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
 from matrixrun.render_plan import sigma_cost
 from matrixrun.spec import Spec, load_spec
@@ -145,8 +145,6 @@ def _run_dirs(roots: Iterable[str | Path]) -> list[Path]:
     for root in roots:
         base = Path(root)
         if not base.is_dir():
-            from matrixrun.errors import InputError
-
             raise InputError(
                 f"--history {root}: no such directory; give a directory holding earlier run "
                 "directories (e.g. runs/)"
@@ -268,7 +266,7 @@ def _secret(name: str) -> bool:
 
 
 def _flag_value(value: Any, key: str = "") -> str:
-    if _secret(key) and value not in (None, False, True):
+    if _secret(key) and value is not None and not isinstance(value, bool):
         return "`***`"
     if value is None or value is False:
         return "(off)"
@@ -331,10 +329,10 @@ def _arms_section(spec: Spec, plan: Plan) -> list[str]:
         lines += ["", f"Same in every arm: {shown}."]
     if len(plan.slices) > 1:
         lines += ["", "Hardware args and server axes vary by slice: see the matrix."]
-    for arm in arms:
-        description = spec.arms[arm].description
-        if description:
-            lines.append(f"- **{arm}**: {description}")
+    described = [a for a in arms if spec.arms[a].description]
+    if described:
+        lines.append("")
+        lines += [f"- **{a}**: {spec.arms[a].description}" for a in described]
     return lines
 
 
@@ -484,8 +482,10 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         lines.append(f"{source[0].upper()}{source[1:]}.")
     elif history is not None:
         lines.append(
-            "No time estimate: no earlier real run in --history has this engine, model and "
-            "hardware, and the spec has no `estimate: {launch: 10m, cell: 3m}` block."
+            f"No time estimate: earlier real runs in --history of this engine, model and "
+            f"hardware gave {history.launches} launch and {history.cells} cell times (both "
+            "are needed), and the spec has no complete `estimate: {launch: 10m, cell: 3m}` "
+            "block."
         )
     else:
         lines.append(

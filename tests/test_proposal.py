@@ -168,7 +168,8 @@ def test_history_estimates_from_real_runs_of_the_same_engine_model_and_hardware(
     assert "2 earlier run directories of the same engine, model and hardware" in res.stdout
     assert "launch 3m (median of 2), cell 2m (median of 3)" in res.stdout
     none = mr("plan", str(TINY), "--markdown", "--history", str(runs / "sim"))
-    assert "No time estimate: no earlier real run in --history" in none.stdout
+    assert "No time estimate: earlier real runs in --history" in none.stdout
+    assert "gave 0 launch and 0 cell times" in none.stdout
     missing = mr("plan", str(TINY), "--markdown", "--history", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "--history" in missing.stderr
     assert "Traceback" not in missing.stderr

@@ -250,6 +250,9 @@ def test_run_workflow_runs_posts_the_verdict_and_uploads_the_run_directory(
     (verdict,) = gh.ours(marker("tiny"))
     assert verdict["body"] == f"{marker('tiny')}\n{report}"
     assert "SIMULATED" in verdict["body"]
+    for f in workspace.rglob("*"):  # the token reached no file: run directory, logs, summaries
+        if f.is_file():
+            assert TOKEN not in f.read_text(errors="replace"), f
 
 
 def test_run_workflow_with_the_gate_label_fails_on_a_worse_candidate_after_posting(
