@@ -394,7 +394,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         cmd_ingest,
     ),
     "post": (
-        "post the report on a pull request (one comment, updated by later runs)",
+        "post a run's verdict, or a spec's proposal, on a pull request (one comment each, "
+        "updated in place)",
         _add_post,
         cmd_post,
     ),

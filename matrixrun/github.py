@@ -36,8 +36,8 @@ COMMENT_LIMIT = 65536
 
 Kind = Literal["verdict", "proposal"]
 
-#: Characters a comment key may hold: it sits inside an HTML comment, so no spaces, no `>`, and
-#: no `--` (which would end or break the comment).
+#: Characters a comment key may hold (a spec's experiment slug always fits): it sits inside an
+#: HTML comment, so no spaces and no `>` (without `>` nothing can end the comment early).
 _KEY = re.compile(r"[A-Za-z0-9_.+][A-Za-z0-9_.+-]*")
 
 
@@ -50,20 +50,19 @@ def marker(experiment: str, kind: Kind = "verdict") -> str:
 
 def check_key(experiment: str) -> str:
     """The comment key as given, or an InputError saying which characters it may use."""
-    if not _KEY.fullmatch(experiment) or "--" in experiment:
+    if not _KEY.fullmatch(experiment):
         raise InputError(
             f"--experiment {experiment!r} cannot name a comment: use letters, digits and "
-            "`_ . + -` (no spaces, no `--`)"
+            "`_ . + -` (no spaces), starting with a letter or digit"
         )
     return experiment
 
 
 def safe_key(text: str) -> str:
-    """A comment key made from free text (arm names of an ingested run): every character a key
-    may not hold becomes `_`, runs of `-` become one."""
+    """A comment key made from free text (arm names of an ingested run): every run of
+    characters a key may not hold becomes `_`."""
     key = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text)
-    key = re.sub(r"-{2,}", "-", key).lstrip("-") or "_"
-    return key
+    return key if _KEY.fullmatch(key) else "_" + key
 
 
 def resolve_api_url(option: str | None, environ: Mapping[str, str] | None = None) -> str:
