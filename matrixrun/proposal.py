@@ -502,9 +502,15 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
     return lines
 
 
-def _validation_section(validation: Validation) -> list[str]:
+def _validation_section(validation: Validation, plan: Plan | None = None) -> list[str]:
     if validation.ok:
-        lines = [f"**Validation:** `{validation.path}` is valid."]
+        counts = (
+            f" ({len(plan.candidates) + 1} arms, {len(plan.slices)} slice(s), "
+            f"{plan.cost.cells} cells, {plan.cost.launches} launches)"
+            if plan is not None
+            else ""
+        )
+        lines = [f"**Validation:** `{validation.path}` is valid{counts}."]
         lines += ["", *(f"Note: {n}." for n in validation.notes)] if validation.notes else []
         return lines
     return [
@@ -538,7 +544,7 @@ def proposal_markdown(
         if hypothesis
         else "> No hypothesis given: add `hypothesis:` to the spec (what should happen, and why).",
         "",
-        *_validation_section(validation),
+        *_validation_section(validation, plan),
         "",
         *_arms_section(spec, plan),
         "",
