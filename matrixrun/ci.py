@@ -179,8 +179,9 @@ def post(
         from matrixrun.proposal import render_proposal
 
         kind = "proposal"
-        body, _, key = render_proposal(plan, history)
-        key = check_key(experiment) if experiment else key
+        body, _, name = render_proposal(plan, history)
+        # the name of a spec that did not validate is free text: make it a key
+        key = check_key(experiment) if experiment else safe_key(name)
     else:
         assert run_dir is not None
         kind = "verdict"

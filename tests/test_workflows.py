@@ -233,6 +233,11 @@ def test_plan_workflow_fails_an_invalid_spec_and_still_posts_why(
     assert played.codes["Plan"] == 2 and played.codes["Post the proposal"] == 0
     (proposal,) = gh.ours(marker("tiny", "proposal"))
     assert "Validation failed" in proposal["body"] and "max_runz" in proposal["body"]
+    # an experiment name that is not a slug (so the spec is invalid) still keys one comment
+    spec.write_text(TINY.replace("experiment: tiny", "experiment: tiny run"))
+    again = play("matrixrun-plan.yml", "proposal", context_for(spec), gh, workspace)
+    assert again.codes["Post the proposal"] == 0, again.outputs
+    assert len(gh.ours(marker("tiny_run", "proposal"))) == 1
 
 
 def test_run_workflow_runs_posts_the_verdict_and_uploads_the_run_directory(
