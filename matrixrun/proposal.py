@@ -336,20 +336,21 @@ def _arms_section(spec: Spec, plan: Plan) -> list[str]:
     return lines
 
 
-def _commands_section(spec: Spec, plan: Plan) -> list[str]:
+def _commands_section(spec: Spec, plan: Plan, limit: int = MAX_COMMANDS) -> list[str]:
     lines = [
         "### Command lines",
         "",
         "Each launch as the engine renders it; `{host}` and `{port}` are picked per launch.",
         "",
     ]
-    for g in plan.groups[:MAX_COMMANDS]:
+    for g in plan.groups[:limit]:
         where = f" · {g.slice}" if g.slice else ""
         lines += [f"**{g.arm}**{where} (`{g.group_id}`)", "", "```sh", command_line(spec, g)]
         lines += ["```", ""]
-    if len(plan.groups) > MAX_COMMANDS:
+    if len(plan.groups) > limit:
         lines.append(
-            f"_…and {len(plan.groups) - MAX_COMMANDS} more launches (`matrixrun plan --json`)._"
+            f"_…and {len(plan.groups) - limit} more launches, left out to keep the comment "
+            "short (`matrixrun plan --json` lists them all)._"
         )
     if spec.engine.kind in ("sglang", "sim") and any(not g.launch for g in plan.groups):
         lines.append(
@@ -530,8 +531,27 @@ def proposal_markdown(
     history: HistoryEstimate | None = None,
     *,
     experiment: str | None = None,
+    max_commands: int = MAX_COMMANDS,
 ) -> str:
-    """The proposal comment. With no spec (it did not validate) only the validation result."""
+    """The proposal comment. With no spec (it did not validate) only the validation result.
+    Fewer command lines are shown while the document would not fit one GitHub comment."""
+    from matrixrun.github import COMMENT_LIMIT
+
+    text = _proposal(spec, plan, validation, history, experiment, max_commands)
+    while len(text) > COMMENT_LIMIT - 200 and max_commands > 0:
+        max_commands //= 2
+        text = _proposal(spec, plan, validation, history, experiment, max_commands)
+    return text
+
+
+def _proposal(
+    spec: Spec | None,
+    plan: Plan | None,
+    validation: Validation,
+    history: HistoryEstimate | None,
+    experiment: str | None,
+    max_commands: int,
+) -> str:
     if spec is None or plan is None:
         name = experiment or Path(validation.path).stem
         lines = [f"## Proposal: {name}", "", *_validation_section(validation)]
@@ -548,7 +568,7 @@ def proposal_markdown(
         "",
         *_arms_section(spec, plan),
         "",
-        *_commands_section(spec, plan),
+        *_commands_section(spec, plan, max_commands),
         "",
         *_matrix_section(plan),
         "",

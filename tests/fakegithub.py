@@ -40,6 +40,8 @@ class State:
     requests: list[Request] = field(default_factory=list)
     #: method -> the answer to give every such request instead of the normal one
     forced: dict[str, Forced] = field(default_factory=dict)
+    #: the API root's path, as on GitHub Enterprise Server (`/api/v3`); '' for api.github.com
+    prefix: str = ""
     url: str = ""
 
     def ours(self, marker_prefix: str) -> list[dict[str, Any]]:
@@ -70,6 +72,9 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
             if auth != f"Bearer {state.token}":
                 return self._send(401, {"message": "Bad credentials"})
             path = urlsplit(self.path).path
+            if not path.startswith(state.prefix + "/"):
+                return self._send(404, {"message": "Not Found"})
+            path = path[len(state.prefix) :]
             listing = f"/repos/{state.repo}/issues/{state.pr}/comments"
             if method == "GET" and path == listing:
                 query = parse_qs(urlsplit(self.path).query)
@@ -109,9 +114,12 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def fake_github(unrelated: int = 0) -> Iterator[State]:
-    """A running stand-in on a free port of 127.0.0.1; `unrelated` other comments first."""
-    state = State(comments=[{"id": i, "body": f"unrelated {i}"} for i in range(unrelated)])
+def fake_github(unrelated: int = 0, prefix: str = "") -> Iterator[State]:
+    """A running stand-in on a free port of 127.0.0.1; `unrelated` other comments first; the
+    API under `prefix` (`/api/v3` as on Enterprise Server)."""
+    state = State(
+        comments=[{"id": i, "body": f"unrelated {i}"} for i in range(unrelated)], prefix=prefix
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -124,6 +124,22 @@ def test_api_url_from_option_else_github_api_url(tmp_path: Path, gh: State) -> N
     assert bad.returncode == 2 and "is not an http(s) URL" in one_sentence(bad)
 
 
+def test_an_enterprise_server_api_root_with_a_path(tmp_path: Path) -> None:
+    (tmp_path / "plan.json").write_text(json.dumps({"experiment": "e"}))
+    (tmp_path / "report.md").write_text("# v\n")
+    with fake_github(prefix="/api/v3") as ghes:
+        for _ in range(2):
+            res = post(tmp_path, None, GITHUB_API_URL=ghes.url + "/api/v3")
+            assert res.returncode == 0, res.stderr
+        assert len(ghes.ours(marker("e"))) == 1
+        assert {r.path.split("?")[0] for r in ghes.requests} == {
+            "/api/v3/repos/o/r/issues/7/comments",
+            "/api/v3/repos/o/r/issues/comments/1000",
+        }
+        wrong = post(tmp_path, None, GITHUB_API_URL=ghes.url)  # the root without /api/v3
+        assert wrong.returncode == 2 and "HTTP 404" in one_sentence(wrong)
+
+
 def test_unreachable_api_is_one_sentence(tmp_path: Path) -> None:
     (tmp_path / "plan.json").write_text(json.dumps({"experiment": "e"}))
     (tmp_path / "report.md").write_text("# v\n")

@@ -206,3 +206,29 @@ def test_report_writes_the_job_summary(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert summary.read_text() == (out / "report.md").read_text() + "\n"
     assert json.loads((out / "verdict.json").read_text())["overall"]
+
+
+def test_a_proposal_too_long_for_one_comment_shows_fewer_command_lines() -> None:
+    from matrixrun.github import COMMENT_LIMIT
+
+    sizes = ", ".join(str(1024 * i) for i in range(1, 41))
+    spec = parse_spec(
+        f"""
+experiment: big
+title: t
+model: {{path: /m}}
+hardware: {{gpu: NVIDIA H200}}
+engine: {{args: {{json_model_override_args: {{pad: "{"x" * 3000}"}}}}}}
+arms: {{a: {{k: 1}}, b: {{k: 2}}}}
+sweep: {{server: {{chunked_prefill_size: [{sizes}]}}}}
+"""
+    )
+    plan = expand(spec)
+    assert len(plan.groups) == 80
+    full = "\n".join(command_line(spec, g) for g in plan.groups)
+    assert len(full) > COMMENT_LIMIT  # every command line would not fit
+    text = proposal_markdown(spec, plan, Validation("big.yaml"))
+    assert len(text) < COMMENT_LIMIT - 200
+    shown = sh_blocks(text)
+    assert 0 < len(shown) < 24 and shown[0] == command_line(spec, plan.groups[0])
+    assert f"{80 - len(shown)} more launches, left out to keep the comment short" in text
