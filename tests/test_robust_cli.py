@@ -121,8 +121,8 @@ def test_post_to_an_unreachable_api(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         code, err = run(capsys, "post", str(run_dir), "--repo", "o/n", "--pr", "1",
-                        "--api-url", f"http://127.0.0.1:{port}")  # fmt: skip
-    assert code == 1 and "cannot reach" in err and err.count("\n") == 1, err
+                        "--experiment", "e", "--api-url", f"http://127.0.0.1:{port}")  # fmt: skip
+    assert code == 1 and "could not reach" in err and err.count("\n") == 1, err
     assert "ghp_" not in err
 
 
