@@ -185,3 +185,23 @@ def test_a_run_whose_requests_fail_beyond_the_rule_exits_1(tmp_path: Path) -> No
     assert res.returncode == 1, res.stderr[-2000:]
     assert "over verify.failure_rate" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_launched_server_that_never_listens_says_connection_refused(tmp_path: Path) -> None:
+    """The process lives but nothing listens on its port: the startup timeout's sentence
+    says every health check was refused (instead of only "not healthy")."""
+    from matrixrun.engines.base import ServerProcess
+    from matrixrun.errors import StartupTimeout
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch = Launch([sys.executable, "-c", "import time; time.sleep(30)"], {},
+                    f"http://127.0.0.1:{port}", port)  # fmt: skip
+    server = ServerProcess(launch, tmp_path / "s.log", tmp_path / "s.pid", name="mute").start()
+    try:
+        with pytest.raises(StartupTimeout, match="every check was refused"):
+            server.wait_healthy("/health", timeout_s=1.0, poll_s=0.1)
+    finally:
+        server.stop()
+    assert not (tmp_path / "s.pid").exists()

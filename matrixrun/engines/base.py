@@ -35,9 +35,7 @@ from pydantic import SecretStr
 from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
 from matrixrun.procs import record_for
-from matrixrun.redact import redact_argv, redact_text
-
-__all__ = ["redact_argv"]  # re-exported: engines and the runner import it from here
+from matrixrun.redact import redact_argv, redact_text  # redact_argv: runner imports it here
 from matrixrun.timescale import REAL, TimeScale
 
 Api = Literal["sglang", "openai"]
@@ -207,6 +205,7 @@ class ServerProcess:
         A process that exits fails at once, with the last 20 lines of its log."""
         url = self.launch.base_url + health_path
         deadline = self.started_at + timeout_s
+        only_refused, last = True, "no check ran"  # for the timeout's sentence
         with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
             while True:
                 if not self.alive():
@@ -228,13 +227,15 @@ class ServerProcess:
                     if code == 200:
                         self.startup_s = time.monotonic() - self.started_at
                         return self.startup_s
-                    last = f"it answered HTTP {code}"
+                    only_refused, last = False, f"it answered HTTP {code}"
                 except httpx.ConnectError:
+                    which = "every" if only_refused else "the last"
                     last = (
-                        f"every check was refused (connection refused: nothing listened on "
+                        f"{which} check was refused (connection refused: nothing listened on "
                         f"port {self.launch.port}; does its command line pass the port?)"
                     )
                 except httpx.HTTPError as exc:
+                    only_refused = False
                     last = f"the last check failed ({type(exc).__name__})"
                 if time.monotonic() > deadline:
                     raise StartupTimeout(
