@@ -35,7 +35,8 @@ from pydantic import SecretStr
 from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
 from matrixrun.procs import record_for
-from matrixrun.redact import redact_argv, redact_text  # redact_argv: runner imports it here
+from matrixrun.redact import redact_argv as redact_argv  # re-exported (runner, proposal)
+from matrixrun.redact import redact_text
 from matrixrun.timescale import REAL, TimeScale
 
 Api = Literal["sglang", "openai"]
