@@ -55,6 +55,11 @@ def test_profile_with_a_yaml_error_names_its_line(
     (tmp_path / "p.yaml").write_bytes(b"name: \xff\n")
     code, err = run(capsys, "validate", str(spec))
     assert code == 2 and "not UTF-8" in err
+    bomb = ['a0: &a0 ["x","x","x","x","x","x","x","x","x"]']
+    bomb += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    (tmp_path / "p.yaml").write_text("name: p\n" + "\n".join(bomb) + "\n")
+    code, err = run(capsys, "validate", str(spec))
+    assert code == 2 and "expands to more than" in err and "p.yaml" in err
 
 
 def test_unwritable_places_are_one_sentence(

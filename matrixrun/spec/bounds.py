@@ -74,7 +74,7 @@ def plain(
     if budget.nodes > MAX_NODES:
         raise budget.fail(
             line,
-            f"the spec expands to more than {MAX_NODES} values (YAML aliases `*name` are "
+            f"the YAML expands to more than {MAX_NODES} values (aliases `*name` are "
             "expanded every time they are used); write the values out or use fewer aliases",
         )
     if depth > MAX_DEPTH:

@@ -144,7 +144,8 @@ def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     profile_path = base / spec.rehearsal.profile
     line = _line_of(data, ("rehearsal", "profile"))
     try:
-        raw = YAML(typ="safe").load(read_utf8(profile_path))
+        # bounded like the spec: an alias bomb in a profile would expand in the validation
+        raw = bounds.plain(YAML(typ="safe").load(read_utf8(profile_path)), str(profile_path))
         profile = Profile.model_validate(raw)
     except UnicodeDecodeError as exc:
         issue = _not_utf8(str(profile_path), exc)
