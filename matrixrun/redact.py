@@ -47,9 +47,18 @@ _NAMED = re.compile(
 )
 
 
+#: Names that end like a secret but name a token *count* or a special token of a tokenizer
+#: (`prefill_ms_per_token`, `max_token`, `eos_token`, `time_to_first_token`), or a cache key.
+_NOT_SECRET = re.compile(
+    r"(?:per|max|min|num|first|last|next|eos|bos|pad|unk|sep|cls|mask|stop|special|output|"
+    r"input|prompt|sort|cache|hash|group|primary|partition)[_-](?:token|key)$"
+)
+
+
 def is_secret_name(name: str) -> bool:
     """Whether a flag, key or variable name says its value is a secret."""
-    return bool(_SECRET_NAME.search(name.lower().lstrip("-")))
+    lowered = name.lower().lstrip("-")
+    return bool(_SECRET_NAME.search(lowered)) and not _NOT_SECRET.search(lowered)
 
 
 def redact_argv(argv: list[str]) -> list[str]:
