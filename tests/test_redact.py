@@ -18,11 +18,11 @@ def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["max_total_tokens", "--max-new-tokens", "tokenizer_path", "ssl_keyfile", "keys",
-     "prefill_ms_per_token", "eos_token", "time_to_first_token", "kv_cache_key"],  # fmt: skip
-)
+LOOKALIKES = ["max_total_tokens", "--max-new-tokens", "tokenizer_path", "ssl_keyfile", "keys",
+              "prefill_ms_per_token", "eos_token", "time_to_first_token", "kv_cache_key"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", LOOKALIKES)
 def test_names_that_only_look_alike_stay_readable(name: str) -> None:
     assert not is_secret_name(name)
 
