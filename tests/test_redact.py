@@ -18,12 +18,10 @@ def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-LOOKALIKES = "max_total_tokens --max-new-tokens tokenizer_path ssl_keyfile keys".split() + [
-    "prefill_ms_per_token",
-    "eos_token",
-    "time_to_first_token",
-    "kv_cache_key",
-]
+LOOKALIKES = (
+    "max_total_tokens --max-new-tokens tokenizer_path ssl_keyfile keys prefill_ms_per_token "
+    "eos_token time_to_first_token kv_cache_key"
+).split()
 
 
 @pytest.mark.parametrize("name", LOOKALIKES)
