@@ -18,10 +18,17 @@ def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-LOOKALIKES = (
-    "max_total_tokens --max-new-tokens tokenizer_path ssl_keyfile keys prefill_ms_per_token "
-    "eos_token time_to_first_token kv_cache_key"
-).split()
+LOOKALIKES = [
+    "max_total_tokens",
+    "--max-new-tokens",
+    "tokenizer_path",
+    "ssl_keyfile",
+    "keys",
+    "prefill_ms_per_token",
+    "eos_token",
+    "time_to_first_token",
+    "kv_cache_key",
+]
 
 
 @pytest.mark.parametrize("name", LOOKALIKES)
