@@ -104,6 +104,9 @@ def _run(
     timeout: float = 300,
 ) -> Step:
     def limit() -> None:
+        # a soak started in the background (nohup, `&`) inherits SIGINT ignored, and Python
+        # then installs no KeyboardInterrupt handler: Ctrl-C must reach the runner as a user's
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         if fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
@@ -115,7 +118,7 @@ def _run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=limit if fsize is not None else None,
+        preexec_fn=limit,
     )
     if signal_after is not None:
         sig, after = signal_after
