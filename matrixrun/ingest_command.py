@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from matrixrun.errors import InputError
-from matrixrun.ingest import measurements_from_files
+from matrixrun.ingest_formats import Format, load
+from matrixrun.ingest_formats.vllm_sweep import SweepServe
 from matrixrun.results import RunDir
 from matrixrun.units import parse_percent
 
@@ -25,7 +27,14 @@ def ingest(
     fresh_server: bool = False,
     noise: str | None = None,
     argv: list[str] | None = None,
-) -> Path:
+    format: Format | None = None,
+    mix_formats: bool = False,
+    sweep_serve: SweepServe = "arms",
+    dry_run: bool = False,
+    show: Callable[[str], None] | None = None,
+) -> Path | None:
+    """Map the files and write the run directory; `show` gets what was understood before
+    anything is written, and `dry_run` stops there (returns None)."""
     try:
         margin = parse_percent(threshold)
         prior = parse_percent(noise) if noise is not None else None
@@ -37,15 +46,23 @@ def ingest(
             f"{rd.path} already holds results; give a new --out directory so "
             "nothing measured is overwritten"
         )
-    result = measurements_from_files(
+    ingested = load(
         files,
         baseline,
+        format=format,
+        mix_formats=mix_formats,
+        sweep_serve=sweep_serve,
         arm_field=arm_field,
         axis_field=axis_field,
         servers="fresh" if fresh_server else "same",
         margin=margin,
         noise=prior,
     )
+    if show is not None:
+        show(ingested.summary())
+    if dry_run:
+        return None
+    result = ingested.result
     rd.create()
     rd.write_json("settings.json", result.settings.model_dump(mode="json"))
     servers: dict[str, dict[str, Any]] = {}
@@ -66,7 +83,7 @@ def ingest(
         {
             "harness": {"name": "matrixrun"},
             "simulated": False,
-            "client": "bench_serving",
+            "client": ingested.client,
             "servers": servers,
         },
     )
@@ -75,6 +92,7 @@ def ingest(
         "ingest.json",
         {
             "files": [str(Path(f)) for f in files],
+            "formats": {path: fmt for path, fmt in ingested.inputs},
             "command": command,
             "baseline": baseline,
             "margin": margin,
