@@ -75,10 +75,17 @@ def write_tokenizer(path: Path) -> Path:
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
+            {
+                "id": i,
+                "content": w,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for i, w in enumerate(special)
-        ],  # fmt: skip
+        ],
         "normalizer": None,
         "pre_tokenizer": {"type": "WhitespaceSplit"},
         "post_processor": None,
@@ -218,11 +225,30 @@ def make_vllm_sweep(tools: Path, tok: Path, work: Path) -> None:
     shutil.copytree(sweep_out / "golden", dest)
 
 
+#: The guidellm metrics ingest reads or names in docs/ingest.md; the report's others are cut.
+GUIDELLM_METRICS = (
+    "request_totals", "requests_per_second", "request_concurrency", "request_latency",
+    "prompt_token_count", "output_token_count", "time_to_first_token_ms",
+    "time_per_output_token_ms", "inter_token_latency_ms", "output_tokens_per_second",
+)  # fmt: skip
+
+
+def trim_guidellm(path: Path) -> None:
+    """Cut a guidellm report to a committable size (~120 KB a benchmark as written): drop each
+    benchmark's per-request `requests` lists and the metrics not in GUIDELLM_METRICS (the
+    text/image/audio breakdowns alone are 45 KB). What stays is byte-for-byte guidellm's."""
+    report = json.loads(path.read_text())
+    for bench in report["benchmarks"]:
+        bench.pop("requests", None)
+        bench["metrics"] = {k: v for k, v in bench["metrics"].items() if k in GUIDELLM_METRICS}
+    path.write_text(json.dumps(report, indent=1) + "\n")
+
+
 def make_guidellm(tools: Path, tok: Path, work: Path) -> None:
     """guidellm's `run`: a concurrent profile at each concurrency (one benchmark each), one
     output file per arm; `base` is named by `--label arm=base`, `cutedsl` by its file name.
-    `sample_size=0` keeps no prompt or output text per request (guidellm
-    still writes each request's timings), which keeps the file small without editing it."""
+    `sample_size=0` keeps no prompt or output text per request; guidellm still writes each
+    request's timings and many breakdowns, which `trim_guidellm` cuts."""
     guidellm = tool(tools, "guidellm-venv", "guidellm")
     if guidellm is None:
         return
@@ -246,12 +272,45 @@ def make_guidellm(tools: Path, tok: Path, work: Path) -> None:
                 *(["--label", f"arm={arm}"] if arm == "base" else []),
             ])  # fmt: skip
             shutil.copy(path, out / path.name)
+            trim_guidellm(out / path.name)
+
+
+def make_aiperf(tools: Path, tok: Path, work: Path) -> None:
+    """aiperf's `profile` with a concurrency sweep (`--concurrency 1,4`): one artifact folder
+    per arm, a `concurrency_N/` folder per step. Only each step's
+    `profile_export_aiperf.json` (the summary export) is kept; the per-request
+    `profile_export.jsonl`, CSVs, logs and aggregates beside it are not committed. aiperf
+    loads a local tokenizer only with HF_HUB_OFFLINE unset (it then resolves the path
+    itself; nothing is downloaded)."""
+    aiperf = tool(tools, "aiperf-venv", "aiperf")
+    if aiperf is None:
+        return
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    for arm, flags in ARMS.items():
+        with simulator(flags) as url:
+            art = work / "aiperf" / arm
+            if art.exists():
+                shutil.rmtree(art)
+            run([
+                str(aiperf), "profile", "--model", MODEL, "--url", url,
+                "--endpoint-type", "completions", "--streaming",
+                "--concurrency", ",".join(map(str, CONCURRENCIES)),
+                "--request-count", str(NUM_PROMPTS), "--isl", str(INPUT_LEN),
+                "--osl", str(OUTPUT_LEN), "--tokenizer", str(tok),
+                "--artifact-dir", str(art), "--ui-type", "none",
+            ], env=env)  # fmt: skip
+            for conc in CONCURRENCIES:
+                src = art / f"concurrency_{conc}" / "profile_export_aiperf.json"
+                dest = GOLDEN / "aiperf" / arm / f"concurrency_{conc}"
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copy(src, dest / src.name)
 
 
 MAKERS = {
     "vllm": make_vllm,
     "vllm_sweep": make_vllm_sweep,
     "guidellm": make_guidellm,
+    "aiperf": make_aiperf,
 }
 
 

@@ -52,6 +52,8 @@ _REASON_WORDS = {
 _CLIENT_WORDS = {
     "builtin": "matrixrun's built-in streaming client (metric definitions as sglang.bench_serving)",
     "bench_serving": "`python -m sglang.bench_serving` (its --output-file parsed)",
+    "vllm": "`vllm bench serve` (its --save-result JSON parsed; see docs/ingest.md)",
+    "guidellm": "guidellm (its JSON report parsed; see docs/ingest.md)",
 }
 
 
@@ -533,7 +535,9 @@ def ingested_setup(
             ("bench_serving backend", seen("backend")),
             ("server version", seen("server_version")),
         ],
-        "client": _CLIENT_WORDS["bench_serving"],
+        "client": "; ".join(
+            _CLIENT_WORDS.get(c, c) for c in dict.fromkeys(m.client for m in measurements)
+        ),
         "metrics": {"primary": settings.primary, "secondary": list(settings.secondary)},
     }
 

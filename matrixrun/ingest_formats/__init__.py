@@ -10,8 +10,9 @@ have them from another client. This package detects each input's format, reads i
     vllm            `vllm bench serve --save-result` JSON           vllm
     vllm_sweep      a `vllm bench sweep serve` output directory     vllm_sweep
     guidellm        `guidellm run --output kind=json` report        guidellm
+    aiperf          `aiperf profile`'s profile_export_aiperf.json (or its artifact directory)  aiperf
 
-aiperf and genai-bench are not read yet (see docs/ingest.md for why). Each reader names
+genai-bench is not read yet (see docs/ingest.md for why). Each reader names
 metrics as bench_serving does, computes what a tool does not write where bench_serving's
 definition allows it (a labelled conversion), and leaves out what it cannot (a refusal, said
 so). Files of different clients are not compared unless the caller allows it (`mix_formats`);
@@ -29,14 +30,14 @@ from typing import Any
 
 from matrixrun.errors import InputError
 from matrixrun.ingest import DEFAULT_SECONDARY, IngestResult, measurements_from_records
-from matrixrun.ingest_formats import guidellm, vllm, vllm_sweep
+from matrixrun.ingest_formats import aiperf, guidellm, vllm, vllm_sweep
 from matrixrun.ingest_formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest_formats.vllm_sweep import SweepServe
 from matrixrun.load import bench_serving
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.metrics import METRIC_NAMES
 
-__all__ = ["FORMATS", "CLIENT", "Format", "Ingested", "detect", "load", "read"]
+__all__ = ["CLIENT", "FORMATS", "Format", "Ingested", "detect", "load", "read"]
 
 #: The client that measured each format: formats of one client compare without a flag.
 CLIENT: dict[Format, str] = {
@@ -44,16 +45,19 @@ CLIENT: dict[Format, str] = {
     "vllm": "vllm",
     "vllm_sweep": "vllm",
     "guidellm": "guidellm",
+    "aiperf": "aiperf",
 }
 _NAMES: dict[Format, str] = {
     "bench_serving": "sglang.bench_serving JSONL",
     "vllm": "vllm bench serve --save-result JSON",
     "vllm_sweep": "vllm bench sweep serve directory",
     "guidellm": "guidellm JSON report",
+    "aiperf": "aiperf profile export",
 }
 _KNOWN = (
     "sglang.bench_serving JSONL, vllm bench serve --save-result JSON, a vllm bench sweep "
-    "directory, guidellm's JSON report"
+    "directory, guidellm's JSON report, aiperf's profile_export_aiperf.json or its artifact "
+    "directory"
 )
 
 
@@ -63,9 +67,11 @@ def detect(path: str | Path) -> Format:
     if p.is_dir():
         if vllm_sweep.is_sweep_dir(p):
             return "vllm_sweep"
+        if aiperf.exports(p):
+            return "aiperf"
         raise InputError(
-            f"{p}: a directory without run=N.json files; pass a `vllm bench sweep serve` "
-            "output directory or result files"
+            f"{p}: a directory without run=N.json or {aiperf.EXPORT} files; pass a `vllm "
+            "bench sweep serve` output directory, an aiperf artifact directory or result files"
         )
     try:
         text = p.read_text(encoding="utf-8")
@@ -85,6 +91,8 @@ def detect(path: str | Path) -> Format:
     if isinstance(data, dict):
         if guidellm.is_guidellm(data):
             return "guidellm"
+        if aiperf.is_aiperf(data):
+            return "aiperf"
         if vllm.is_vllm(data):
             return "vllm"
         if "input_throughput" in data:
@@ -100,7 +108,9 @@ def detect(path: str | Path) -> Format:
     )
 
 
-def read(path: str | Path, format: Format | None = None, *, sweep_serve: SweepServe = "arms") -> list[Run]:  # fmt: skip
+def read(
+    path: str | Path, format: Format | None = None, *, sweep_serve: SweepServe = "arms"
+) -> list[Run]:
     """The runs of one input, in the format given or detected."""
     fmt = format or detect(path)
     if fmt == "bench_serving":
@@ -116,6 +126,12 @@ def read(path: str | Path, format: Format | None = None, *, sweep_serve: SweepSe
                 f"{path}: --format vllm_sweep takes the sweep's output directory, not a file"
             )
         return vllm_sweep.read_dir(path, serve=sweep_serve)
+    if fmt == "aiperf":
+        p = Path(path)
+        files = aiperf.exports(p) if p.is_dir() else [p]
+        if not files:
+            raise InputError(f"{p}: no {aiperf.EXPORT} under it; pass aiperf's artifact directory")
+        return [run for f in files for run in aiperf.read_file(f)]
     return guidellm.read_file(path)
 
 
@@ -164,7 +180,7 @@ class Ingested:
         instances = Counter(m.instance for m in ms)
         lines.append(
             "servers: "
-            + ", ".join(f"{i} ({n} runs)" for i, n in instances.items())
+            + ", ".join(f"{i} ({_runs(n)})" for i, n in instances.items())
             + _server_note(ms)
         )
         derived: dict[str, str] = {}
@@ -198,6 +214,10 @@ class Ingested:
         return "\n".join(lines)
 
 
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 def _point_text(point: dict[str, Any]) -> str:
     return ", ".join(f"{v}" for v in point.values())
 
@@ -212,11 +232,12 @@ def _server_note(ms: Sequence[Measurement]) -> str:
 
 
 def _relaunch(ms: list[Measurement], runs: list[Run]) -> list[Measurement]:
-    """Instances from the runs' own server launches (a sweep's serve combinations)."""
+    """Instances from the runs' own server launches where the format records them (a sweep's
+    serve combinations), then each repeat's reason from whether its launch is the first's."""
     out: list[Measurement] = []
     first: dict[str, str] = {}
     for m, r in zip(ms, runs, strict=True):
-        instance = f"{m.arm}@{r.server}"
+        instance = f"{m.arm}@{r.server}" if r.server is not None else m.instance
         seen = first.setdefault(m.cell_id, instance)
         reason: Reason = (
             "first" if m.attempt == 1 else ("manual" if instance == seen else "fresh_server")
@@ -292,7 +313,7 @@ def load(
         [r.record for r in runs], baseline, secondary=secondary, **options
     )
     ms = result.measurements
-    if sweep_serve == "launches" and all(r.server is not None for r in runs):
+    if sweep_serve == "launches":
         ms = _relaunch(ms, runs)
     ms = [
         m.model_copy(

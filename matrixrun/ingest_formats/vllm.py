@@ -27,7 +27,7 @@ __all__ = ["DEFINITIONS", "is_vllm", "parse_result", "read_file"]
 TOOL = "vllm bench serve"
 _HINT = "is this a file written by `vllm bench serve --save-result`?"
 _FAMILIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e_latency"}
-_STATS = {"mean": "mean", "median": "median", "std": "std", "p90": "p90", "p95": "p95", "p99": "p99"}
+_STATS = ("mean", "median", "std", "p90", "p95", "p99")
 #: Per-request lists (with --save-detailed) and fields kept only as context.
 _SKIP = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
          "generated_texts", "errors"}  # fmt: skip
@@ -58,8 +58,10 @@ def _int_or_none(value: Any) -> int | None:
     return int(number) if number is not None and number.is_integer() else None
 
 
-def parse_result(data: Any, *, source: str, format: str = "vllm", server: str | None = None,
-                 tag: str | None = None) -> Run:  # fmt: skip
+def parse_result(
+    data: Any, *, source: str, format: str = "vllm", server: str | None = None,
+    tag: str | None = None,
+) -> Run:  # fmt: skip
     """One `--save-result` object → Run. `tag` overrides the label (a sweep's serve
     combination); `server` names the launch when the caller knows it."""
     where = source
@@ -79,8 +81,8 @@ def parse_result(data: Any, *, source: str, format: str = "vllm", server: str | 
     values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
     values["input_throughput"] = values["total_input_tokens"] / duration
     for theirs, ours in _FAMILIES.items():
-        for stat_theirs, stat_ours in _STATS.items():
-            values[f"{stat_ours}_{ours}_ms"] = finite(data.get(f"{stat_theirs}_{theirs}_ms"))
+        for stat in _STATS:
+            values[f"{stat}_{ours}_ms"] = finite(data.get(f"{stat}_{theirs}_ms"))
     derived = {"input_throughput": DERIVED["input_throughput"]}
     mean_e2e = values.get("mean_e2e_latency_ms")
     if mean_e2e is not None:
