@@ -241,7 +241,7 @@ def trim_guidellm(path: Path) -> None:
     for bench in report["benchmarks"]:
         bench.pop("requests", None)
         bench["metrics"] = {k: v for k, v in bench["metrics"].items() if k in GUIDELLM_METRICS}
-    path.write_text(json.dumps(report, indent=1) + "\n")
+    path.write_text(json.dumps(report) + "\n")
 
 
 def make_guidellm(tools: Path, tok: Path, work: Path) -> None:

@@ -71,3 +71,39 @@ def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
     text = mr("report", str(out), "-o", "-").stdout
     # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
     assert "better (provisional)" in text and "declared" in text
+
+
+VLLM = GOLDEN.parent / "vllm"
+
+
+def test_dry_run_prints_what_it_understood_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    files = [str(VLLM / f"{arm}-c{c}.json") for arm in ("base", "cutedsl") for c in (1, 4)]
+    res = mr("ingest", *files, "--baseline", "base", "--out", str(out), "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "4 vllm bench serve --save-result JSON" in res.stdout
+    assert "arms: base (baseline), cutedsl" in res.stdout
+    assert "points (concurrency): 1, 4" in res.stdout
+    assert "servers: base#1 (2 runs), cutedsl#1 (2 runs)" in res.stdout
+    assert "dry run: nothing written" in res.stdout
+    assert not out.exists()
+
+
+def test_vllm_files_to_a_report_that_names_the_client(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    files = [str(VLLM / f"{arm}-c{c}.json") for arm in ("base", "cutedsl") for c in (1, 4)]
+    res = mr("ingest", *files, "--baseline", "base", "--out", str(out), "--noise", "2%")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.index("arms:") < res.stdout.index("wrote ")  # understood, then written
+    ingest = json.loads((out / "ingest.json").read_text())
+    assert set(ingest["formats"].values()) == {"vllm"}
+    assert json.loads((out / "env.json").read_text())["client"] == "vllm"
+    text = mr("report", str(out), "-o", "-").stdout
+    assert "`vllm bench serve`" in text and "sglang.bench_serving" not in text
+
+
+def test_mixed_clients_refused_in_one_sentence(tmp_path: Path) -> None:
+    res = mr("ingest", str(VLLM / "base-c1.json"), str(GOLDEN / "fast_decode.jsonl"),
+             "--baseline", "base", "--out", str(tmp_path / "r"))  # fmt: skip
+    assert res.returncode == 2
+    assert "--mix-formats" in res.stderr and "Traceback" not in res.stderr

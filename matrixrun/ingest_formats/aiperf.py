@@ -14,7 +14,7 @@ What differs from bench_serving, and so how it is mapped:
 - `request_throughput` and the token throughputs divide by aiperf's observation window, which
   need not be `benchmark_duration`: computed instead as bench_serving does, totals over
   `benchmark_duration` (first request to last response).
-- TTFT, request latency and ITL statistics include failed requests (aiperf's
+- TTFT, request latency and inter_token_latency statistics include failed requests (aiperf's
   PERCENTILE_INCLUDES_FAILED_REQUESTS); bench_serving's are over successful requests only.
   With no failure they are the same; with failures they are left out.
 """
@@ -166,13 +166,10 @@ def read_file(path: str | Path) -> list[Run]:
     )
     definitions = dict(DEFINITIONS)
     definitions.update(notes)
-    return Run(
-        record=record,
-        format="aiperf",
-        tool=f"aiperf {version}" if version else "aiperf (version not recorded)",
-        definitions=definitions,
-        derived=derived,
-    )
+    tool = f"aiperf {version}" if version else "aiperf (version not recorded)"
+    return [
+        Run(record=record, format="aiperf", tool=tool, definitions=definitions, derived=derived)
+    ]
 
 
 def exports(path: Path) -> list[Path]:
