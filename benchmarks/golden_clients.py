@@ -306,11 +306,40 @@ def make_aiperf(tools: Path, tok: Path, work: Path) -> None:
                 shutil.copy(src, dest / src.name)
 
 
+def make_genai_bench(tools: Path, tok: Path, work: Path) -> None:
+    """genai-bench's `benchmark` (text-to-text, over the simulator's /v1/chat/completions):
+    one experiment folder per arm, one JSON per concurrency. The run JSONs and
+    `experiment_metadata.json` are kept as written; the plots and the .xlsx are not."""
+    genai = tool(tools, "genai-bench-venv", "genai-bench")
+    if genai is None:
+        return
+    for arm, flags in ARMS.items():
+        with simulator(flags) as url:
+            base = work / "genai-bench"
+            if (base / arm).exists():
+                shutil.rmtree(base / arm)
+            run([
+                str(genai), "benchmark", "--api-backend", "openai", "--api-base", url,
+                "--api-key", "unused", "--task", "text-to-text", "--api-model-name", MODEL,
+                "--model-tokenizer", str(tok),
+                "--traffic-scenario", f"D({INPUT_LEN},{OUTPUT_LEN})",
+                *[a for c in CONCURRENCIES for a in ("--num-concurrency", str(c))],
+                "--max-requests-per-run", str(NUM_PROMPTS), "--max-time-per-run", "1",
+                "--experiment-base-dir", str(base), "--experiment-folder-name", arm,
+                "--log-dir", str(base / "logs"),
+            ], cwd=work)  # fmt: skip
+            dest = GOLDEN / "genai_bench" / arm
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in (base / arm).glob("*.json"):
+                shutil.copy(f, dest / f.name)
+
+
 MAKERS = {
     "vllm": make_vllm,
     "vllm_sweep": make_vllm_sweep,
     "guidellm": make_guidellm,
     "aiperf": make_aiperf,
+    "genai_bench": make_genai_bench,
 }
 
 

@@ -341,3 +341,34 @@ def test_aiperf_latencies_with_failures_are_left_out(tmp_path: Path) -> None:
     assert m.metrics is not None and m.metrics.failed == 2
     assert m.metrics.median_ttft_ms is None and m.metrics.median_tpot_ms is None
     assert "statistics include failed requests" in ingested.summary()
+
+
+# ------------------------------------------------------------------------------- genai-bench
+
+GENAI = GOLDEN / "genai_bench"
+
+
+def test_genai_bench_is_recognised_and_refused_with_the_reason() -> None:
+    run_file = next((GENAI / "base").glob("*_num_concurrency_4_*.json"))
+    assert detect(run_file) == "genai_bench" and detect(GENAI / "base") == "genai_bench"
+    duration = raw(run_file)["aggregated_metrics"]["run_duration"]
+    # the stop check runs once a second: the window ends just after a whole second
+    assert duration - int(duration) < 0.1
+    with pytest.raises(InputError) as err:
+        load([GENAI / "base", GENAI / "cutedsl"], "base")
+    text = str(err.value)
+    assert text.startswith(f"{GENAI / 'base'}: genai-bench output; its throughputs divide by")
+    assert "whole second" in text and "rerun the comparison with" in text
+
+
+def test_genai_bench_throughput_hides_what_its_latencies_show() -> None:
+    """Why the refusal: at concurrency 4 cutedsl's TPOT is ~10% lower, yet both arms' output
+    throughputs agree to 0.1%, because both runs ended at the same whole second."""
+    base, cut = (
+        raw(next((GENAI / arm).glob("*_num_concurrency_4_*.json")))["aggregated_metrics"]
+        for arm in ("base", "cutedsl")
+    )
+    tput = cut["mean_output_throughput_tokens_per_s"] / base["mean_output_throughput_tokens_per_s"]
+    tpot = cut["stats"]["tpot"]["p50"] / base["stats"]["tpot"]["p50"]
+    assert tput == pytest.approx(1.0, abs=0.001)
+    assert tpot < 0.95

@@ -5,14 +5,16 @@ have them from another client. This package detects each input's format, reads i
 (a bench_serving-shaped record plus what the format knows beyond it), and hands the records to
 `matrixrun.ingest`, which does the arm / point / repeat mapping for every format alike:
 
-    format          input                                         module
-    bench_serving   `python -m sglang.bench_serving --output-file` JSONL   load/bench_serving
-    vllm            `vllm bench serve --save-result` JSON           vllm
-    vllm_sweep      a `vllm bench sweep serve` output directory     vllm_sweep
-    guidellm        `guidellm run --output kind=json` report        guidellm
-    aiperf          `aiperf profile`'s profile_export_aiperf.json (or its artifact directory)  aiperf
+    format          input                                                 module
+    bench_serving   `sglang.bench_serving --output-file` JSONL            load/bench_serving
+    vllm            `vllm bench serve --save-result` JSON                 vllm
+    vllm_sweep      a `vllm bench sweep serve` output directory           vllm_sweep
+    guidellm        `guidellm run --output kind=json` report              guidellm
+    aiperf          profile_export_aiperf.json, or its artifact directory  aiperf
+    genai_bench     genai-bench run files or experiment folder (refused)  genai_bench
 
-genai-bench is not read yet (see docs/ingest.md for why). Each reader names
+genai-bench's files are recognised and refused: its throughputs are over a window counted in
+whole seconds, not bench_serving's (see genai_bench.py and docs/ingest.md). Each reader names
 metrics as bench_serving does, computes what a tool does not write where bench_serving's
 definition allows it (a labelled conversion), and leaves out what it cannot (a refusal, said
 so). Files of different clients are not compared unless the caller allows it (`mix_formats`);
@@ -30,7 +32,7 @@ from typing import Any
 
 from matrixrun.errors import InputError
 from matrixrun.ingest import DEFAULT_SECONDARY, IngestResult, measurements_from_records
-from matrixrun.ingest_formats import aiperf, guidellm, vllm, vllm_sweep
+from matrixrun.ingest_formats import aiperf, genai_bench, guidellm, vllm, vllm_sweep
 from matrixrun.ingest_formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest_formats.vllm_sweep import SweepServe
 from matrixrun.load import bench_serving
@@ -46,6 +48,7 @@ CLIENT: dict[Format, str] = {
     "vllm_sweep": "vllm",
     "guidellm": "guidellm",
     "aiperf": "aiperf",
+    "genai_bench": "genai-bench",
 }
 _NAMES: dict[Format, str] = {
     "bench_serving": "sglang.bench_serving JSONL",
@@ -53,6 +56,7 @@ _NAMES: dict[Format, str] = {
     "vllm_sweep": "vllm bench sweep serve directory",
     "guidellm": "guidellm JSON report",
     "aiperf": "aiperf profile export",
+    "genai_bench": "genai-bench run file",
 }
 _KNOWN = (
     "sglang.bench_serving JSONL, vllm bench serve --save-result JSON, a vllm bench sweep "
@@ -69,6 +73,8 @@ def detect(path: str | Path) -> Format:
             return "vllm_sweep"
         if aiperf.exports(p):
             return "aiperf"
+        if genai_bench.is_genai_bench_dir(p):
+            return "genai_bench"
         raise InputError(
             f"{p}: a directory without run=N.json or {aiperf.EXPORT} files; pass a `vllm "
             "bench sweep serve` output directory, an aiperf artifact directory or result files"
@@ -93,6 +99,8 @@ def detect(path: str | Path) -> Format:
             return "guidellm"
         if aiperf.is_aiperf(data):
             return "aiperf"
+        if genai_bench.is_genai_bench(data):
+            return "genai_bench"
         if vllm.is_vllm(data):
             return "vllm"
         if "input_throughput" in data:
@@ -132,6 +140,8 @@ def read(
         if not files:
             raise InputError(f"{p}: no {aiperf.EXPORT} under it; pass aiperf's artifact directory")
         return [run for f in files for run in aiperf.read_file(f)]
+    if fmt == "genai_bench":
+        raise genai_bench.refuse(path)
     return guidellm.read_file(path)
 
 

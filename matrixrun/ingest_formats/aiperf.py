@@ -146,7 +146,7 @@ def read_file(path: str | Path) -> list[Run]:
     prompts = (datasets[0] or {}).get("prompts") or {}
 
     def mean_len(key: str) -> int | None:
-        v = finite(((prompts.get(key) or {}).get("mean")))
+        v = finite((prompts.get(key) or {}).get("mean"))
         return int(v) if v is not None and v.is_integer() else None
 
     version = data.get("aiperf_version")

@@ -20,8 +20,10 @@ from matrixrun.metrics import METRIC_NAMES, Metrics
 
 __all__ = ["FORMATS", "Format", "Run", "family", "finite", "make_metrics", "require_number"]
 
-Format = Literal["bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf"]
-FORMATS: tuple[Format, ...] = ("bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf")
+Format = Literal["bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench"]
+FORMATS: tuple[Format, ...] = (
+    "bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench",
+)  # fmt: skip
 
 
 def family(metric: str) -> str:

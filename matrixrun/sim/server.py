@@ -106,9 +106,7 @@ class Channel:
         self.rid = rid
         self.rid_json = json.dumps(rid).encode()
         self.head = (
-            protocol.openai_head(rid, created, model, chat=req.chat)
-            if req.api == "openai"
-            else b""
+            protocol.openai_head(rid, created, model, chat=req.chat) if req.api == "openai" else b""
         )
         self.incremental = incremental
         self.malformed = malformed
