@@ -280,8 +280,8 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         "files",
         nargs="+",
         metavar="FILE",
-        help="result files (sglang.bench_serving JSONL, vllm bench serve JSON, guidellm JSON) "
-        "or vllm bench sweep directories; see docs/ingest.md",
+        help="result files or folders: sglang.bench_serving JSONL, vllm bench serve JSON, a vllm "
+        "bench sweep directory, guidellm JSON, aiperf exports; see docs/ingest.md",
     )
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
@@ -357,7 +357,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "run": ("launch, measure, verify, analyse and report a spec", _add_run, cmd_run),
     "report": ("analyse a run directory and render its verdict document", _add_report, cmd_report),
     "ingest": (
-        "build a run directory from result files of sglang.bench_serving, vLLM or guidellm",
+        "build a run directory from result files of bench_serving, vLLM, guidellm or aiperf",
         _add_ingest,
         cmd_ingest,
     ),

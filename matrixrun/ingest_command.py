@@ -1,6 +1,6 @@
-"""`matrixrun ingest`: write a run directory from bench_serving files run by hand, so
-`matrixrun report` renders a verdict for them. The mapping itself (lines -> Measurements) is
-`ingest.py`; this module only does the writing."""
+"""`matrixrun ingest`: write a run directory from benchmark result files run by hand, so
+`matrixrun report` renders a verdict for them. Reading the formats is `ingest_formats/`, the
+mapping itself (runs -> Measurements) is `ingest.py`; this module only does the writing."""
 
 from __future__ import annotations
 

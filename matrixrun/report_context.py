@@ -54,6 +54,7 @@ _CLIENT_WORDS = {
     "bench_serving": "`python -m sglang.bench_serving` (its --output-file parsed)",
     "vllm": "`vllm bench serve` (its --save-result JSON parsed; see docs/ingest.md)",
     "guidellm": "guidellm (its JSON report parsed; see docs/ingest.md)",
+    "aiperf": "aiperf (its profile_export_aiperf.json parsed; see docs/ingest.md)",
 }
 
 
