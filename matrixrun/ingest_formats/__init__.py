@@ -287,7 +287,9 @@ def load(
             failures += [str(f) for f in vllm_sweep.failures(Path(path))]
     if not runs:
         raise InputError("no result files given; pass one or more benchmark result files")
-    clients = {CLIENT[fmt]: p for p, fmt in reversed(inputs)}
+    clients: dict[str, str] = {}  # client -> the first input it measured
+    for p, fmt in inputs:
+        clients.setdefault(CLIENT[fmt], p)
     if len(clients) > 1 and not mix_formats:
         named = "; ".join(f"{p} was measured by {c}" for c, p in clients.items())
         raise InputError(

@@ -58,12 +58,8 @@ def _int_or_none(value: Any) -> int | None:
     return int(number) if number is not None and number.is_integer() else None
 
 
-def parse_result(
-    data: Any, *, source: str, format: str = "vllm", server: str | None = None,
-    tag: str | None = None,
-) -> Run:  # fmt: skip
-    """One `--save-result` object → Run. `tag` overrides the label (a sweep's serve
-    combination); `server` names the launch when the caller knows it."""
+def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
+    """One `--save-result` object → Run (a sweep's reader then sets its arm and launch)."""
     where = source
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, found {type(data).__name__}; {_HINT}")
@@ -109,7 +105,7 @@ def parse_result(
     record = BenchServingRecord(
         source=source,
         line=1,
-        tag=tag if tag is not None else (str(label) if label not in (None, "") else None),
+        tag=str(label) if label not in (None, "") else None,
         backend=str(data.get("backend") or data.get("endpoint_type") or "") or None,
         dataset_name=data["dataset_name"] if isinstance(data.get("dataset_name"), str) else None,
         request_rate=request_rate,
@@ -125,7 +121,6 @@ def parse_result(
         record=record,
         format="vllm_sweep" if format == "vllm_sweep" else "vllm",
         tool=TOOL + " (vLLM version not recorded in the file)",
-        server=server,
         definitions=dict(DEFINITIONS),
         derived=derived,
     )
