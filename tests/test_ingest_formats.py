@@ -1,8 +1,9 @@
 """Other clients' result files → Measurements, on files the real tools wrote (tests/golden/).
 
 The golden files come from `benchmarks/golden_clients.py`: vLLM 0.33.0's `bench serve` and
-`bench sweep serve`, and guidellm 0.8.1, run against the simulator as two arms (`base`, and
-`cutedsl` whose decode steps are ~10% shorter at small batches).
+`bench sweep serve`, guidellm 0.8.1, aiperf 0.13.0 and genai-bench 0.0.5, run against the
+simulator as two arms (`base`, and `cutedsl` whose decode steps are ~10% shorter at small
+batches, after a one-off 400 ms compile penalty).
 """
 
 from __future__ import annotations
@@ -372,3 +373,32 @@ def test_genai_bench_throughput_hides_what_its_latencies_show() -> None:
     tpot = cut["stats"]["tpot"]["p50"] / base["stats"]["tpot"]["p50"]
     assert tput == pytest.approx(1.0, abs=0.001)
     assert tpot < 0.95
+
+
+# --------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "message"),
+    [
+        ("broken.json", "{not json", None, "not valid JSON (Expecting property name"),
+        ("v.json", '{"duration": 1}', "vllm", "missing 'completed'; is this a file written by"),
+        ("g.json", '{"benchmarks": [{"duration": 1}]}', "guidellm", "benchmarks[0]: no 'metrics'"),
+        (
+            "a.json",
+            '{"aiperf_version": "0.13.0", "benchmark_duration": {"unit": "ms", "avg": 5}}',
+            None,
+            "'benchmark_duration' is in 'ms', not 'sec' as aiperf 0.13 writes it",
+        ),
+        ("x.json", '{"rps": 3}', None, "not a result file ingest knows"),
+    ],
+)
+def test_bad_input_is_one_sentence_naming_file_and_field(
+    tmp_path: Path, name: str, text: str, fmt: Any, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load([path, VLLM / "cutedsl-c1.json"], "base", format=fmt)
+    assert str(err.value).startswith(f"{path}")
+    assert message in str(err.value)

@@ -91,9 +91,12 @@ def detect(path: str | Path) -> Format:
     except json.JSONDecodeError:
         first = next((line for line in text.splitlines() if line.strip()), "")
         try:
-            data = json.loads(first)
-        except json.JSONDecodeError:
-            data = None
+            data = json.loads(first)  # JSONL: one run per line
+        except json.JSONDecodeError as err:
+            raise InputError(
+                f"{p}: not valid JSON ({err.msg} at column {err.colno} of its first line); "
+                f"pass a benchmark result file ({_KNOWN})"
+            ) from None
     if isinstance(data, dict):
         if guidellm.is_guidellm(data):
             return "guidellm"

@@ -78,8 +78,8 @@ def _scalar(data: dict[str, Any], key: str, unit: str, where: str) -> float:
         raise InputError(f"{where}: no number in {key!r}.avg; {_HINT}")
     if entry.get("unit") != unit:
         raise InputError(
-            f"{where}: {key!r} is in {entry.get('unit')!r}, expected {unit!r}; ingest reads "
-            "aiperf 0.13's export: tell us the aiperf version that wrote this"
+            f"{where}: {key!r} is in {entry.get('unit')!r}, not {unit!r} as aiperf 0.13 writes "
+            "it; the export may come from an aiperf version ingest does not read yet"
         )
     return value
 
@@ -125,7 +125,10 @@ def read_file(path: str | Path) -> list[Run]:
         if not isinstance(entry, dict):
             continue
         if entry.get("unit") != unit:
-            raise InputError(f"{where}: {theirs!r} is in {entry.get('unit')!r}, expected {unit!r}")
+            raise InputError(
+                f"{where}: {theirs!r} is in {entry.get('unit')!r}, not {unit!r} as aiperf 0.13 "
+                "writes it; the export may come from an aiperf version ingest does not read yet"
+            )
         if failed and ours != "itl":
             notes[ours] = f"aiperf's {theirs} statistics include failed requests: left out"
             continue

@@ -170,7 +170,7 @@ def read_file(path: str | Path) -> list[Run]:
     """Every benchmark of a guidellm JSON report, in the report's order."""
     p = Path(path)
     data = load_json(p, _HINT)
-    if not is_guidellm(data):
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"{p}: no 'benchmarks' list; {_HINT}")
     version = (data.get("metadata") or {}).get("guidellm_version")
     tool = f"guidellm {version}" if version else "guidellm (version not recorded)"
