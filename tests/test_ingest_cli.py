@@ -107,3 +107,19 @@ def test_mixed_clients_refused_in_one_sentence(tmp_path: Path) -> None:
              "--baseline", "base", "--out", str(tmp_path / "r"))  # fmt: skip
     assert res.returncode == 2
     assert "--mix-formats" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_vllm_sweep_directory_to_a_decided_report(tmp_path: Path) -> None:
+    """Two runs per cell on one launch: the warm spread is measured, so cells can be decided
+    without a declared noise (cutedsl's decode steps are shorter: TPOT better)."""
+    out = tmp_path / "run"
+    sweep = GOLDEN.parent / "vllm_sweep" / "golden"
+    res = mr("ingest", str(sweep), "--baseline", "base", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "repeats (runs per arm @ point): base @ 1: 2" in res.stdout
+    report = mr("report", str(out), "-o", "-")
+    assert report.returncode == 0, report.stderr
+    assert "`vllm bench serve`" in report.stdout
+    verdict = json.loads((out / "verdict.json").read_text())
+    metrics = {m["metric"]: m for m in verdict["slices"][0]["candidates"][0]["metrics"]}
+    assert metrics["median_tpot_ms"]["overall"]["verdict"] == "better"
