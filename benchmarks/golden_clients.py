@@ -17,6 +17,7 @@ Hugging Face tokenizer (`tokenizer.json`, no weights) whose words are the simula
 tokens for the server, and the generated words count back to the same number.
 
     python benchmarks/golden_clients.py --tools /work/tools [--only vllm guidellm] [--keep DIR]
+        [--golden DIR]
 
 `--tools DIR` holds one virtualenv per tool: `vllm-venv` (pip install vllm pandas: the sweep
 writes its summary.csv with pandas, part of vllm[bench]), `guidellm-venv`
@@ -42,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = ROOT / "tests" / "golden"
+GOLDEN = ROOT / "tests" / "golden"  # --golden DIR writes elsewhere (to check the script)
 MODEL = "golden-model"
 UNKNOWN = "t999"
 INPUT_LEN, OUTPUT_LEN, NUM_PROMPTS = 64, 32, 8
@@ -348,7 +349,11 @@ def main() -> None:
     parser.add_argument("--tools", type=Path, required=True, help="folder of tool virtualenvs")
     parser.add_argument("--only", nargs="*", choices=sorted(MAKERS), help="these tools only")
     parser.add_argument("--keep", type=Path, help="keep the working folder here")
+    parser.add_argument("--golden", type=Path, help="write here instead of tests/golden")
     args = parser.parse_args()
+    if args.golden:
+        global GOLDEN
+        GOLDEN = args.golden.resolve()
     work = args.keep or Path(tempfile.mkdtemp(prefix="golden-clients-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may be downloaded: the tokenizer is local

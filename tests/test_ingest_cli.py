@@ -81,7 +81,7 @@ def test_dry_run_prints_what_it_understood_and_writes_nothing(tmp_path: Path) ->
     files = [str(VLLM / f"{arm}-c{c}.json") for arm in ("base", "cutedsl") for c in (1, 4)]
     res = mr("ingest", *files, "--baseline", "base", "--out", str(out), "--dry-run")
     assert res.returncode == 0, res.stderr
-    assert "4 vllm bench serve --save-result JSON" in res.stdout
+    assert "read 4 runs from 4 inputs: 4 × vllm bench serve --save-result JSON" in res.stdout
     assert "arms: base (baseline), cutedsl" in res.stdout
     assert "points (concurrency): 1, 4" in res.stdout
     assert "servers: base#1 (2 runs), cutedsl#1 (2 runs)" in res.stdout

@@ -364,14 +364,15 @@ def test_genai_bench_is_recognised_and_refused_with_the_reason() -> None:
 
 def test_genai_bench_throughput_hides_what_its_latencies_show() -> None:
     """Why the refusal: at concurrency 4 cutedsl's TPOT is ~10% lower, yet both arms' output
-    throughputs agree to 0.1%, because both runs ended at the same whole second."""
+    throughputs agree within 1% (0.01% in these files), as both runs ended at the same whole
+    second."""
     base, cut = (
         raw(next((GENAI / arm).glob("*_num_concurrency_4_*.json")))["aggregated_metrics"]
         for arm in ("base", "cutedsl")
     )
     tput = cut["mean_output_throughput_tokens_per_s"] / base["mean_output_throughput_tokens_per_s"]
     tpot = cut["stats"]["tpot"]["p50"] / base["stats"]["tpot"]["p50"]
-    assert tput == pytest.approx(1.0, abs=0.001)
+    assert tput == pytest.approx(1.0, abs=0.01)
     assert tpot < 0.95
 
 

@@ -173,8 +173,10 @@ class Ingested:
         by_format = Counter(fmt for _, fmt in self.inputs)
         tools = sorted({r.tool for r in self.runs})
         lines.append(
-            f"read {len(self.runs)} runs from {len(self.inputs)} inputs: "
-            + "; ".join(f"{n} {_NAMES[f]}" for f, n in by_format.items())
+            f"read {_runs(len(self.runs))} from {len(self.inputs)} input"
+            + ("s" if len(self.inputs) != 1 else "")
+            + ": "
+            + "; ".join(f"{n} × {_NAMES[f]}" for f, n in by_format.items())
             + f" ({', '.join(tools)})"
         )
         lines.append(
