@@ -292,6 +292,8 @@ class SlurmExecutor:
             if queue or live:
                 time.sleep(self.options.poll_s)
         self._save()
+        # what the jobs measured, for the next decision (which groups still have cells)
+        self.runner.measurements = self.rd.measurements()
 
     def _submit(self, task: GroupTask) -> JobRecord:
         group = self.runner.plan.group(task.group_id)
