@@ -137,7 +137,9 @@ def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:
         _err(f"interrupted; no terminal to ask, so Slurm jobs {ids} are left running")
         return False
     try:
-        answer = input(f"\ncancel the {len(jobs)} Slurm jobs still queued or running ({ids})? [y/N] ")
+        answer = input(
+            f"\ncancel the {len(jobs)} Slurm jobs still queued or running ({ids})? [y/N] "
+        )
     except (EOFError, KeyboardInterrupt):
         return False
     return answer.strip().lower() in ("y", "yes")

@@ -8,6 +8,7 @@ MATRIXRUN_SLURM_TESTS=require (CI, once the cluster started) they fail instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -110,7 +111,9 @@ def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for(what: str, check: Callable[[], Any], proc: subprocess.Popen[str], timeout: float) -> Any:
+def wait_for(
+    what: str, check: Callable[[], Any], proc: subprocess.Popen[str], timeout: float
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
@@ -142,10 +145,8 @@ def kill_job_step(env: dict[str, str], job_id: str) -> int:
     )
     pids = [int(p[0]) for p in (ln.split() for ln in out.stdout.splitlines()[1:]) if p[2] == "0"]
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return len(pids)
 
 
@@ -160,10 +161,8 @@ def cleanup(env: dict[str, str], run_dir: Path) -> None:
     if ids:
         subprocess.run(["scancel", *ids], env=env, check=False)
     for pid_file in (run_dir / "pids").glob("*.pid"):
-        try:
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
-        except (ValueError, ProcessLookupError, PermissionError):
-            pass
 
 
 def test_a_matrix_on_slurm_survives_a_killed_and_a_cancelled_job(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrixrun.engines.base import Engine
 from matrixrun.environment import capture_environment, read_environment
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
@@ -128,6 +129,7 @@ def run_task(task: GroupTask) -> dict[str, Any]:
     spec_path = Path(task.spec_path)
     spec = load_spec(spec_path)
     rd = RunDir(task.run_dir, shard=task.group_id)
+    engine: Engine
     if task.rehearse:
         from matrixrun.engines.sim import rehearsal_engine
 
@@ -156,7 +158,9 @@ def run_task(task: GroupTask) -> dict[str, Any]:
         )
 
     if task.round_no == 0:
-        todo: list[tuple[Cell, Reason]] = [(c, "first") for c in group.cells if not runner.attempts(c)]
+        todo: list[tuple[Cell, Reason]] = [
+            (c, "first") for c in group.cells if not runner.attempts(c)
+        ]
 
         def warm(_inst: object) -> list[tuple[Cell, Reason]]:
             # the other groups' numbers so far (the baseline's, on another node)

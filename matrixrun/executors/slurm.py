@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from matrixrun.errors import InputError, MatrixError
 from matrixrun.executors import OnInterrupt
-from matrixrun.executors.jobs import QUEUED, JobRecord, JobsFile, node_sharing, read_jobs
+from matrixrun.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.executors.node import GroupTask, run_task
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir, now_iso
@@ -217,8 +217,12 @@ class SlurmExecutor:
         obs = runner.options.observer
         obs.start(policy.expected_runs())
         skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c))
-        rd.event("run_start", resumed=bool(runner.measurements), rehearse=runner.options.rehearse,
-                 executor="slurm")
+        rd.event(
+            "run_start",
+            resumed=bool(runner.measurements),
+            rehearse=runner.options.rehearse,
+            executor="slurm",
+        )
         self._seen = {self._mkey(m) for m in runner.measurements}
         self._last_line = ""
         before = len(runner.measurements)
@@ -332,8 +336,14 @@ class SlurmExecutor:
         )
         self.book.jobs.append(record)
         self.rd.event(
-            "slurm_submit", job=record.job_id, key=task.key, group=group.group_id,
-            arm=group.arm, round=task.round_no, time_limit_min=minutes, gres=gres,
+            "slurm_submit",
+            job=record.job_id,
+            key=task.key,
+            group=group.group_id,
+            arm=group.arm,
+            round=task.round_no,
+            time_limit_min=minutes,
+            gres=gres,
         )
         return record
 
@@ -385,7 +395,11 @@ class SlurmExecutor:
             job.state = "FAILED"  # the function raised, though the step exited 0
         job.reason = self._why(job, result)
         self.rd.event(
-            "slurm_end", job=job.job_id, key=job.key, state=job.state, node=job.node,
+            "slurm_end",
+            job=job.job_id,
+            key=job.key,
+            state=job.state,
+            node=job.node,
             reason=job.reason,
         )
         self._merge_env()
