@@ -43,7 +43,7 @@ arms:
   slow: {moe_runner_backend: slow}
   fast: {moe_runner_backend: fast}
 sweep: {concurrency: [1, 2, 4], server.chunked_prefill_size: [4096, 8192]}
-workload: {input_len: 16, output_len: 24, num_prompts: 8, warmup_requests: 1, seed: 3}
+workload: {input_len: 16, output_len: 48, num_prompts: 8, warmup_requests: 1, seed: 3}
 metrics: {primary: output_throughput}
 verify: {threshold: 3%, surprise: 50%, max_runs: 1, noise: 2%}
 limits: {startup_timeout: 60s, cell_timeout: 60s, request_timeout: 30s}
@@ -165,7 +165,12 @@ def cleanup(env: dict[str, str], run_dir: Path) -> None:
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
 
 
-def test_a_matrix_on_slurm_survives_a_killed_and_a_cancelled_job(
+def first_measurement(run_dir: Path, group: str) -> Callable[[], bool]:
+    own = run_dir / "results.d" / f"{group}.jsonl"
+    return lambda: own.exists() and own.read_text().count("\n") >= 1
+
+
+def test_a_matrix_on_slurm_survives_a_killed_a_timed_out_and_a_cancelled_job(
     slurm: dict[str, str], tmp_path: Path
 ) -> None:
     spec = tmp_path / "slurm-e2e.yaml"
@@ -177,19 +182,29 @@ def test_a_matrix_on_slurm_survives_a_killed_and_a_cancelled_job(
         "--out", str(run_dir), "--report", str(report),
     )  # fmt: skip
     try:
-        # four jobs, two at a time on the node's two CPUs: the last one waits in the queue
-        jobs = wait_for("four submitted jobs", lambda: len(jobs_of(run_dir)) == 4, proc, 60)
+        # four jobs, two at a time on the node's two CPUs: the last ones wait in the queue
+        wait_for("four submitted jobs", lambda: len(jobs_of(run_dir)) == 4, proc, 60)
         jobs = jobs_of(run_dir)
-        victim, cancelled = jobs[0], jobs[-1]
+        victim, late, done, cancelled = jobs
         subprocess.run(["scancel", cancelled["job_id"]], env=slurm, check=True)
-        own = run_dir / "results.d" / f"{victim['group']}.jsonl"
-        wait_for(
-            "the first job's first measurement",
-            lambda: own.exists() and own.read_text().count("\n") >= 1,
-            proc,
-            120,
-        )
-        assert kill_job_step(slurm, victim["job_id"]) > 0
+        # kill one running job, and send the other Slurm's warning before the time limit
+        # (what --signal sends), each as soon as it has measured its first cell
+        pending = {victim["group"]: "kill", late["group"]: "warn"}
+
+        def act() -> bool:
+            for group, action in list(pending.items()):
+                if first_measurement(run_dir, group)():
+                    job = victim if group == victim["group"] else late
+                    if action == "kill":
+                        assert kill_job_step(slurm, job["job_id"]) > 0
+                    else:
+                        subprocess.run(
+                            ["scancel", "--signal=USR2", job["job_id"]], env=slurm, check=True
+                        )
+                    del pending[group]
+            return not pending
+
+        wait_for("both running jobs' first measurements", act, proc, 120)
         code, out = finish(proc)
     finally:
         if proc.poll() is None:
@@ -200,14 +215,15 @@ def test_a_matrix_on_slurm_survives_a_killed_and_a_cancelled_job(
     book = json.loads((run_dir / "jobs.json").read_text())
     by_group = {j["group"]: j for j in book["jobs"]}
     assert len(book["jobs"]) == 4  # one job per group: nothing submitted twice
-    killed, gone = by_group[victim["group"]], by_group[cancelled["group"]]
+    killed, timed_out, gone = (by_group[j["group"]] for j in (victim, late, cancelled))
     assert killed["state"] == "FAILED", killed
     assert f"Slurm job {victim['job_id']}" in killed["reason"]
     assert "exit code" in killed["reason"]
+    assert timed_out["state"] == "TIMEOUT", timed_out
+    assert "reached its time limit" in timed_out["reason"]
     assert gone["state"] == "CANCELLED", gone
     assert "cancelled" in gone["reason"]
-    others = [j for g, j in by_group.items() if g not in (victim["group"], cancelled["group"])]
-    assert [j["state"] for j in others] == ["COMPLETED", "COMPLETED"]
+    assert by_group[done["group"]]["state"] == "COMPLETED"
 
     ms = RunDir(run_dir).measurements()
     per_cell: dict[str, list[Measurement]] = {}
@@ -216,15 +232,17 @@ def test_a_matrix_on_slurm_survives_a_killed_and_a_cancelled_job(
     plan = json.loads((run_dir / "plan.json").read_text())
     assert len(per_cell) == sum(len(g["cells"]) for g in plan["groups"])  # every cell, once
     assert all(len(v) == 1 for v in per_cell.values())
-    victim_ms = [m for m in ms if m.group_id == victim["group"]]
-    kept = [m for m in victim_ms if m.ok]
-    assert kept, "the killed job's measurements before the kill are kept"
-    lost = [m for m in victim_ms if not m.ok]
-    assert lost and all(f"Slurm job {victim['job_id']}" in (m.error or "") for m in lost)
-    assert killed["cells_failed"] == len(lost)
+    for job, record in ((victim, killed), (late, timed_out)):
+        group_ms = [m for m in ms if m.group_id == job["group"]]
+        assert any(m.ok for m in group_ms), "measurements before the job died are kept"
+        lost = [m for m in group_ms if not m.ok]
+        assert lost and all(f"Slurm job {job['job_id']}" in (m.error or "") for m in lost)
+        assert record["cells_failed"] == len(lost)
     cancelled_ms = [m for m in ms if m.group_id == cancelled["group"]]
     assert cancelled_ms and all("cancelled" in (m.error or "") for m in cancelled_ms)
-    assert all(m.ok for m in ms if m.group_id in {j["group"] for j in others})
+    assert all(m.ok for m in ms if m.group_id == done["group"])
+    # the timed-out job stopped its server on the way out (no pid file left behind)
+    assert not list((run_dir / "pids").glob(f"{late['group']}*.pid"))
 
     # the node is part of every server instance, and the arms shared it
     env = json.loads((run_dir / "env.json").read_text())

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,20 @@ from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
 from matrixrun.results import RunDir
 from matrixrun.runner import Runner, RunOptions
+
+#: The job's error when Slurm warned that its time limit is near (the controller looks for it).
+TIME_LIMIT_MESSAGE = "time limit reached: Slurm's warning signal came before the limit"
+
+
+class TimeLimitReached(BaseException):
+    """Raised by Slurm's warning signal (SIGUSR2, sent by `--signal` shortly before the time
+    limit, which submitit asks for): stop measuring at once so the server is stopped cleanly
+    and the job ends with a result saying why. A BaseException, so that the load client's
+    per-request `except Exception` records no request error for it and carries on."""
+
+
+def _on_time_limit(signum: int, frame: object) -> None:
+    raise TimeLimitReached
 
 
 @dataclass(frozen=True)
@@ -119,13 +135,23 @@ class NodeRunner(Runner):
 
 def run_task(task: GroupTask) -> dict[str, Any]:
     """Run one job's work (module-level so submitit can pickle it by reference)."""
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    if threading.current_thread() is threading.main_thread():
+        # replaces submitit's handler, which would raise inside whatever runs (a request)
+        signal.signal(signal.SIGUSR2, _on_time_limit)
+    try:
+        return _run(task)
+    except TimeLimitReached:
+        raise RuntimeError(TIME_LIMIT_MESSAGE) from None
+
+
+def _run(task: GroupTask) -> dict[str, Any]:
     from matrixrun import verify
     from matrixrun.engines import for_spec
     from matrixrun.gates import hardware_gate
     from matrixrun.progress import PlainObserver
     from matrixrun.spec import load_spec
 
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     spec_path = Path(task.spec_path)
     spec = load_spec(spec_path)
     rd = RunDir(task.run_dir, shard=task.group_id)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from matrixrun.errors import InputError, MatrixError
 from matrixrun.executors import OnInterrupt
 from matrixrun.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
-from matrixrun.executors.node import GroupTask, run_task
+from matrixrun.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir, now_iso
 
@@ -391,7 +391,9 @@ class SlurmExecutor:
             self.rd.event("slurm_end", job=job.job_id, key=job.key, state=job.state, node=job.node)
             self._merge_env()
             return
-        if job.state == "COMPLETED":
+        if result is not None and TIME_LIMIT_MESSAGE in str(result[1]):
+            job.state = "TIMEOUT"  # stopped itself on Slurm's warning, just before the limit
+        elif job.state == "COMPLETED":
             job.state = "FAILED"  # the function raised, though the step exited 0
         job.reason = self._why(job, result)
         self.rd.event(
@@ -422,7 +424,7 @@ class SlurmExecutor:
         where = f" on {job.node}" if job.node else ""
         after = f" after {job.elapsed}" if job.elapsed else ""
         head = {
-            "TIMEOUT": f"hit its time limit of {job.time_limit_min} min",
+            "TIMEOUT": f"reached its time limit of {job.time_limit_min} min",
             "CANCELLED": f"was cancelled ({job.state_detail or 'CANCELLED'})",
             "OUT_OF_MEMORY": "ran out of memory",
             "NODE_FAIL": "lost its node",
