@@ -429,6 +429,7 @@ class SlurmExecutor:
             "OUT_OF_MEMORY": "ran out of memory",
             "NODE_FAIL": "lost its node",
             "PREEMPTED": "was preempted",
+            "FAILED": "failed",
         }.get(job.state, f"ended {job.state}")
         text = f"Slurm job {job.job_id}{where} {head}{after}"
         if job.exit_code and job.exit_code != "0:0":
@@ -437,6 +438,8 @@ class SlurmExecutor:
         if result is not None and result[0] == "error":
             lines = [ln for ln in str(result[1]).strip().splitlines() if ln.strip()]
             detail = lines[-1].strip() if lines else None
+        elif result is not None:
+            detail = "its work had completed (submitit's result file says so)"
         elif job.log:
             detail = _last_line(self.rd.path / job.log)
         if detail:
