@@ -54,13 +54,14 @@ from scipy.stats import norm
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from matrixrun.analysis import analyse, iter_cells  # noqa: E402
+from matrixrun.analysis import analyse  # noqa: E402
 from matrixrun.measurement import Measurement, Reason  # noqa: E402
 from matrixrun.metrics import Metrics  # noqa: E402
 from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
+from matrixrun.settings import analysis_settings  # noqa: E402
 from matrixrun.spec import Spec, parse_spec  # noqa: E402
 from matrixrun.verdict import AnalysisSettings  # noqa: E402
-from matrixrun.verify import After, Policy, drive, settings_for  # noqa: E402
+from matrixrun.verify import After, Policy, drive  # noqa: E402
 
 CONCURRENCY = [1, 4, 16, 64, 256, 1024]
 LAUNCH_S = 12 * 60.0  # the glm5 spec's estimate block: a launch 12 min, a cell 4 min
@@ -244,7 +245,7 @@ def judged(
 ) -> list[tuple[float, str]]:
     verdict = analyse(ms, settings)
     out: list[tuple[float, str]] = []
-    for _, cand, _, cell in iter_cells(verdict, settings.primary):
+    for _, cand, cell in verdict.comparisons(settings.primary):
         assert cell.x is not None
         out.append((world.effect[cand][int(cell.x)], cell.verdict))
     return out
@@ -255,7 +256,7 @@ def read_as_is(
 ) -> list[tuple[float, str]]:
     out = []
     verdict = analyse(ms, settings)
-    for _, cand, _, cell in iter_cells(verdict, settings.primary):
+    for _, cand, cell in verdict.comparisons(settings.primary):
         assert cell.x is not None and cell.change is not None
         c = cell.change
         v = "same" if abs(c) <= MARGIN else ("better" if c > 0 else "worse")
@@ -270,7 +271,7 @@ def one_run(world: World, spec: Spec, plan: Plan, reader: str) -> Outcome:
     lab = Lab(world)
     for g in plan.groups:
         lab.run_cells(g, [(c, "first") for c in g.cells], None)
-    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     read = read_as_is if reader == "as_is" else judged
     return Outcome(read(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
@@ -282,7 +283,7 @@ def fixed_one_server(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
         lab.run_cells(
             g, [(c, "first" if i == 0 else "manual") for c in g.cells for i in range(n)], None
         )
-    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
 
@@ -292,7 +293,7 @@ def fixed(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
         order = plan.groups if rep % 2 == 0 else plan.groups[::-1]
         for g in order:
             lab.run_cells(g, [(c, "first" if rep == 0 else "fresh_server") for c in g.cells], None)
-    settings = settings_for(spec, plan).model_copy(update={"looks": 1})
+    settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
 

@@ -160,26 +160,20 @@ def _publish(report: Path, args: argparse.Namespace) -> Path:
 # ------------------------------------------------------------------------------------ report
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from matrixrun.report import analyse_run_dir, render_run_dir
-    from matrixrun.results import RunDir
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from matrixrun.stages import analyse_run
 
-    rd = RunDir(args.run_dir)
-    if not rd.results_file.exists():
-        _err(
-            f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
-            "`matrixrun ingest`"
-        )
-        return EXIT_INPUT
-    analyse_run_dir(rd)
-    text = render_run_dir(rd, templates=args.templates)
+    print(f"wrote {analyse_run(args.run_dir)}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from matrixrun.stages import render_run, report_text
+
     if args.output == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(report_text(args.run_dir, templates=args.templates))
         return EXIT_OK
-    out = Path(args.output) if args.output else rd.path / "report.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}")
+    print(f"wrote {render_run(args.run_dir, args.output, templates=args.templates)}")
     return EXIT_OK
 
 
@@ -197,10 +191,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         noise=args.noise,
         arm_field=args.arm_field,
         axis_field=args.axis_field,
+        point_fields=args.point_field or [],
         fresh_server=args.fresh_server,
         argv=sys.argv,
     )
-    print(f"wrote {out} (render it with: matrixrun report {out})")
+    print(f"wrote {out} and its report {out / 'report.md'}")
     return EXIT_OK
 
 
@@ -302,6 +297,10 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_analyse(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+
+
 def _add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument(
@@ -336,6 +335,12 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         help="line field giving the sweep point (default max_concurrency)",
     )
     p.add_argument(
+        "--point-field",
+        action="append",
+        metavar="FIELD",
+        help="a further line field that tells sweep points apart (repeatable)",
+    )
+    p.add_argument(
         "--fresh-server",
         action="store_true",
         help="repeated lines came from freshly launched servers (default: the same "
@@ -367,7 +372,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "plan": ("show the server groups, cells and cost of a spec", _add_plan, cmd_plan),
     "schema": ("write the spec's JSON Schema to spec/schema.json", _add_schema, cmd_schema),
     "run": ("launch, measure, verify, analyse and report a spec", _add_run, cmd_run),
-    "report": ("analyse a run directory and render its verdict document", _add_report, cmd_report),
+    "analyse": (
+        "judge a run directory's results by its settings: write verdict.json",
+        _add_analyse,
+        cmd_analyse,
+    ),
+    "report": ("render an analysed run directory's verdict document", _add_report, cmd_report),
     "ingest": (
         "build a run directory from the output files of sglang.bench_serving",
         _add_ingest,

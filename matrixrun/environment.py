@@ -124,8 +124,6 @@ class Environment(BaseModel):
     time_scale: float = 1.0
     env: dict[str, str] = Field(default_factory=dict, description="RECORDED_ENV variables.")
     servers: dict[str, ServerRecord] = Field(default_factory=dict)
-    #: Correctness agreement per arm (`correctness.agreement_by_arm`); None: no gate ran.
-    correctness: dict[str, Any] | None = None
     hardware_check: HardwareGate | None = None
     gpus: list[Gpu] = Field(default_factory=list)
 

@@ -50,7 +50,8 @@ class HardwareCheck(BaseModel):
 
     ok: bool
     gpus: list[Gpu]
-    message: str
+    message: str  # the finding and, when it failed, what to do: the error the user sees
+    finding: str = ""  # the finding alone: what a report of an overridden check states
     available: bool = True  # False: nvidia-smi missing or failing, nothing was compared
 
 
@@ -106,15 +107,11 @@ def compare(hardware: Sequence[HardwareSpec], gpus: list[Gpu]) -> HardwareCheck:
     failing = [h for h in hardware if sum(name_matches(h.gpu, g.name) for g in gpus) < h.count]
     if not failing:
         asked = " and ".join(f"{h.count}x {h.gpu}" for h in hardware)
-        return HardwareCheck(
-            ok=True, gpus=gpus, message=f"nvidia-smi shows {describe(gpus)}, enough for {asked}"
-        )
+        found = f"nvidia-smi shows {describe(gpus)}, enough for {asked}"
+        return HardwareCheck(ok=True, gpus=gpus, message=found, finding=found)
     asked = " and ".join(f"{h.count}x {h.gpu}" for h in failing)
-    return HardwareCheck(
-        ok=False,
-        gpus=gpus,
-        message=f"spec asks for {asked} but nvidia-smi shows {describe(gpus)}; {OVERRIDE}",
-    )
+    found = f"spec asks for {asked} but nvidia-smi shows {describe(gpus)}"
+    return HardwareCheck(ok=False, gpus=gpus, message=f"{found}; {OVERRIDE}", finding=found)
 
 
 def query_gpus(timeout_s: float = 30.0) -> tuple[list[Gpu] | None, str]:
@@ -141,11 +138,12 @@ def check_hardware(spec: Spec, timeout_s: float = 30.0) -> HardwareCheck:
     gpus, why = query_gpus(timeout_s)
     if gpus is None:
         asked = " and ".join(f"{h.count}x {h.gpu}" for h in spec.hardwares)
+        found = f"cannot check that this node has {asked}: {why}"
         return HardwareCheck(
             ok=False,
             gpus=[],
             available=False,
-            message=f"cannot check that this node has {asked}: {why}; run on the GPU node or "
-            "pass --ignore-hardware",
+            message=f"{found}; run on the GPU node or pass --ignore-hardware",
+            finding=found,
         )
     return compare(spec.hardwares, visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES")))

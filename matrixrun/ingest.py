@@ -86,60 +86,47 @@ def _file_stem(record: BenchServingRecord) -> str:
     return Path(record.source).stem
 
 
-def measurements_from_records(
-    records: Sequence[BenchServingRecord],
-    baseline: str,
-    *,
-    arm_field: str = "tag",
-    axis_field: str = "max_concurrency",
-    point_fields: Sequence[str] = (),
-    arm_of: Callable[[BenchServingRecord], str] | None = None,
-    point_of: Callable[[BenchServingRecord], dict[str, Any]] | None = None,
-    servers: ServerMode = "same",
-    slice: str = "",
-    margin: float = 0.03,
-    noise: float | None = None,
-    primary: str = "output_throughput",
-    secondary: Sequence[str] | None = None,
-) -> IngestResult:
-    """Map parsed bench_serving records to Measurements (see the module docstring)."""
-    axis = axis_name(axis_field)
+def _arm_for(r: BenchServingRecord, arm_field: str) -> str:
+    value = r.field(arm_field)
+    if value is None or value == "":
+        if arm_field == "tag":
+            return _file_stem(r)
+        raise InputError(
+            f"{r.where}: no {arm_field!r} field to name the arm; pass another --arm-field "
+            "or leave it out to use the tag (or the file name)"
+        )
+    return str(value)
 
-    def arm_for(r: BenchServingRecord) -> str:
-        if arm_of is not None:
-            return arm_of(r)
-        value = r.field(arm_field)
-        if value is None or value == "":
-            if arm_field == "tag":
-                return _file_stem(r)
-            raise InputError(
-                f"{r.where}: no {arm_field!r} field to name the arm; pass another --arm-field "
-                "or leave it out to use the tag (or the file name)"
+
+def _point_for(r: BenchServingRecord, fields: Sequence[str]) -> dict[str, Any]:
+    point: dict[str, Any] = {}
+    for f in fields:
+        value = r.field(f)
+        if value is None:
+            hint = (
+                " (bench_serving ran without --max-concurrency?)" if f == "max_concurrency" else ""
             )
-        return str(value)
+            raise InputError(
+                f"{r.where}: no {f!r} field for the sweep point{hint}; pass --axis-field "
+                "with a field every line has, e.g. request_rate"
+            )
+        point[axis_name(f)] = _json_safe(value)
+    return point
 
-    def point_for(r: BenchServingRecord) -> dict[str, Any]:
-        if point_of is not None:
-            return point_of(r)
-        point: dict[str, Any] = {}
-        for f in (axis_field, *point_fields):
-            value = r.field(f)
-            if value is None:
-                hint = (
-                    " (bench_serving ran without --max-concurrency?)"
-                    if f == "max_concurrency"
-                    else ""
-                )
-                raise InputError(
-                    f"{r.where}: no {f!r} field for the sweep point{hint}; pass --axis-field "
-                    "with a field every line has, e.g. request_rate"
-                )
-            point[axis_name(f)] = _json_safe(value)
-        return point
 
-    # Workload fields not on the point must agree across every line of a point.
-    point_keys = {axis_field, *point_fields}
-    keyed: list[tuple[BenchServingRecord, str, dict[str, Any], str]] = []
+Keyed = tuple[BenchServingRecord, str, dict[str, Any], str]
+
+
+def _keyed(
+    records: Sequence[BenchServingRecord],
+    arm_for: Callable[[BenchServingRecord], str],
+    point_for: Callable[[BenchServingRecord], dict[str, Any]],
+    point_keys: set[str],
+    slice: str,
+) -> list[Keyed]:
+    """Each record with its arm, point and point id. Workload fields not on the point must
+    agree across every line of a point (else the lines measured different things)."""
+    keyed: list[Keyed] = []
     first_at: dict[str, BenchServingRecord] = {}
     for r in records:
         arm = arm_for(r)
@@ -148,8 +135,7 @@ def measurements_from_records(
         pid = point_id(
             {"source": "bench_serving", "slice": slice, "point": point, "workload": workload}
         )
-        pkey = repr(sorted(point.items()))
-        seen = first_at.setdefault(pkey, r)
+        seen = first_at.setdefault(repr(sorted(point.items())), r)
         for f in WORKLOAD_FIELDS:
             if f in point_keys:
                 continue
@@ -162,8 +148,10 @@ def measurements_from_records(
                     "to make it a sweep axis, or ingest the files separately"
                 )
         keyed.append((r, arm, point, pid))
+    return keyed
 
-    arms = list(dict.fromkeys(arm for _, arm, _, _ in keyed))
+
+def _check_arms(arms: list[str], baseline: str) -> None:
     if baseline not in arms:
         close = difflib.get_close_matches(baseline, arms, n=1)
         hint = f"did you mean {close[0]!r}?" if close else "pass --baseline with one of them"
@@ -176,7 +164,11 @@ def measurements_from_records(
             "candidate; give each arm its own --tag or file"
         )
 
-    measurements: list[Measurement] = []
+
+def _measurements(keyed: list[Keyed], servers: ServerMode, slice: str) -> list[Measurement]:
+    """One Measurement per record; repeats of an (arm, point) are later attempts, on the same
+    server or fresh ones as `servers` says."""
+    out: list[Measurement] = []
     counts: dict[tuple[str, str], int] = {}
     first_instance: dict[tuple[str, str], str] = {}
     for r, arm, point, pid in keyed:
@@ -191,7 +183,7 @@ def measurements_from_records(
         reason: Reason = (
             "first" if attempt == 1 else ("manual" if instance == first else "fresh_server")
         )
-        measurements.append(
+        out.append(
             Measurement(
                 cell_id=cell_id(pid, arm, {}),
                 point_id=pid,
@@ -217,7 +209,36 @@ def measurements_from_records(
                 },
             )
         )
+    return out
 
+
+def measurements_from_records(
+    records: Sequence[BenchServingRecord],
+    baseline: str,
+    *,
+    arm_field: str = "tag",
+    axis_field: str = "max_concurrency",
+    point_fields: Sequence[str] = (),
+    arm_of: Callable[[BenchServingRecord], str] | None = None,
+    point_of: Callable[[BenchServingRecord], dict[str, Any]] | None = None,
+    servers: ServerMode = "same",
+    slice: str = "",
+    margin: float = 0.03,
+    noise: float | None = None,
+    primary: str = "output_throughput",
+    secondary: Sequence[str] | None = None,
+) -> IngestResult:
+    """Map parsed bench_serving records to Measurements (see the module docstring)."""
+    fields = (axis_field, *point_fields)
+    keyed = _keyed(
+        records,
+        arm_of or (lambda r: _arm_for(r, arm_field)),
+        point_of or (lambda r: _point_for(r, fields)),
+        set(fields),
+        slice,
+    )
+    arms = list(dict.fromkeys(arm for _, arm, _, _ in keyed))
+    _check_arms(arms, baseline)
     settings = AnalysisSettings(
         baseline=baseline,
         candidates=[a for a in arms if a != baseline],
@@ -225,10 +246,13 @@ def measurements_from_records(
         secondary=list(DEFAULT_SECONDARY if secondary is None else secondary),
         margin=margin,
         noise=noise,
-        axis=axis,
+        axis=axis_name(axis_field),
     )
     return IngestResult(
-        measurements=measurements, records=list(records), arms=arms, settings=settings
+        measurements=_measurements(keyed, servers, slice),
+        records=list(records),
+        arms=arms,
+        settings=settings,
     )
 
 

@@ -1,16 +1,18 @@
 """`matrixrun ingest`: write a run directory from bench_serving files run by hand, so
-`matrixrun report` renders a verdict for them. The mapping itself (lines -> Measurements) is
-`ingest.py`; this module only does the writing."""
+it can be analysed and rendered like any run (it ends by doing both). The mapping itself
+(lines -> Measurements) is `ingest.py`; this module only does the writing."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 
+from matrixrun import stages
 from matrixrun.environment import Environment, ServerRecord
 from matrixrun.errors import InputError
 from matrixrun.ingest import measurements_from_files
 from matrixrun.results import RunDir
+from matrixrun.settings import RunSettings
 from matrixrun.units import parse_percent
 
 
@@ -22,6 +24,7 @@ def ingest(
     threshold: str = "3%",
     arm_field: str = "tag",
     axis_field: str = "max_concurrency",
+    point_fields: list[str] | None = None,
     fresh_server: bool = False,
     noise: str | None = None,
     argv: list[str] | None = None,
@@ -42,12 +45,13 @@ def ingest(
         baseline,
         arm_field=arm_field,
         axis_field=axis_field,
+        point_fields=point_fields or (),
         servers="fresh" if fresh_server else "same",
         margin=margin,
         noise=prior,
     )
     rd.create()
-    rd.write_json("settings.json", result.settings.model_dump(mode="json"))
+    stages.write_settings(rd, RunSettings(analysis=result.settings))
     servers: dict[str, ServerRecord] = {}
     for m, record in zip(result.measurements, result.records, strict=True):
         rd.append(m)
@@ -74,4 +78,6 @@ def ingest(
             "margin": margin,
         },
     )
+    stages.analyse_run(rd)
+    stages.render_run(rd)
     return rd.path

@@ -7,6 +7,7 @@ files). A rerun is a new Measurement with a higher `attempt`; nothing is ever ov
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,24 @@ from matrixrun.metrics import Metrics
 
 #: Why a measurement was taken. `first` is stage 1; the rest are repeat-to-verify (VERDICTS.md §6).
 Reason = Literal["first", "surprise", "inconclusive", "crossover", "fresh_server", "aa", "manual"]
+
+
+class Failure(StrEnum):
+    """Why a measurement has no usable metrics: the kind, apart from the sentence in `error`,
+    so later stages decide on data, not on English."""
+
+    #: The server would not start, or stay up, for this cell (it never measured).
+    LAUNCH = "launch"
+    #: The server process died while the cell ran.
+    SERVER_DIED = "server_died"
+    #: The whole cell exceeded its outer bound (limits.cell_timeout plus the warmup's).
+    CELL_TIMEOUT = "cell_timeout"
+    #: The time cap came before any measured request finished.
+    CAPPED_EMPTY = "capped_empty"
+    #: The load could not run at all (every warmup request failed, server unreachable).
+    LOAD = "load"
+    #: Requests were sent and every one failed.
+    ALL_REQUESTS_FAILED = "all_requests_failed"
 
 
 class Measurement(BaseModel):
@@ -33,6 +52,7 @@ class Measurement(BaseModel):
     reason: Reason = "first"
     metrics: Metrics | None = None
     error: str | None = None
+    failure: Failure | None = Field(None, description="The kind of failure `error` words.")
     client: str = "builtin"
     simulated: bool = False
     time_scale: float = Field(1.0, description="Simulator speed-up already converted back.")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from matrixrun import stages
 from matrixrun.engines.base import (
     Api,
     Engine,
@@ -39,8 +40,9 @@ from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
-from matrixrun.measurement import Measurement, Reason
+from matrixrun.measurement import Failure, Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir, now_iso
 from matrixrun.resume import launch_counts, new_run_dir, resumed_run_dir
 from matrixrun.spec import Spec, spec_hash
@@ -253,7 +255,7 @@ class Runner:
             bench,
         )
         requests_file = self._keep_records(cell, attempt, run)
-        error = run.error
+        error, failure = run.error, run.failure
         extra: dict[str, Any] = dict(run.extra)
         if run.argv:
             extra["argv"] = redact_argv(run.argv)
@@ -264,6 +266,7 @@ class Runner:
                 f"server {inst.name} died (exit code {inst.server.exit_code()}) during the "
                 f"cell; last log lines: {inst.server.log_tail(5)}"
             )
+            failure = Failure.SERVER_DIED
         return Measurement(
             **self._identity(inst.group, cell, attempt, inst.name, reason),
             started_at=started_at,
@@ -271,6 +274,7 @@ class Runner:
             simulated=self.options.rehearse or inst.name in self.simulated_instances,
             metrics=run.metrics,
             error=error,
+            failure=failure,
             finished_at=now_iso(),
             requests_file=requests_file,
             extra=extra,
@@ -381,6 +385,7 @@ class Runner:
         return Measurement(
             **self._identity(group, cell, attempt, f"{group.group_id}#{number}", reason),
             error=error,
+            failure=Failure.LAUNCH,
             simulated=self.options.rehearse,
             started_at=now_iso(),
             finished_at=now_iso(),
@@ -396,6 +401,7 @@ class Runner:
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
         rd.write_json("plan.json", self.plan.model_dump(mode="json"))
+        self._write_settings()
         self._write_env()
         policy = verify.Policy(self.spec, self.plan)
         obs = self.options.observer
@@ -408,16 +414,17 @@ class Runner:
             after = None if warm is None else (lambda inst: warm())
             self.run_cells(group, cells, after=after)
 
-        def note(stage: int, round_no: int, cell: Cell, reason: str, why: str) -> None:
+        def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
             rd.event(
                 "verify",
                 stage=stage,
                 round=round_no,
                 cell=cell.cell_id,
+                attempt=len(self.attempts(cell)) + 1,
                 arm=cell.arm,
                 x=cell.x,
                 reason=reason,
-                why=why,
+                why=why.model_dump(mode="json", exclude_none=True),
             )
 
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
@@ -426,43 +433,50 @@ class Runner:
         verify.drive(policy, self.measurements, run_cells, note)
 
         obs.status("analysing")
-        report = finish(rd)
+        self._write_settings()  # now with the correctness gate's outcome
+        stages.analyse_run(rd)
+        report = stages.render_run(rd)
         rd.event("run_end", measured=self.new_measurements)
         obs.finish()
         failed = sum(1 for m in self.measurements if not m.ok)
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report)
 
+    def _write_settings(self) -> None:
+        """settings.json: what the analysis and the report need, with the correctness gate's
+        outcome so far (each candidate's agreement with the baseline, from correctness/)."""
+        from matrixrun.correctness import agreement_by_arm
+        from matrixrun.settings import run_settings
+
+        answers = [
+            json.loads(p.read_text())
+            for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
+        ]
+        agreement = {
+            arm: float(entry["agreement"])
+            for arm, entry in agreement_by_arm(answers, self.plan.baseline).items()
+        }
+        settings = run_settings(
+            self.spec,
+            self.plan,
+            rehearsal=self.options.rehearse,
+            time_scale=self.engine.time_scale.factor,
+            spec_sha256=hashlib.sha256(self.spec_text.encode()).hexdigest(),
+            correctness=agreement,
+        )
+        stages.write_settings(self.run_dir, settings)
+
     def _write_env(self) -> None:
         """env.json as of now: this process's facts, every server so far (a resumed run keeps
-        those of earlier sessions), the gates' results."""
+        those of earlier sessions), the hardware gate's result."""
         env = capture_environment(
             self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
         )
         previous = read_environment(self.run_dir.path / "env.json")
         env.servers = {**(previous.servers if previous else {}), **self.servers}
-        # The correctness outcome travels through env.json to the analysis (issue 11 moves it
-        # to settings.json; this is the one place the runner writes it).
-        answers = [
-            json.loads(p.read_text())
-            for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
-        ]
-        if answers:
-            from matrixrun.correctness import agreement_by_arm
-
-            env.correctness = agreement_by_arm(answers, self.plan.baseline)
         if self.hardware is not None:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
         self.run_dir.write_json("env.json", env.model_dump(mode="json"))
-
-
-def finish(rd: RunDir) -> Path | None:
-    """Analyse and render from the run directory alone (the same path as `matrixrun report`)."""
-    from matrixrun.report import analyse_run_dir, render_run_dir
-
-    analyse_run_dir(rd)
-    text = render_run_dir(rd)
-    return rd.write_text("report.md", text)
 
 
 def run_experiment(

@@ -1,30 +1,130 @@
-"""The analysis result as plain data: what `analysis.analyse` returns, what `verdict.json` holds,
-and what the report template renders.
+"""The analysis result as plain data: what `analysis.analyse` returns and `verdict.json` holds.
 
 Shape: `Verdict` → per slice (`SliceResult`) → per candidate (`CandidateResult`) → per metric
-(`MetricResult`) → per series along the main sweep axis (`Series`) → per point (`Cell`), plus
-regimes, crossovers and an overall verdict at each level that has one. Numbers sit beside
-pre-formatted strings (`text`, `sentence`) so a Jinja template needs no arithmetic. Every model
-forbids unknown fields and round-trips through JSON: no NaN or infinity is ever stored
-(infinite degrees of freedom, from a declared prior, are `None`).
+(`MetricResult`) → per series along the main sweep axis (`Series`) → per point (`Comparison`),
+plus regimes, crossovers and an overall verdict at each level that has one.
+
+Numbers only, no words: outcomes, notes, rerun kinds and caveats are enums, and every number a
+sentence needs is a typed field. The sentences are written once, by `report.wording`, so the
+analysis can never say one thing and the report another. Every model forbids unknown fields and
+round-trips through JSON: no NaN or infinity is ever stored (infinite degrees of freedom, from a
+declared prior, are `None`).
 
 `AnalysisSettings` lives here too, because a verdict records the settings it was judged under.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-#: A cell's verdict (VERDICTS.md §4).
-CellVerdict = Literal["better", "worse", "same", "inconclusive"]
-#: A candidate's overall verdict (VERDICTS.md §8).
-OverallVerdict = Literal["better", "worse", "mixed", "same", "inconclusive"]
-#: Where σ came from, best first (VERDICTS.md §2).
-SigmaSource = Literal["fresh_server", "warm", "prior", "none"]
+
+class CellVerdict(StrEnum):
+    """A cell's verdict (VERDICTS.md §4)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    SAME = "same"
+    INCONCLUSIVE = "inconclusive"
+
+
+class OverallVerdict(StrEnum):
+    """A candidate's overall verdict on one metric (VERDICTS.md §8)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    MIXED = "mixed"
+    SAME = "same"
+    INCONCLUSIVE = "inconclusive"
+
+
+class SigmaSource(StrEnum):
+    """Where σ came from, best first (VERDICTS.md §2)."""
+
+    FRESH_SERVER = "fresh_server"
+    WARM = "warm"
+    PRIOR = "prior"
+    NONE = "none"
+
+
 #: Which arm's n limits a cell's interval: rerun that one (VERDICTS.md §6).
 LimitingArm = Literal["baseline", "candidate", "both"]
+
+
+class CellNote(StrEnum):
+    """Why a cell's verdict is what it is, beyond its interval (`report.wording.cell_note`
+    words each). The first four take the verdict's confidence away and lead the list."""
+
+    NO_BASELINE = "no_baseline"  # no successful measurement of the baseline
+    NO_CANDIDATE = "no_candidate"
+    NO_NOISE = "no_noise"  # no σ: nothing to build an interval from
+    CANDIDATE_UNRELIABLE = "candidate_unreliable"  # fails too many requests to be called better
+    BASELINE_UNRELIABLE = "baseline_unreliable"
+    WARMUP = "warmup"  # confirmed first-run warmup could account for the verdict
+    CLIENT_BOUND = "client_bound"  # the client's own lag could account for the verdict
+    CAPPED = "capped"  # a capped arm's latency flatters it: it cannot be called better
+    BASELINE_FAILED_RUNS = "baseline_failed_runs"
+    CANDIDATE_FAILED_RUNS = "candidate_failed_runs"
+    BASELINE_FAILED_REQUESTS = "baseline_failed_requests"  # above verify.failure_rate
+    CANDIDATE_FAILED_REQUESTS = "candidate_failed_requests"
+    ONE_SERVER = "one_server"  # repeats on one server count once toward the interval
+    SMALL_CHANGE = "small_change"  # inconclusive, but the interval excludes 0
+
+
+#: Notes that decide what a cell's verdict says (shown in its one-line summary).
+LEADING_NOTES = frozenset(
+    {
+        CellNote.NO_BASELINE,
+        CellNote.NO_CANDIDATE,
+        CellNote.NO_NOISE,
+        CellNote.CANDIDATE_UNRELIABLE,
+        CellNote.BASELINE_UNRELIABLE,
+        CellNote.WARMUP,
+        CellNote.CLIENT_BOUND,
+        CellNote.CAPPED,
+    }
+)
+
+
+class RerunKind(StrEnum):
+    """Where a repeat ran: on the cell's first server (warm) or a freshly launched one."""
+
+    WARM = "warm"
+    FRESH_SERVER = "fresh_server"
+
+
+class Explanation(StrEnum):
+    """The story a rerun was run to test (VERDICTS.md §6); `REPLICATE` tests none, it only
+    adds runs."""
+
+    WARMUP = "warmup"  # first-run JIT compile / warmup
+    INSTANCE = "instance"  # that server instance was odd
+    REPLICATE = "replicate"
+
+
+class CheckOutcome(StrEnum):
+    CONFIRMED = "confirmed"
+    FALSIFIED = "falsified"
+    NOT_SETTLED = "not settled"
+
+
+class CaveatKind(StrEnum):
+    """A run-level caveat (`Caveat`), in the order the analysis raises them."""
+
+    NO_BASELINE = "no_baseline"
+    WARM_SIGMA = "warm_sigma"
+    NO_SIGMA = "no_sigma"
+    SIGMA_BELOW_PRIOR = "sigma_below_prior"
+    SIGMA_DF1 = "sigma_df1"
+    WARMUP = "warmup"
+    FAILED_RUNS = "failed_runs"
+    NO_SHARED_POINT = "no_shared_point"
+    SUSPECT = "suspect"
+    PROVISIONAL = "provisional"
+    ONE_SERVER = "one_server"
+    MULTIPLICITY = "multiplicity"
 
 
 class _Model(BaseModel):
@@ -113,7 +213,6 @@ class Sigma(_Model):
     warm_value: float | None = None
     warm_df: int = 0
     prior: float | None = None
-    text: str = Field(description="'σ = 1.2% (df = 4, fresh-server replicates)'.")
 
 
 class ArmSample(_Model):
@@ -130,10 +229,27 @@ class ArmSample(_Model):
     failed_requests: int = 0
     total_requests: int = 0
     failure_rate: float = 0.0
+    client_bound: float = Field(
+        0.0,
+        description="The most this metric could be off through the client's own lag, over the "
+        "arm's runs here (the load client's self-check; 0: it kept up).",
+    )
+    capped: int = Field(0, description="Runs here that the cell's time cap cut short.")
 
 
-class Cell(_Model):
-    """One sweep point, one candidate against the baseline, one metric."""
+class WarmupShift(_Model):
+    """One arm's confirmed first-run warmup as it bears on one cell (`CellNote.WARMUP`)."""
+
+    arm: str
+    gap: float = Field(description="Mean log gain of later runs on a server over the first.")
+    pairs: int
+    cold: int = Field(description="The arm's runs here that were first on their server.")
+    n: int
+
+
+class Comparison(_Model):
+    """One sweep point, one candidate against the baseline, one metric. (Not `plan.Cell`,
+    which is one arm at one point, the unit that gets measured.)"""
 
     point_id: str
     point: dict[str, Any]
@@ -155,8 +271,16 @@ class Cell(_Model):
     surprise: bool = Field(False, description="|change| > the surprise threshold.")
     limiting_arm: LimitingArm | None = None
     runs_needed: int | None = Field(None, description="≈ n per arm that would settle it.")
-    notes: list[str] = Field(default_factory=list)
-    text: str = Field(description="'−28.3% [−31.0, −25.5] n=2/2 worse'.")
+    notes: list[CellNote] = Field(default_factory=list, description="Leading notes first.")
+    warmup: list[WarmupShift] = Field(default_factory=list, description="For CellNote.WARMUP.")
+
+    @property
+    def leading_note(self) -> CellNote | None:
+        """The note a one-line summary shows: one that decided the verdict, else
+        `SMALL_CHANGE` when the interval excludes 0, else none."""
+        if self.notes and self.notes[0] in LEADING_NOTES:
+            return self.notes[0]
+        return CellNote.SMALL_CHANGE if self.small_change else None
 
 
 class Regime(_Model):
@@ -166,7 +290,6 @@ class Regime(_Model):
     x_from: float | None
     x_to: float | None
     point_ids: list[str]
-    text: str
 
 
 class Crossover(_Model):
@@ -176,31 +299,56 @@ class Crossover(_Model):
     x_lo: float
     x_hi: float
     estimate: float | None = Field(description="Interpolated in log space; None if x ≤ 0.")
-    text: str
 
 
 class Series(_Model):
     """The cells along the main axis for one combination of the other point keys."""
 
     fixed: dict[str, Any] = Field(default_factory=dict)
-    cells: list[Cell]
+    cells: list[Comparison]
     regimes: list[Regime]
     crossovers: list[Crossover]
     non_monotone: bool = False
-    text: str = ""
+
+
+class Place(_Model):
+    """Where a confident cell sits, and its change: what an overall sentence lists."""
+
+    point: dict[str, Any]
+    x: float | None
+    change: float | None
+    series: str = Field("", description="The point's keys off the axis: same series, same key.")
+
+
+class SliceVerdict(_Model):
+    slice: str
+    verdict: OverallVerdict
 
 
 class Overall(_Model):
-    """A candidate's verdict on one metric, with the one sentence that says why."""
+    """A candidate's verdict on one metric, and every number its sentence needs."""
 
+    metric: str
     verdict: OverallVerdict
     provisional: bool = False
+    cells: int = 0
     better: int = 0
     worse: int = 0
     same: int = 0
     inconclusive: int = 0
     runs_needed: int | None = None
-    sentence: str
+    better_at: list[Place] = Field(default_factory=list)
+    worse_at: list[Place] = Field(default_factory=list)
+    crossovers: list[Crossover] = Field(default_factory=list)
+    non_monotone: bool = False
+    sigma: float | None = Field(None, description="The σ the cells were judged with.")
+    sigma_source: SigmaSource = SigmaSource.NONE
+    by_slice: list[SliceVerdict] = Field(
+        default_factory=list, description="Across slices: each slice's own verdict."
+    )
+    suspect: float | None = Field(
+        None, description="The candidate's output agreement, when below the floor."
+    )
 
 
 class MetricResult(_Model):
@@ -227,31 +375,57 @@ class SliceResult(_Model):
 
 
 class Rerun(_Model):
-    """A repeat of a cell and what it showed against the cell's first run (VERDICTS.md §6:
-    a warm rerun tests first-run warmup/JIT; a fresh-server rerun tests an odd instance)."""
+    """A repeat of a cell, set against the cell's first run, and what it says about the
+    explanation it was run to test (VERDICTS.md §6: a warm rerun tests first-run warmup/JIT; a
+    fresh-server rerun tests an odd instance). `alone` is the rerun set against the other arm
+    on its own (candidate rerun / baseline mean − 1, or candidate mean / baseline rerun − 1):
+    whether the effect survives without the first run."""
 
     slice: str
     arm: str
+    cell_id: str
+    candidate: str = Field(description="The candidate whose comparison the rerun belongs to.")
     point_id: str
     point: dict[str, Any]
     attempt: int
     reason: str
     instance: str
-    same_instance: bool
+    kind: RerunKind
     metric: str
     value: float | None
     first_value: float | None
     change_vs_first: float | None
     matches_first: bool | None = Field(description="Within ±margin of the first run.")
-    text: str
+    tests: Explanation
+    outcome: CheckOutcome | None = None
+    alone: float | None = None
+    error: str | None = None
+
+
+class Caveat(_Model):
+    """A run-level caveat with the numbers its sentence needs; unused fields stay None."""
+
+    kind: CaveatKind
+    metric: str | None = None
+    arm: str | None = None
+    role: str | None = None
+    slice: str | None = None
+    point: dict[str, Any] | None = None
+    x: float | None = None
+    count: int | None = None
+    total: int | None = None
+    value: float | None = None
+    reference: float | None = None
+    arms: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
 
 
 class Verdict(_Model):
-    """The whole analysis: written as verdict.json and rendered by the report."""
+    """The whole analysis: written as verdict.json, rendered by the report."""
 
     settings: AnalysisSettings
     level: float = Field(
-        description="Confidence level at the last look (a cell's own is `Cell.level`)."
+        description="Confidence level at the last look (a cell's own is `Comparison.level`)."
     )
     sigma: list[Sigma] = Field(description="One per metric, primary first.")
     slices: list[SliceResult]
@@ -259,23 +433,18 @@ class Verdict(_Model):
         description="Per candidate, over all slices, on the primary metric."
     )
     cells_judged: int = 0
-    multiplicity: str = Field("", description="How chance flags among many cells are handled.")
     reruns: list[Rerun] = Field(default_factory=list, description="Primary metric.")
-    warnings: list[str] = Field(default_factory=list)
+    caveats: list[Caveat] = Field(default_factory=list)
 
-
-class CellRef(_Model):
-    """A cell the verify policy may want to rerun, and which arm to rerun (VERDICTS.md §6)."""
-
-    slice: str
-    candidate: str
-    metric: str
-    point_id: str
-    point: dict[str, Any]
-    change: float | None
-    verdict: CellVerdict
-    n_baseline: int
-    n_candidate: int
-    limiting_arm: LimitingArm | None
-    runs_needed: int | None
-    text: str
+    def comparisons(self, metric: str | None = None) -> list[tuple[str, str, Comparison]]:
+        """Every (slice, candidate, comparison), on `metric` (default: the primary)."""
+        metric = metric or self.settings.primary
+        return [
+            (s.slice, c.candidate, cell)
+            for s in self.slices
+            for c in s.candidates
+            for mr in c.metrics
+            if mr.metric == metric
+            for series in mr.series
+            for cell in series.cells
+        ]

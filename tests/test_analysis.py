@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from matrixrun.analysis import (
-    ONE_SERVER_NOTE,
     AnalysisSettings,
     analyse,
     arm_sample,
@@ -21,10 +20,6 @@ from matrixrun.analysis import (
     crossover_estimate,
     effective_n,
     estimate_sigma,
-    format_cell,
-    format_change,
-    format_sigma,
-    inconclusive_cells,
     interval,
     judge,
     limiting_arm,
@@ -32,12 +27,21 @@ from matrixrun.analysis import (
     pooled_sigma,
     quantile,
     runs_needed,
-    surprising_cells,
     warmup_gaps,
 )
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import Metrics
-from matrixrun.verdict import ArmSample, Cell, Verdict
+from matrixrun.report import fmt, wording
+from matrixrun.verdict import (
+    ArmSample,
+    CellNote,
+    CheckOutcome,
+    Comparison,
+    Explanation,
+    RerunKind,
+    Sigma,
+    Verdict,
+)
 
 BASE, CAND = "cutlass", "cutedsl"
 X = [1, 10, 64, 256, 1024]
@@ -104,7 +108,23 @@ def settings(**kw: Any) -> AnalysisSettings:
     return AnalysisSettings(baseline=BASE, **kw)
 
 
-def primary_cells(v: Verdict, slice_index: int = 0, cand_index: int = 0) -> list[Cell]:
+def text(c: Comparison) -> str:
+    return wording.cell_text(c)
+
+
+def sentence(v: Verdict, cand: str = "") -> str:
+    return wording.overall(v.overall[cand or CAND], v.settings)
+
+
+def warnings(v: Verdict) -> list[str]:
+    return [wording.caveat(c, v) for c in v.caveats]
+
+
+def notes(c: Comparison) -> list[str]:
+    return [wording.cell_note(n, c) for n in c.notes]
+
+
+def primary_cells(v: Verdict, slice_index: int = 0, cand_index: int = 0) -> list[Comparison]:
     mr = v.slices[slice_index].candidates[cand_index].metrics[0]
     return [c for s in mr.series for c in s.cells]
 
@@ -121,10 +141,10 @@ def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
     sigma = v.sigma[0]
     assert sigma.source == "warm" and sigma.df == 1
     assert sigma.value == pytest.approx(abs(math.log(515.77 / 515.58)) / math.sqrt(2))
-    assert sigma.text == (
+    assert wording.sigma_text(sigma) == (
         "σ = 0.026% (df = 1, warm repeats on the same server: within-instance only, may understate)"
     )
-    texts = [c.text for c in primary_cells(v)]
+    texts = [text(c) for c in primary_cells(v)]
     assert texts == [
         "~ −2.8% [−3.3, −2.3] n=1/1 inconclusive (provisional; small change)",
         "+67.2% [+66.4, +67.9] n=1/1 better (provisional)",
@@ -133,32 +153,36 @@ def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
         "−50.3% [−50.5, −50.1] n=1/1 worse (provisional)",
     ]
     series = v.slices[0].candidates[0].metrics[0].series[0]
-    assert [r.text for r in series.regimes] == [
-        "inconclusive at concurrency 1",
-        "better at concurrency 10–64",
-        "worse at concurrency 256–1024",
+    assert [(r.verdict, r.x_from, r.x_to) for r in series.regimes] == [
+        ("inconclusive", 1, 1),
+        ("better", 10, 64),
+        ("worse", 256, 1024),
     ]
     (cross,) = series.crossovers
     assert (cross.x_lo, cross.x_hi, cross.direction) == (64, 256, "better_to_worse")
     assert cross.estimate == pytest.approx(94.6, abs=0.1)
-    assert "interpolated in log concurrency" in cross.text
+    assert wording.crossover(cross, "concurrency") == (
+        "crossover between concurrency 64 and 256 (≈ 95, interpolated in log concurrency)"
+    )
     ov = v.overall[CAND]
     assert ov.verdict == "mixed" and ov.provisional
-    assert "crossover between concurrency 64 and 256 (≈ 95" in ov.sentence
-    assert "Provisional" in ov.sentence
-    assert ov.sentence.endswith(
+    assert "crossover between concurrency 64 and 256 (≈ 95" in sentence(v)
+    assert "Provisional" in sentence(v)
+    assert sentence(v).endswith(
         "σ comes from warm repeats only (within-instance), which may understate."
     )
-    assert any("within-instance" in w or "warm repeats" in w for w in v.warnings)
-    assert any("df = 1" in w for w in v.warnings)
+    assert [c.kind for c in v.caveats][:2] == ["warm_sigma", "sigma_df1"]
+    assert "comes from warm repeats on the same server" in warnings(v)[0]
+    assert "df = 1 (t = 12.7)" in warnings(v)[1]
 
 
 def test_writeup_rerun_confirms_the_256_slowdown_is_not_warmup() -> None:
     v = analyse(writeup(), settings())
     (rerun,) = v.reruns
-    assert rerun.same_instance and rerun.reason == "surprise" and rerun.matches_first
+    assert rerun.kind == RerunKind.WARM and rerun.reason == "surprise" and rerun.matches_first
     assert rerun.change_vs_first == pytest.approx(515.77 / 515.58 - 1)
-    assert "warmup does not explain it" in rerun.text
+    assert (rerun.tests, rerun.outcome) == (Explanation.WARMUP, CheckOutcome.FALSIFIED)
+    assert rerun.candidate == CAND and rerun.alone == pytest.approx(515.77 / 718.83 - 1)
     cell_256 = primary_cells(v)[3]
     assert cell_256.verdict == "worse" and cell_256.candidate.n == 2
 
@@ -168,10 +192,10 @@ def test_writeup_without_rerun_or_prior_has_no_noise_estimate() -> None:
     v = analyse(writeup(rerun=False), settings())
     assert v.sigma[0].source == "none"
     cells = primary_cells(v)
-    assert all(c.verdict == "inconclusive" and "no noise estimate" in c.notes for c in cells)
-    assert cells[1].text == "~ +67.2% n=1/1 inconclusive (no noise estimate)"
+    assert all(c.verdict == "inconclusive" and c.notes[0] == CellNote.NO_NOISE for c in cells)
+    assert text(cells[1]) == "~ +67.2% n=1/1 inconclusive (no noise estimate)"
     assert v.overall[CAND].verdict == "inconclusive"
-    assert "no noise estimate" in v.overall[CAND].sentence
+    assert "no noise estimate" in sentence(v)
 
 
 def test_writeup_with_only_a_declared_prior_is_still_mixed() -> None:
@@ -194,7 +218,7 @@ def test_writeup_with_only_a_declared_prior_is_still_mixed() -> None:
 def test_writeup_rerun_beats_the_prior_as_sigma_source_and_warns_it_is_smaller() -> None:
     v = analyse(writeup(), settings(noise=0.02))
     assert v.sigma[0].source == "warm"
-    assert any("less than half the declared prior" in w for w in v.warnings)
+    assert any("less than half the declared prior" in w for w in warnings(v))
 
 
 # --------------------------------------------------------------------------- cell rules
@@ -222,10 +246,8 @@ def test_judge_tost_boundaries(lo: float, hi: float, verdict: str, small: bool) 
 
 
 def sig(value: float | None, df: float | None = 10) -> Any:
-    from matrixrun.verdict import Sigma
-
     src = "none" if value is None else ("prior" if df is None else "fresh_server")
-    return Sigma(metric="output_throughput", value=value, df=df, source=src, text="")
+    return Sigma(metric="output_throughput", value=value, df=df, source=src)
 
 
 def cell(
@@ -234,7 +256,7 @@ def cell(
     sigma: float | None = 0.01,
     metric: str = "output_throughput",
     **kw: Any,
-) -> Cell:
+) -> Comparison:
     # every run on a server of its own (the fresh-server σ counts them all)
     bs = [meas(BASE, 8, v, metric=metric, instance=f"{BASE}#{i}") for i, v in enumerate(base)]
     cs = [meas(CAND, 8, v, metric=metric, instance=f"{CAND}#{i}") for i, v in enumerate(cand)]
@@ -256,7 +278,7 @@ def test_provisional_when_either_arm_has_n_1(
 ) -> None:
     c = cell(base, cand)
     assert c.provisional is provisional
-    assert ("provisional" in c.text) is provisional
+    assert ("provisional" in text(c)) is provisional
 
 
 @pytest.mark.parametrize(
@@ -277,7 +299,8 @@ def test_warm_repeats_do_not_narrow_a_fresh_server_interval() -> None:
                     sigma=sig(0.02), settings=settings())  # fmt: skip
     half = quantile(0.95, 10) * 0.02 * math.sqrt(2)
     assert fresh.d_hi - fresh.d_lo == pytest.approx(2 * half)
-    assert any("count once" in n for n in fresh.notes)
+    assert CellNote.ONE_SERVER in fresh.notes
+    assert any("count once" in n for n in notes(fresh))
     warm = compare(arm_sample(BASE, bs, "output_throughput"),
                    arm_sample(CAND, cs, "output_throughput"), metric="output_throughput",
                    sigma=sig(0.02).model_copy(update={"source": "warm"}),
@@ -292,9 +315,9 @@ def test_the_verdict_warns_when_warm_repeats_counted_once() -> None:
     v = analyse(ms, settings())
     assert v.sigma[0].source == "fresh_server"
     cell_256 = next(c for c in primary_cells(v) if c.x == 256)
-    assert ONE_SERVER_NOTE in cell_256.notes and cell_256.candidate.n == 2
-    assert any("1 of 5 cells have an arm with repeats on one server" in w for w in v.warnings)
-    assert not any(ONE_SERVER_NOTE in c.notes for c in primary_cells(v) if c.x != 256)
+    assert CellNote.ONE_SERVER in cell_256.notes and cell_256.candidate.n == 2
+    assert any("1 of 5 cells have an arm with repeats on one server" in w for w in warnings(v))
+    assert not any(CellNote.ONE_SERVER in c.notes for c in primary_cells(v) if c.x != 256)
 
 
 def test_warmup_gaps_are_signed_by_the_metric() -> None:
@@ -337,9 +360,10 @@ def test_a_verdict_confirmed_warmup_could_explain_is_not_confident() -> None:
     assert v.sigma[0].source == "fresh_server"
     unrerun = [c for c in primary_cells(v) if c.x in (32, 64)]
     assert [c.verdict for c in unrerun] == ["inconclusive", "inconclusive"]
-    assert all(c.notes[0].startswith("first-run warmup could account for it") for c in unrerun)
-    assert "3 of its 3 run(s) here were first on their server" in unrerun[0].notes[0]
-    assert any(w.startswith(f"first-run warmup on {CAND}") for w in v.warnings)
+    assert all(c.notes[0] == CellNote.WARMUP for c in unrerun)
+    assert all(notes(c)[0].startswith("first-run warmup could account for it") for c in unrerun)
+    assert "3 of its 3 run(s) here were first on their server" in notes(unrerun[0])[0]
+    assert any(w.startswith(f"first-run warmup on {CAND}") for w in warnings(v))
 
 
 def test_a_warm_rerun_within_noise_confirms_no_warmup() -> None:
@@ -356,8 +380,8 @@ def test_a_warm_rerun_within_noise_confirms_no_warmup() -> None:
     gap = warmup_gaps(ms, "output_throughput")[CAND]
     assert gap.gap > math.log1p(0.03)
     assert not confirmed_warmup(gap, 0.03, v.sigma[0].value)
-    assert not any("warmup" in w for w in v.warnings)
-    assert not any("warmup" in n for c in primary_cells(v) for n in c.notes)
+    assert not any("warmup" in w for w in warnings(v))
+    assert not any(CellNote.WARMUP in c.notes for c in primary_cells(v))
 
 
 def test_interval_uses_pooled_sigma_t_and_both_ns() -> None:
@@ -390,7 +414,7 @@ def test_latency_metrics_signed_so_plus_is_better(
     c = cell([base, base], [cand, cand], metric=metric)
     assert c.verdict == verdict
     assert (c.d is not None and c.d > 0) is (verdict == "better")
-    assert c.text.startswith(shown)
+    assert text(c).startswith(shown)
     # the shown interval is of the raw ratio, ordered low to high
     assert c.change is not None and c.change_lo is not None and c.change_hi is not None
     assert c.change_lo < c.change < c.change_hi
@@ -420,8 +444,8 @@ def test_failure_rate_rule(
     )
     assert c.verdict == verdict
     if verdict == "inconclusive":
-        assert "fails too many requests" in c.text
-        assert any("% of requests" in n for n in c.notes)
+        assert "fails too many requests" in text(c)
+        assert any("% of requests" in n for n in notes(c))
 
 
 def test_failed_measurement_is_kept_shown_and_blocks_better() -> None:
@@ -434,7 +458,7 @@ def test_failed_measurement_is_kept_shown_and_blocks_better() -> None:
     (c,) = primary_cells(v)
     assert c.candidate.n == 1 and c.candidate.failed_measurements == 1
     assert c.verdict == "inconclusive"
-    assert any("OOM" in w for w in v.warnings)
+    assert any("OOM" in w for w in warnings(v))
 
 
 def test_cell_where_every_candidate_run_failed() -> None:
@@ -442,7 +466,7 @@ def test_cell_where_every_candidate_run_failed() -> None:
     v = analyse(ms, settings(noise=0.02))
     (c,) = primary_cells(v)
     assert c.verdict == "inconclusive" and c.change is None
-    assert c.text == "~ n/a n=1/0 inconclusive (no successful measurement of the candidate)"
+    assert text(c) == "~ n/a n=1/0 inconclusive (no successful measurement of the candidate)"
 
 
 # --------------------------------------------------------------------------- σ
@@ -489,7 +513,7 @@ def test_sigma_source_preference(fresh: bool, warm: bool, prior: float | None, s
         assert s.df == 1
         assert s.value == pytest.approx(abs(m1 - math.log(104.0)) / math.sqrt(2))
         assert s.warm_df == 1  # still reported beside it
-        assert s.text.endswith("(df = 1, fresh-server replicates)")
+        assert wording.sigma_text(s).endswith("(df = 1, fresh-server replicates)")
     if source == "prior":
         assert s.value == pytest.approx(math.log1p(0.05)) and s.df is None
 
@@ -520,9 +544,10 @@ def test_non_monotone_sign_changes_say_re_measure() -> None:
     v = analyse(ms, settings(noise=0.02))
     series = v.slices[0].candidates[0].metrics[0].series[0]
     assert series.non_monotone and len(series.crossovers) == 2
-    assert "non-monotone, re-measure" in series.text
+    assert series.non_monotone
+    assert "non-monotone, re-measure" in wording.regimes(series, "concurrency", 0.03)
     assert v.overall[CAND].verdict == "mixed"
-    assert "non-monotone, re-measure" in v.overall[CAND].sentence
+    assert "non-monotone, re-measure" in sentence(v)
 
 
 def test_worse_to_better_crossover_and_confident_cells_only() -> None:
@@ -580,10 +605,11 @@ def test_overall_verdicts(cands: dict[int, float], expected: str) -> None:
     ov = v.overall[CAND]
     assert v.sigma[0].source == "fresh_server"
     assert ov.verdict == expected
-    assert ov.sentence.startswith(expected)
+    assert wording.overall(ov, v.settings).startswith(expected)
     assert not ov.provisional
     if expected == "inconclusive":
-        assert ov.runs_needed is not None and f"about {ov.runs_needed} runs per arm" in ov.sentence
+        assert ov.runs_needed is not None
+        assert f"about {ov.runs_needed} runs per arm" in wording.overall(ov, v.settings)
 
 
 def test_runs_needed_estimate() -> None:
@@ -634,45 +660,51 @@ def test_slices_are_judged_apart_and_summed_up() -> None:
     assert [s.slice for s in v.slices] == ["h100", "b200"]
     assert [s.candidates[0].overall.verdict for s in v.slices] == ["better", "worse"]
     assert v.overall[CAND].verdict == "mixed"
-    assert "By slice: h100: better; b200: worse." in v.overall[CAND].sentence
+    assert "By slice: h100: better; b200: worse." in sentence(v)
 
 
 def test_suspect_arm_by_correctness() -> None:
     v = analyse(writeup(), settings(correctness={CAND: 0.5}))
     assert v.slices[0].candidates[0].suspect
-    assert "Suspect" in v.overall[CAND].sentence
-    assert any("suspect" in w for w in v.warnings)
+    assert "Suspect" in sentence(v)
+    assert any("suspect" in w for w in warnings(v))
 
 
 def test_multiplicity_is_stated_with_many_cells() -> None:
     cands = {x: 100.0 for x in range(1, 13)}
     v = analyse(repeated(100.0, cands, noise=0.01), settings())
     assert v.cells_judged == 12
-    assert "about 0.6 may flag by chance" in v.multiplicity
-    assert v.multiplicity in v.warnings
-    assert (
-        analyse(writeup(), settings()).multiplicity not in analyse(writeup(), settings()).warnings
-    )
+    assert "about 0.6 may flag by chance" in wording.multiplicity(v)
+    assert wording.multiplicity(v) in warnings(v)
+    few = analyse(writeup(), settings())
+    assert "multiplicity" not in [c.kind for c in few.caveats]
+    assert wording.multiplicity(few) not in warnings(few)
 
 
 # --------------------------------------------------------------------------- verify helpers
 
 
 def test_surprising_cells_on_the_writeup() -> None:
-    refs = surprising_cells(writeup(), settings())
-    assert [r.point["concurrency"] for r in refs] == [10, 64, 256, 1024]
-    assert all(r.candidate == CAND and r.metric == "output_throughput" for r in refs)
+    v = analyse(writeup(), settings())
+    found = [(s, c, cell) for s, c, cell in v.comparisons() if cell.surprise]
+    assert [cell.point["concurrency"] for _, _, cell in found] == [10, 64, 256, 1024]
+    assert all(c == CAND for _, c, _ in found)
 
 
 def test_inconclusive_cells_name_the_limiting_arm() -> None:
-    refs = inconclusive_cells(writeup(), settings())
+    def undecided(ms: list[Measurement]) -> list[Comparison]:
+        return [
+            c for _, _, c in analyse(ms, settings()).comparisons() if c.verdict == "inconclusive"
+        ]
+
+    refs = undecided(writeup())
     assert [(r.point["concurrency"], r.limiting_arm) for r in refs] == [(1, "both")]
     assert refs[0].runs_needed == 2
     ms = [meas(BASE, 8, 100.0)] + [
         meas(CAND, 8, 101.0 + k, attempt=k + 1, instance=f"c#{k}") for k in range(3)
     ]
-    (ref,) = inconclusive_cells(ms, settings())
-    assert (ref.n_baseline, ref.n_candidate, ref.limiting_arm) == (1, 3, "baseline")
+    (ref,) = undecided(ms)
+    assert (ref.baseline.n, ref.candidate.n, ref.limiting_arm) == (1, 3, "baseline")
 
 
 @pytest.mark.parametrize(
@@ -685,17 +717,28 @@ def test_limiting_arm(nb: int, nc: int, arm: str) -> None:
 # --------------------------------------------------------------------------- printing & JSON
 
 
-def test_format_cell_matches_verdicts_md() -> None:
-    assert format_cell(-0.283, -0.310, -0.255, 2, 2, "worse") == "−28.3% [−31.0, −25.5] n=2/2 worse"
-    assert format_cell(0.011, -0.030, 0.054, 3, 3, "same") == "~ +1.1% [−3.0, +5.4] n=3/3 same"
-    assert format_change(-0.0001) == "+0.0%"
-    assert format_change(0.672) == "+67.2%"
+def _worded(change: float, lo: float, hi: float, n: int, verdict: str) -> str:
+    sample = ArmSample(arm="a", values=[1.0] * n, n=n, mean=1.0, instances=[], reasons=[])
+    c = Comparison(point_id="p", point={}, x=None, baseline=sample, candidate=sample,
+                   change=change, change_lo=lo, change_hi=hi, d=change, verdict=verdict,
+                   confident=verdict in ("better", "worse"), provisional=False)  # fmt: skip
+    return wording.cell_text(c)
 
 
-def test_format_sigma() -> None:
-    assert format_sigma(0.012, 4, "fresh_server") == "σ = 1.2% (df = 4, fresh-server replicates)"
-    assert format_sigma(0.02, None, "prior") == "σ = 2.0% (declared prior, not measured)"
-    assert format_sigma(None, None, "none").startswith("no noise estimate")
+def test_cell_text_matches_verdicts_md() -> None:
+    assert _worded(-0.283, -0.310, -0.255, 2, "worse") == "−28.3% [−31.0, −25.5] n=2/2 worse"
+    assert _worded(0.011, -0.030, 0.054, 3, "same") == "~ +1.1% [−3.0, +5.4] n=3/3 same"
+    assert fmt.change(-0.0001) == "+0.0%"
+    assert fmt.change(0.672) == "+67.2%"
+
+
+def test_sigma_text() -> None:
+    def words(value: float | None, df: float | None, source: str) -> str:
+        return wording.sigma_text(Sigma(metric="m", value=value, df=df, source=source))
+
+    assert words(0.012, 4, "fresh_server") == "σ = 1.2% (df = 4, fresh-server replicates)"
+    assert words(0.02, None, "prior") == "σ = 2.0% (declared prior, not measured)"
+    assert words(None, None, "none").startswith("no noise estimate")
 
 
 def test_verdict_round_trips_through_json() -> None:
@@ -730,10 +773,50 @@ def test_a_cells_look_counts_its_extra_server_instances() -> None:
 def test_rerun_within_margin_is_judged_on_the_printed_change() -> None:
     """−2.95% against a first run reads as within ±3%: the judgement uses the change as
     printed (rerun / first − 1), not the log ratio (whose bound is ±2.956%)."""
-    from matrixrun.analysis import reruns
+    from matrixrun.analysis.reruns import reruns
 
     first = meas("cand", 1, 250.83, instance="g#1")
     again = meas("cand", 1, 243.43, instance="g#2", attempt=2, reason="fresh_server")
-    (r,) = reruns([first, again], "output_throughput", 0.03)
+    (r,) = reruns([first, again], "output_throughput", baseline=BASE, margin=0.03, surprise=0.1,
+                  sigma=None, cells={})  # fmt: skip
     assert r.change_vs_first == pytest.approx(-0.0295, abs=1e-4)
     assert r.matches_first is True
+
+
+def limited_cell(metric: str, cand_values: list[float], **extra: Any) -> Comparison:
+    """A clear cell (3 fresh servers per arm, σ 1%) whose candidate runs carry `extra`."""
+    bs = [meas(BASE, 8, 100.0, metric=metric, instance=f"{BASE}#{i}") for i in range(3)]
+    cs = [
+        meas(CAND, 8, v, metric=metric, instance=f"{CAND}#{i}").model_copy(update={"extra": extra})
+        for i, v in enumerate(cand_values)
+    ]
+    return compare(
+        arm_sample(BASE, bs, metric), arm_sample(CAND, cs, metric),
+        metric=metric, sigma=sig(0.01), settings=settings(),
+    )  # fmt: skip
+
+
+def test_a_client_that_fell_behind_cannot_carry_a_verdict_its_lag_could_explain() -> None:
+    lagging = {"client_check": {"client_bound": True, "affected": {"median_itl_ms": 0.3}}}
+    c = limited_cell("median_itl_ms", [90.0] * 3, **lagging)  # −10%, but the bound is 30%
+    assert c.verdict == "inconclusive" and c.leading_note == CellNote.CLIENT_BOUND
+    assert c.candidate.client_bound == pytest.approx(0.3)
+    assert "client's own lag (up to 30.0%)" in text(c)
+    assert c.runs_needed is None  # more runs with the same client would not settle it
+    # the same bound on another metric leaves this one alone
+    other = {"client_check": {"client_bound": True, "affected": {"p99_ttft_ms": 0.3}}}
+    assert limited_cell("median_itl_ms", [90.0] * 3, **other).verdict == "better"
+
+
+def test_a_small_client_bound_leaves_a_clear_verdict() -> None:
+    lagging = {"client_check": {"client_bound": True, "affected": {"output_throughput": 0.01}}}
+    assert limited_cell("output_throughput", [130.0] * 3, **lagging).verdict == "better"
+
+
+def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput() -> None:
+    capped = {"capped": {"after_s": 40.0, "cut_requests": 28, "completed": 36}}
+    latency = limited_cell("mean_ttft_ms", [50.0] * 3, **capped)  # −50%: flattered by the cap
+    assert latency.verdict == "inconclusive" and latency.leading_note == CellNote.CAPPED
+    rate = limited_cell("output_throughput", [130.0] * 3, **capped)
+    assert rate.verdict == "better" and CellNote.CAPPED in rate.notes
+    assert rate.candidate.capped == 3

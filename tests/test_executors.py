@@ -155,7 +155,8 @@ def test_gpu_serials_are_those_slurm_allocated(
 ) -> None:
     smi = tmp_path / "nvidia-smi"
     smi.write_text(
-        "#!/bin/sh\necho '0, 1650123, GPU-aaa'\necho '1, [N/A], GPU-bbb'\necho '2, 1650125, GPU-c'\n"
+        "#!/bin/sh\necho '0, 1650123, GPU-aaa'\necho '1, [N/A], GPU-bbb'\n"
+        "echo '2, 1650125, GPU-c'\n"
     )
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")

@@ -12,6 +12,7 @@ from matrixrun.analysis import analyse
 from matrixrun.errors import InputError
 from matrixrun.ingest import DEFAULT_SECONDARY, measurements_from_files
 from matrixrun.measurement import Measurement
+from matrixrun.report import wording
 
 GOLDEN = Path(__file__).parent / "golden" / "bench_serving"
 FILES = [GOLDEN / f"{n}.jsonl" for n in ("fast_prefill", "fast_decode", "steady")]
@@ -76,14 +77,14 @@ def test_golden_files_to_verdict_with_a_prior() -> None:
     tpot = [c.change for s in by_metric["median_tpot_ms"].series for c in s.cells]
     assert tpot == pytest.approx([-0.25] * 3, abs=0.01)
     assert v.overall["steady"].verdict == "inconclusive"
-    assert any("steady shares no measured point" in w for w in v.warnings)
+    assert any("steady shares no measured point" in wording.caveat(c, v) for c in v.caveats)
 
 
 def test_without_a_prior_single_runs_are_inconclusive() -> None:
     result = measurements_from_files(FILES[:2], "fast_prefill")
     v = analyse(result.measurements, result.settings)
     assert v.overall["fast_decode"].verdict == "inconclusive"
-    assert "no noise estimate" in v.overall["fast_decode"].sentence
+    assert "no noise estimate" in wording.overall(v.overall["fast_decode"], v.settings)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,8 @@ def test_ingest_then_report_renders_a_verdict(tmp_path: Path) -> None:
     assert sorted({m.point["concurrency"] for m in ms}) == [1, 8, 64]
     assert all(m.client == "bench_serving" and not m.simulated for m in ms)
     settings = json.loads((out / "settings.json").read_text())
-    assert settings["baseline"] == "fast_prefill" and settings["margin"] == 0.05
+    analysis = settings["analysis"]
+    assert analysis["baseline"] == "fast_prefill" and analysis["margin"] == 0.05
     assert "ingest" in json.loads((out / "ingest.json").read_text())["command"]
 
     report = mr("report", str(out), "-o", "-")
@@ -67,7 +68,25 @@ def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
     res = mr("ingest", str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl"),
              "--baseline", "fast_prefill", "--out", str(out), "--noise", "2%")  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert json.loads((out / "settings.json").read_text())["noise"] == 0.02
+    assert json.loads((out / "settings.json").read_text())["analysis"]["noise"] == 0.02
     text = mr("report", str(out), "-o", "-").stdout
     # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
     assert "better (provisional)" in text and "declared" in text
+
+
+def test_the_advised_point_field_option_exists_and_makes_an_axis(tmp_path: Path) -> None:
+    """Lines of one point that ran different input lengths are refused with advice to pass
+    --point-field; following the advice ingests them as separate points."""
+    cand = [json.loads(x) for x in (GOLDEN / "fast_decode.jsonl").read_text().splitlines()]
+    cand[1]["random_input_len"] = 1024
+    path = tmp_path / "fast_decode.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in cand))
+    args = [str(GOLDEN / "fast_prefill.jsonl"), str(path), "--baseline", "fast_prefill"]
+    refused = mr("ingest", *args, "--out", str(tmp_path / "a"))
+    assert refused.returncode == 2 and "pass --point-field random_input_len" in refused.stderr
+    res = mr("ingest", *args, "--out", str(tmp_path / "b"), "--point-field", "random_input_len")
+    assert res.returncode == 0, res.stderr
+    lines = (tmp_path / "b" / "results.jsonl").read_text().splitlines()
+    points = [Measurement.model_validate_json(x).point for x in lines]
+    assert {"concurrency": 8, "input_len": 1024} in points
+    assert (tmp_path / "b" / "report.md").exists()  # ingest ends by analysing and rendering

@@ -10,6 +10,7 @@ from simserver import free_port
 
 from matrixrun.load.cell import in_server_time, measure_cell
 from matrixrun.load.client import LoadConfig
+from matrixrun.measurement import Failure
 from matrixrun.metrics import Metrics
 from matrixrun.timescale import REAL, TimeScale
 
@@ -60,6 +61,7 @@ def test_an_unreachable_server_is_the_cell_s_error_not_an_exception() -> None:
     run = measure_cell(config(base_url=f"http://127.0.0.1:{free_port()}"), REAL, 30.0)
     assert run.metrics is None and run.records == []
     assert run.error is not None and "is the server running?" in run.error
+    assert run.failure is Failure.LOAD
 
 
 def test_a_time_scale_must_be_positive() -> None:

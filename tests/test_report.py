@@ -8,6 +8,7 @@ concurrencies, a mixed verdict, a crossover between 64 and 256, and a warm rerun
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -20,15 +21,17 @@ from matrixrun.measurement import Measurement
 from matrixrun.metrics import Metrics
 from matrixrun.plan import Cell, Plan, expand
 from matrixrun.report import check_markdown, render, render_run_dir, table_cells
-from matrixrun.report_context import (
-    build_context,
-    effective_arg_differences,
-    fmt_exact,
-    fmt_value,
-    verify_whys,
-)
+from matrixrun.report.context import build_context
+from matrixrun.report.fmt import exact as fmt_exact
+from matrixrun.report.fmt import value as fmt_value
+from matrixrun.report.run_sections import verify_whys
+from matrixrun.report.sections import effective_arg_differences
+from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.results import RunDir
+from matrixrun.settings import RunSettings, run_settings
 from matrixrun.spec import parse_spec
+from matrixrun.stages import analyse_run, write_settings
+from matrixrun.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_TEXT = (ROOT / "spec" / "glm5_cutedsl.yaml").read_text()
@@ -41,10 +44,10 @@ CANDIDATE = [10.07, 64.29, 249.23, 515.58, 796.93]
 #: mean TPOT (ms) per concurrency, made up: lower is better.
 TPOT = {BASE: [95.0, 120.0, 250.0, 300.0, 600.0], CAND: [97.0, 80.0, 230.0, 458.51, 1100.0]}
 
-WARM_WHY = (
-    "change -28.3% vs flashinfer_cutlass exceeds the surprise threshold 10%: a warm "
-    "rerun tests first-run JIT compile/warmup"
-)
+#: The verify event's reason, as the runner records it: data, worded by the report.
+WARM_WHY = RerunWhy(
+    kind=WhyKind.WARM_CHECK, arm=CAND, baseline=BASE, change=515.58 / 718.83 - 1, surprise=0.10
+).model_dump(mode="json", exclude_none=True)
 
 
 # --------------------------------------------------------------------------- building runs
@@ -106,16 +109,22 @@ def write_run(
     measurements: list[Measurement],
     env: dict[str, Any] | None = None,
     events: list[dict[str, Any]] | None = None,
+    correctness: dict[str, float] | None = None,
 ) -> RunDir:
+    """A run directory as `matrixrun run` leaves it before its last two stages, then analysed
+    (`stages.analyse_run`): what `render_run_dir` reads."""
     rd = RunDir(path).create()
     spec = parse_spec(spec_text)
+    plan = expand(spec)
     rd.write_text("spec.yaml", spec_text)
-    rd.write_json("plan.json", expand(spec).model_dump(mode="json"))
+    rd.write_json("plan.json", plan.model_dump(mode="json"))
+    write_settings(rd, run_settings(spec, plan, correctness=correctness))
     rd.write_json("env.json", env or {})
     for m in measurements:
         rd.append(m)
     for e in events or []:
         rd.event(e.pop("event"), **e)
+    analyse_run(rd)
     return rd
 
 
@@ -147,6 +156,7 @@ def writeup_run(
     spec_text: str = SPEC_TEXT,
     env: dict[str, Any] | None = None,
     extra: list[Measurement] | None = None,
+    correctness: dict[str, float] | None = None,
 ) -> RunDir:
     """The write-up's numbers as a run directory of the glm5_cutedsl spec."""
     plan = plan_of(spec_text)
@@ -168,6 +178,7 @@ def writeup_run(
                 "event": "verify",
                 "stage": 1,
                 "cell": cell.cell_id,
+                "attempt": 2,
                 "arm": CAND,
                 "x": 256,
                 "reason": "surprise",
@@ -229,6 +240,7 @@ def writeup_run(
         ms,
         {**base_env, **(env or {})},
         events,
+        correctness,
     )
 
 
@@ -295,20 +307,30 @@ def test_writeup_headline_regimes_and_crossover(tmp_path: Path) -> None:
     assert f"**`{CAND}` vs `{BASE}` (baseline)**: mixed on output_throughput" in head
     assert "Provisional" in head
     comparison = section(doc, "Comparison")
+    crossover = "crossover between concurrency 64 and 256 (≈ 95, interpolated in log concurrency)"
     assert (
         "Along concurrency: inconclusive at 1, better at 10 and 64, worse at 256 and 1024; "
-        "crossover between 64 and 256, ≈ 95 interpolated in log concurrency."
+        f"{crossover}."
     ) in comparison
+    # one wording of the crossover: the headline says it exactly as the table does
+    assert f"; {crossover}." in head
+    worded = r"crossover between concurrency \d+ and \d+ \(≈ \d+, interpolated in log concurrency\)"
+    assert len(re.findall(worded, doc)) == doc.count("interpolated") > 2
 
 
 def test_inconclusive_cells_are_never_called_better(tmp_path: Path) -> None:
-    doc = render_run_dir(writeup_run(tmp_path))
+    rd = writeup_run(tmp_path)
+    doc = render_run_dir(rd)
     row_1 = comparison_table(doc)[1]
     assert "better" not in " ".join(row_1)
     undecided = section(doc, "Comparison").split("Undecided:", 1)[1]
     line = next(x for x in undecided.splitlines() if x.startswith("- at concurrency 1:"))
-    assert "better" not in line
-    assert "would settle it" in line or "more runs alone may not settle it" in line
+    # the cell at 1 has σ and an estimate: it says how many runs per arm (both have n = 1)
+    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    cell = next(c for _, _, c in verdict.comparisons() if c.x == 1)
+    assert cell.verdict == "inconclusive" and cell.limiting_arm == "both"
+    assert cell.runs_needed is not None
+    assert line == f"- at concurrency 1: about {cell.runs_needed} runs per arm would settle it"
 
 
 def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path: Path) -> None:
@@ -321,7 +343,10 @@ def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path
     )
     assert "**Falsified.**" in log
     assert "surprising change; same warm server" in log
-    assert "Why: change -28.3% vs flashinfer_cutlass exceeds the surprise threshold" in log
+    assert (
+        "Why: change −28.3% vs flashinfer_cutlass exceeds the surprise threshold 10% with "
+        "flashinfer_cutedsl the slower arm: a warm rerun tests first-run JIT compile/warmup."
+    ) in log
 
 
 def test_no_reruns_are_said_plainly_with_the_reason(tmp_path: Path) -> None:
@@ -428,7 +453,7 @@ def test_effective_arg_differences_ignores_asked_keys_ports_and_seeds() -> None:
         "b#2": {"arm": "b", "args": {"x": 2, "port": 3, "flag": "q", "y": [2]}},
     }
     diffs = effective_arg_differences(servers, ["a", "b"], asked={"flag"})
-    assert [(d["key"], d["values"]) for d in diffs] == [
+    assert [(d.key, d.values) for d in diffs] == [
         ("x", ["1", "1 / 2"]),
         ("y", ["[1]", "[2]"]),
     ]
@@ -509,7 +534,7 @@ def test_environment_lists_servers_versions_startup_and_gpus(tmp_path: Path) -> 
 def test_correctness_gate_marks_suspects(tmp_path: Path) -> None:
     doc = render_run_dir(writeup_run(tmp_path))
     assert "No output-agreement check" in section(doc, "Correctness gate")
-    doc = render_run_dir(writeup_run(tmp_path / "c", env={"correctness": {CAND: 0.62}}))
+    doc = render_run_dir(writeup_run(tmp_path / "c", correctness={CAND: 0.62}))
     gate = next(t for t in tables(doc) if t[0][0] == "arm")
     assert gate[1][:3] == [f"`{CAND}`", "62.0%", "90%"]
     assert "suspect" in gate[1][3]
@@ -556,7 +581,7 @@ def test_ingested_run_renders_from_settings_and_ingest_json(tmp_path: Path) -> N
 
     rd = RunDir(tmp_path / "ingested").create()
     settings = AnalysisSettings(baseline="cutlass", candidates=["cutedsl"])
-    rd.write_json("settings.json", settings.model_dump(mode="json"))
+    write_settings(rd, RunSettings(analysis=settings))
     command = "matrixrun ingest a.jsonl b.jsonl --baseline cutlass --out runs/x"
     rd.write_json("ingest.json", {"files": ["a.jsonl", "b.jsonl"], "command": command})
     rd.write_json(
@@ -598,6 +623,7 @@ def test_ingested_run_renders_from_settings_and_ingest_json(tmp_path: Path) -> N
                     },
                 )
             )
+    analyse_run(rd)
     doc = render_run_dir(rd)
     assert check_markdown(doc) == []
     assert "Hypothesis" not in doc
@@ -623,9 +649,13 @@ def test_size_budget_drops_detail_in_order_and_says_so(tmp_path: Path) -> None:
     assert "Shortened to fit one GitHub comment" in short
     assert "the per-instance server table" in short
     assert check_markdown(short, limit) == []
+    # at half the size even every trim step is not enough: the document is cut, and says so
     tiny = render(context, limit=len(full) // 2)
     assert len(tiny) <= len(full) // 2
-    assert "the `mean_tpot_ms` tables" in tiny or "Cut at" in tiny
+    assert tiny.endswith(
+        f"*Cut at {len(full) // 2:,} characters (GitHub's comment limit). The full document: "
+        f"`matrixrun report {context.run_dir}`.*\n"
+    )
 
 
 def test_check_markdown_finds_ragged_tables_and_html() -> None:
@@ -637,20 +667,16 @@ def test_check_markdown_finds_ragged_tables_and_html() -> None:
     assert table_cells("| a | `x \\| y` |") == 2
 
 
-def test_verify_whys_match_events_to_reruns_in_order() -> None:
-    plan = plan_of(SPEC_TEXT)
-    g = plan.groups[0]
-    cell = g.cells[0]
-    ms = [
-        measurement(cell, g.group_id, 1.0),
-        measurement(cell, g.group_id, 1.0, attempt=2, reason="surprise"),
-        measurement(cell, g.group_id, 1.0, attempt=3, reason="inconclusive"),
-    ]
+def test_verify_whys_are_keyed_by_the_attempt_the_event_names() -> None:
+    """A rerun's reason is data: the verify event names the attempt it asked for, so the
+    order of events does not matter and an event without an attempt pairs with nothing."""
     events = [
-        {"event": "verify", "cell": cell.cell_id, "reason": "surprise", "why": "w1"},
-        {"event": "verify", "cell": cell.cell_id, "reason": "inconclusive", "why": "w2"},
+        {"event": "verify", "cell": "c1", "attempt": 3, "reason": "inconclusive", "why": "w2"},
+        {"event": "verify", "cell": "c1", "attempt": 2, "reason": "surprise", "why": "w1"},
+        {"event": "verify", "cell": "c2", "reason": "surprise", "why": "lost"},
+        {"event": "launch", "cell": "c1", "attempt": 4, "why": "not a verify event"},
     ]
-    assert verify_whys(events, ms) == {(cell.cell_id, 2): "w1", (cell.cell_id, 3): "w2"}
+    assert verify_whys(events) == {("c1", 2): "w1", ("c1", 3): "w2"}
 
 
 def test_rerun_numbers_keep_five_significant_digits() -> None:
@@ -681,7 +707,7 @@ def test_values_have_four_significant_digits(value: float | None, text: str) -> 
 
 def test_example_context_is_json_serialisable(tmp_path: Path) -> None:
     """The context is plain data: a custom template (or another tool) can rely on that."""
-    json.dumps(build_context(writeup_run(tmp_path)))
+    json.dumps(dataclasses.asdict(build_context(writeup_run(tmp_path))))
 
 
 def test_non_monotone_series_says_re_measure(tmp_path: Path) -> None:
@@ -757,9 +783,10 @@ def test_reproduce_uses_the_spec_copy_when_the_stem_is_unknown(tmp_path: Path) -
 
 
 def test_simulator_lag_is_flagged_only_where_it_matters() -> None:
-    from matrixrun.report_context import simulation_of, simulator_lag
+    from matrixrun.report.run_sections import simulation_of, simulator_lag
 
     spec = parse_spec(SPEC_TEXT)
+    settings = run_settings(spec, plan_of(SPEC_TEXT))
     cell = plan_of(SPEC_TEXT).groups[0].cells[0]
 
     def sim(engine_max: float, write_mean: float) -> Measurement:
@@ -776,14 +803,149 @@ def test_simulator_lag_is_flagged_only_where_it_matters() -> None:
     assert simulator_lag([keeps_up]) == ([], [])
     through, lat = simulator_lag([keeps_up, engine_behind, writes_behind])
     assert through == [pytest.approx(0.05)] and lat == [pytest.approx(20.0)]
-    info = simulation_of([engine_behind], spec, {})
-    assert info is not None and "fell behind its model by up to 5.0%" in info["text"]
-    info = simulation_of([writes_behind], spec, {})
-    assert info is not None and "lagged the model by 20–20 ms" in info["text"]
-    ok = simulation_of([keeps_up], spec, {})
-    assert ok is not None and "fell behind" not in ok["text"] and "lagged" not in ok["text"]
+    info = simulation_of([engine_behind], settings, {})
+    assert info is not None and "fell behind its model by up to 5.0%" in info.text
+    info = simulation_of([writes_behind], settings, {})
+    assert info is not None and "lagged the model by 20–20 ms" in info.text
+    ok = simulation_of([keeps_up], settings, {})
+    assert ok is not None and "fell behind" not in ok.text and "lagged" not in ok.text
 
 
 def m_duration(m: Measurement) -> float:
     assert m.metrics is not None
     return m.metrics.duration
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def test_report_renders_from_the_run_directory_without_the_spec(tmp_path: Path) -> None:
+    """The run directory is the contract: once analysed, the spec copy is not needed."""
+    rd = writeup_run(tmp_path)
+    before = render_run_dir(rd)
+    (rd.path / "spec.yaml").unlink()
+    after = render_run_dir(rd)
+    assert after == before
+    assert "## Setup" in after and "`--moe-runner-backend`" in after
+
+
+def test_rendering_imports_neither_the_analysis_nor_the_verify_policy(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    rd = writeup_run(tmp_path)
+    code = (
+        "import sys; from matrixrun.stages import report_text; "
+        f"report_text({str(rd.path)!r}); "
+        "print(sorted(m for m in sys.modules if m.startswith(('matrixrun.analysis', "
+        "'matrixrun.verify'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_analyse_command_writes_the_verdict_that_report_renders(tmp_path: Path) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    (rd.path / "verdict.json").unlink()
+    assert main(["report", str(rd.path)]) == 2  # nothing to render yet: one clear sentence
+    assert not (rd.path / "report.md").exists()
+    assert main(["analyse", str(rd.path)]) == 0
+    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    assert verdict.overall[CAND].verdict == "mixed"
+    assert main(["report", str(rd.path)]) == 0
+    assert (rd.path / "report.md").read_text() == render_run_dir(rd)
+
+
+def test_report_without_verdict_names_the_command_that_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    (rd.path / "verdict.json").unlink()
+    assert main(["report", str(rd.path)]) == 2
+    err = capsys.readouterr().err
+    assert f"has no verdict.json; write it with `matrixrun analyse {rd.path}`" in err
+
+
+def test_flags_are_shown_as_the_server_was_given_them(tmp_path: Path) -> None:
+    """The spec says `tp: 8`; sglang was launched with `--tp-size 8`: the report says what ran."""
+    plan = plan_of(SPEC_TEXT)
+    env = {
+        "servers": {
+            f"{g.group_id}#1": {
+                "group": g.group_id,
+                "arm": g.arm,
+                "argv": [
+                    "python",
+                    "-m",
+                    "sglang.launch_server",
+                    "--model-path",
+                    "/m",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "30000",
+                    "--tp-size",
+                    "8",
+                    "--moe-runner-backend",
+                    str(g.flags["moe_runner_backend"]),
+                    "--profile-json",
+                    "{}",
+                ],
+            }
+            for g in plan.groups
+        }
+    }
+    doc = render_run_dir(writeup_run(tmp_path, env=env))
+    assert "common args `--tp-size 8`" in doc and "`--tp 8`" not in doc
+    flags = next(t for t in tables(doc) if t[0][0] == "flag")
+    assert flags[1] == ["`--moe-runner-backend`", BASE, CAND]
+    # without a recorded argv the spec's own spelling is all there is
+    assert "common args `--tp 8`" in render_run_dir(writeup_run(tmp_path / "bare"))
+
+
+def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> None:
+    from matrixrun.hardware import compare
+    from matrixrun.report.wording import hardware_sentence
+    from matrixrun.spec import HardwareSpec
+
+    check = compare([HardwareSpec(gpu="NVIDIA H200", count=8)], [])
+    assert not check.ok and check.message.startswith(check.finding + "; ")
+    recorded = {**check.model_dump(mode="json"), "overridden": True}
+    assert hardware_sentence(recorded) == (
+        "**overridden**: spec asks for 8x NVIDIA H200 but nvidia-smi shows no GPU; "
+        "the run went ahead anyway (--ignore-hardware)"
+    )
+
+
+def test_a_directory_without_settings_says_which_command_writes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    (rd.path / "settings.json").unlink()
+    assert main(["analyse", str(rd.path)]) == 2
+    assert main(["report", str(rd.path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(
+        "has no settings.json: give a directory written by" in e for e in err
+    )
+    assert f"`matrixrun run SPEC --resume {rd.path}`" in err[0]
+
+
+def test_a_verdict_from_another_version_asks_to_analyse_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.cli import main
+
+    rd = writeup_run(tmp_path)
+    old = rd.read_json("verdict.json")
+    old["warnings"] = ["a sentence the analysis used to write"]
+    rd.write_json("verdict.json", old)
+    assert main(["report", str(rd.path)]) == 2
+    assert f"rewrite it with `matrixrun analyse {rd.path}`" in capsys.readouterr().err
+    assert main(["analyse", str(rd.path)]) == 0 and main(["report", str(rd.path)]) == 0

@@ -313,10 +313,14 @@ def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
         "run", str(spec), "--rehearse", "--out", str(run_dir), "--report", str(tmp_path / "r.md")
     )
     assert res.returncode == 0, res.stderr[-2000:]
-    env = json.loads((run_dir / "env.json").read_text())
-    gate = env["correctness"]["fast"]
-    assert gate["first_divergence"] == 4
-    assert gate["agreement"] == pytest.approx(4 / 12)
+    # the gate's outcome travels in settings.json (what the analysis reads), not env.json
+    assert "correctness" not in json.loads((run_dir / "env.json").read_text())
+    settings = json.loads((run_dir / "settings.json").read_text())["analysis"]
+    assert settings["correctness"] == {"fast": pytest.approx(4 / 12)}
+    from matrixrun.correctness import agreement_by_arm
+
+    records = [json.loads(p.read_text()) for p in sorted((run_dir / "correctness").glob("*.json"))]
+    assert agreement_by_arm(records, settings["baseline"])["fast"]["first_divergence"] == 4
     verdict = json.loads((run_dir / "verdict.json").read_text())
     cand = verdict["slices"][0]["candidates"][0]
     assert cand["candidate"] == "fast" and cand["suspect"] is True

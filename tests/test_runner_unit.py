@@ -28,6 +28,7 @@ from fixedserver import Server, parse
 from matrixrun.engines.base import Api, Launch
 from matrixrun.environment import Environment
 from matrixrun.errors import EngineError
+from matrixrun.measurement import Failure
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir
 from matrixrun.runner import Runner, RunOptions
@@ -228,6 +229,7 @@ def test_a_server_that_crashes_mid_cell_is_relaunched(tmp_path: Path) -> None:
     crashed, after = ms[0], ms[1]
     assert crashed.group_id == after.group_id == first_group.group_id
     assert not crashed.ok and crashed.instance == f"{first_group.group_id}#1"
+    assert crashed.failure is Failure.SERVER_DIED
     assert crashed.error is not None and crashed.error.startswith(
         f"server {crashed.instance} died (exit code -9) during the cell; last log lines: "
         "fake server log"
@@ -244,6 +246,7 @@ def test_a_server_that_will_not_start_fails_its_cells_once(tmp_path: Path) -> No
     ms = rd.measurements()
     assert len(ms) == len(runner.plan.cells()), "a cell that never measured is not retried"
     assert all(not m.ok and "exited with code 3" in (m.error or "") for m in ms)
+    assert {m.failure for m in ms} == {Failure.LAUNCH}
     assert len(engine.handles) == len(runner.plan.groups)
 
 

@@ -9,8 +9,10 @@ import pytest
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.metrics import Metrics
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.report import wording
+from matrixrun.rerun_reason import WhyKind
 from matrixrun.spec import Spec, parse_spec
-from matrixrun.verify import After, Policy, decide_chance, drive, rounds_done
+from matrixrun.verify import After, Pick, Policy, decide_chance, drive, rounds_done
 
 SPEC = """
 experiment: verify-test
@@ -67,9 +69,8 @@ def first_pass(plan: Plan, cand: dict[int, float]) -> list[Measurement]:
     ]
 
 
-def picks(batch: list[tuple[ServerGroup, list[tuple[Cell, Reason, str]]]]) -> set[
-        tuple[str, int, str]]:  # fmt: skip
-    return {(c.arm, int(c.x), reason) for _, cells in batch for c, reason, _ in cells}
+def picks(batch: list[tuple[ServerGroup, list[Pick]]]) -> set[tuple[str, int, str]]:
+    return {(p.cell.arm, int(p.cell.x), p.reason) for _, cells in batch for p in cells}
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -81,7 +82,10 @@ def test_warm_rerun_only_for_surprises_where_this_arm_is_the_slow_one() -> None:
     policy = Policy(spec, plan)
     warm = policy.warm_reruns(group(plan, "cand"), ms)
     assert [(c.arm, c.x) for c, _ in warm] == [("cand", 1)]  # −30% is JIT-shaped; +40% is not
-    assert "first-run JIT" in warm[0][1] and "−30.0%" in warm[0][1].replace("-", "−")
+    why = warm[0][1]
+    assert why.kind == WhyKind.WARM_CHECK and why.arm == "cand"
+    assert why.change == pytest.approx(-0.30) and why.surprise == 0.10
+    assert "−30.0% vs base" in wording.rerun_why(why) and "first-run JIT" in wording.rerun_why(why)
     # the baseline's server would be the one to recheck for the +40% cell
     assert [(c.arm, c.x) for c, _ in policy.warm_reruns(group(plan, "base"), ms)] == [("base", 4)]
 
@@ -140,15 +144,20 @@ def test_one_instance_check_per_server_plus_sigma_calibration() -> None:
     spec, plan = setup("{threshold: 3%, surprise: 10%, max_runs: 3, noise: 1%}")
     ms = first_pass(plan, {1: 60.0, 4: 70.0, 16: 100.0})
     batch = Policy(spec, plan).next_round(1, ms)
-    reasons = [(c.arm, c.x, why) for _, cells in batch for c, _, why in cells]
-    checks = [r for r in reasons if "first server was odd" in r[2]]
-    assert [(a, x) for a, x, _ in checks] == [("cand", 1)]
-    assert {(a, x) for a, x, why in reasons if "limits the interval" in why} == {
-        ("base", 16),
-        ("cand", 16),
-    }
-    assert sum("degrees of freedom" in why for *_, why in reasons) == 3
+    reasons = [(p.cell.arm, p.cell.x, p.why) for _, cells in batch for p in cells]
+    checks = [(a, x) for a, x, why in reasons if why.kind == WhyKind.INSTANCE_CHECK]
+    assert checks == [("cand", 1)]
+    undecided = [(a, x, why) for a, x, why in reasons if why.kind == WhyKind.UNDECIDED]
+    assert {(a, x) for a, x, _ in undecided} == {("base", 16), ("cand", 16)}
+    assert all(why.arm == a and why.cell is not None for a, _, why in undecided)
+    replicates = [why for *_, why in reasons if why.kind == WhyKind.SIGMA_REPLICATE]
+    assert len(replicates) == 3 and all(why.target_df == 6 for why in replicates)
     assert len(reasons) == 6
+    # the report words the numbers once
+    assert "first server was odd" in wording.rerun_why(
+        next(w for *_, w in reasons if w.kind == WhyKind.INSTANCE_CHECK)
+    )
+    assert "has 6 degrees of freedom" in wording.rerun_why(replicates[0])
 
 
 def test_budget_trims_a_round_and_counts_relaunches() -> None:

@@ -29,6 +29,7 @@ from matrixrun.engines.base import Engine
 from matrixrun.environment import capture_environment, read_environment
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
+from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir
 from matrixrun.runner import Runner, RunOptions
 
@@ -151,6 +152,7 @@ def _run(task: GroupTask) -> dict[str, Any]:
     from matrixrun.gates import hardware_gate
     from matrixrun.progress import PlainObserver
     from matrixrun.spec import load_spec
+    from matrixrun.verify.driver import _run_round
 
     spec_path = Path(task.spec_path)
     spec = load_spec(spec_path)
@@ -170,16 +172,18 @@ def _run(task: GroupTask) -> dict[str, Any]:
     policy = verify.Policy(spec, runner.plan)
     group = runner.plan.group(task.group_id)
 
-    def note(stage: int, round_no: int, cell: Cell, reason: str, why: str) -> None:
+    def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
+        # the same event as Runner.run's, plus the job
         rd.event(
             "verify",
             stage=stage,
             round=round_no,
             cell=cell.cell_id,
+            attempt=len(runner.attempts(cell)) + 1,
             arm=cell.arm,
             x=cell.x,
             reason=reason,
-            why=why,
+            why=why.model_dump(mode="json", exclude_none=True),
             job=os.environ.get("SLURM_JOB_ID"),
         )
 
@@ -205,7 +209,7 @@ def _run(task: GroupTask) -> dict[str, Any]:
         ) -> None:
             runner.run_cells(g, cells, after=None if more is None else (lambda _i: more()))
 
-        verify._run_round(policy, runner.measurements, run_cells, note, task.round_no, [group])
+        _run_round(policy, runner.measurements, run_cells, note, task.round_no, [group])
     return {
         "group": task.group_id,
         "round": task.round_no,

@@ -183,11 +183,12 @@ def time_limit_minutes(runner: Runner, group: ServerGroup, round_no: int) -> int
 
 
 def analyse_and_render(rd: RunDir) -> Path | None:
-    """Analysis, then the report, from the run directory alone: the one place the Slurm path
-    calls them (when stages.py lands, this becomes analyse_run + render_run)."""
-    from matrixrun.runner import finish
+    """Analysis, then the report, from the run directory alone (the stages `matrixrun
+    analyse` and `matrixrun report` run): the one place the Slurm path calls them."""
+    from matrixrun import stages
 
-    return finish(rd)
+    stages.analyse_run(rd)
+    return stages.render_run(rd)
 
 
 class SlurmExecutor:
@@ -241,6 +242,7 @@ class SlurmExecutor:
             self._interrupted()
         self._merge_env()
         obs.status("analysing")
+        self.runner._write_settings()  # now with every group's correctness gate
         report = analyse_and_render(rd)
         ms = rd.measurements()
         rd.event("run_end", measured=len(ms) - before)
@@ -257,6 +259,7 @@ class SlurmExecutor:
         rd.write_text("spec.sha256", hashlib.sha256(r.spec_text.encode()).hexdigest() + "\n")
         rd.write_json("plan.json", r.plan.model_dump(mode="json"))
         rd.results_file.touch()
+        r._write_settings()
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:

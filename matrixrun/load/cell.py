@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from matrixrun.errors import LoadError
 from matrixrun.load.client import LoadConfig, LoadResult, run_load
 from matrixrun.load.records import RequestRecord
+from matrixrun.measurement import Failure
 from matrixrun.metrics import Metrics
 from matrixrun.timescale import TimeScale
 
@@ -45,6 +46,7 @@ class CellRun:
     metrics: Metrics | None
     records: list[RequestRecord]
     error: str | None = None
+    failure: Failure | None = None
     argv: list[str] | None = None
     #: Facts about the measurement for `Measurement.extra`: the client's CPU share and
     #: self-check, a time cap that cut requests (`capped`), completed requests shorter than
@@ -101,19 +103,20 @@ def measure_cell(
             extra = _client_extras(result, config.output_len, cell_timeout_s)
     except TimeoutError:
         why = f"cell timed out after {cell_timeout_s:.0f}s (limits.cell_timeout)"
-        return CellRun(None, [], why)
+        return CellRun(None, [], why, Failure.CELL_TIMEOUT)
     except LoadError as exc:
-        return CellRun(None, [], str(exc))
-    error = None
+        return CellRun(None, [], str(exc), Failure.LOAD)
+    error, failure = None, None
     if metrics.completed == 0 and "capped" in extra:
         error = (
             f"no request finished within limits.cell_timeout ({cell_timeout_s:.0f}s); raise it "
             "or lower the load"
         )
+        failure = Failure.CAPPED_EMPTY
     elif metrics.completed == 0:
         first = next((r.error for r in records if r.error), "no request completed")
-        error = f"every request failed: {first}"
-    return CellRun(scale.modelled(metrics), records, error, argv, extra)
+        error, failure = f"every request failed: {first}", Failure.ALL_REQUESTS_FAILED
+    return CellRun(scale.modelled(metrics), records, error, failure, argv, extra)
 
 
 def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[str, Any]:

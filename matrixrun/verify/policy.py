@@ -1,39 +1,31 @@
-"""Repeat-to-verify: which cells to run again, why, and where (VERDICTS.md §6). Pure.
-
-The policy is fixed by the spec's `verify` block before anything runs and is a function of the
-measurements so far, so a resumed run asks for exactly the reruns the interrupted one would have:
-
-- stage 1 (while a group's server is still up): cells whose |change| exceeds `surprise` get
-  one warm rerun of the arm on that server — the test of "first-time JIT compile / warmup";
-- stage 2, in at most `max_runs − 1` planned rounds (the number of looks is fixed here and the
-  analysis widens its intervals for it: α split over a cell's data states, ∝ k²):
-  * surprising cells get a rerun of the candidate on a freshly launched server (tests "this
-    server instance was odd"; also the right replicate for σ),
-  * cells whose confident verdicts flip sign (crossover brackets) get a fresh replicate of
-    both arms while n = 1, so the bracket is not built on single runs,
-  * inconclusive cells get more runs of the arm whose n limits the interval (both when equal),
-  * with `aa`, every baseline cell once more on a fresh server in round 1 (A/A: σ without any
-    candidate effect);
-  groups are batched so each arm is relaunched once per round, in ABBA order across rounds,
-  and a round that would exceed the rerun `budget` is trimmed to fit.
-"""
+"""The repeat-to-verify policy: which cells to run again and why, as a pure function of the
+spec's verify block and the measurements so far (see the package docstring)."""
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from statistics import NormalDist
 
-from matrixrun.analysis import analyse, format_change, iter_cells, quantile
+from matrixrun.analysis import analyse, quantile
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.rerun_reason import RerunWhy, WhyKind
+from matrixrun.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
-from matrixrun.verdict import AnalysisSettings, Verdict
-from matrixrun.verdict import Cell as CellResult
+from matrixrun.verdict import Comparison, Verdict
+from matrixrun.verify.chance import decide_chance
 
-Pick = tuple[Cell, Reason, str]
+
+@dataclass(frozen=True)
+class Pick:
+    """A rerun the policy asks for: the cell, its reason, and the numbers behind it."""
+
+    cell: Cell
+    reason: Reason
+    why: RerunWhy
+
 
 #: A rerun is planned only if it has at least this predicted chance of settling the cell by
 #: `max_runs` (a futility rule fixed before the run, like the number of looks): an interval
@@ -58,59 +50,6 @@ _PRIORITY: dict[str, int] = {
 }
 
 
-def settings_for(spec: Spec, plan: Plan) -> AnalysisSettings:
-    """Analysis settings implied by the spec (the same for the runner, report and policy)."""
-    v = spec.verify
-    return AnalysisSettings(
-        baseline=plan.baseline,
-        candidates=plan.candidates,
-        primary=spec.metrics.primary,
-        secondary=list(spec.metrics.secondary),
-        margin=v.threshold,
-        surprise=v.surprise,
-        noise=v.noise,
-        confidence=v.confidence,
-        looks=looks(spec),
-        # A cell re-measured until it decides spends α over its data states, more on the later
-        # ones (AnalysisSettings.level_at): valid like Bonferroni, and a cell judged at its last
-        # state (the close calls) gets 96.8% intervals rather than 98.3% (3 looks).
-        spending="increasing" if looks(spec) > 1 else "equal",
-        failure_limit=v.failure_rate,
-        axis=plan.axis,
-        correctness_min=spec.correctness.floor,
-    )
-
-
-def rounds(spec: Spec) -> int:
-    """Stage-2 rounds fixed by the plan: one per extra run a cell may get."""
-    return max(spec.verify.max_runs - 1, 0)
-
-
-def looks(spec: Spec) -> int:
-    """Times the data are judged with the power to stop: after stage 1 and after each round."""
-    return 1 + rounds(spec)
-
-
-def decide_chance(
-    d: float, sigma: float, n_baseline: int, n_candidate: int, n_max: int, margin: float, q: float
-) -> float:
-    """Predicted chance that the cell's interval decides (better, worse or same) once both
-    arms have `n_max` runs, given its estimate d now (flat prior: the final estimate is
-    normal around d with variance σ²(1/n_b + 1/n_c) − σ²·2/n_max) and the final half-width
-    q·σ·√(2/n_max). 0 when no more runs are allowed."""
-    m = math.log1p(margin)
-    v_end = sigma**2 * 2 / n_max
-    spread = math.sqrt(max(sigma**2 * (1 / n_baseline + 1 / n_candidate) - v_end, 0.0))
-    if spread == 0:
-        return 0.0
-    h = q * math.sqrt(v_end)
-    z = NormalDist()
-    p = z.cdf((d - m - h) / spread) + z.cdf((-m - h - d) / spread)
-    if h < m:
-        p += max(z.cdf((m - h - d) / spread) - z.cdf((-m + h - d) / spread), 0.0)
-    return min(p, 1.0)
-
-
 def _seconds(m: Measurement) -> float:
     if not (m.started_at and m.finished_at):
         return 0.0
@@ -126,7 +65,7 @@ class Policy:
     def __init__(self, spec: Spec, plan: Plan) -> None:
         self.spec = spec
         self.plan = plan
-        self.settings = settings_for(spec, plan)
+        self.settings = analysis_settings(spec, plan)
         self.rounds = rounds(spec)
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
@@ -143,8 +82,8 @@ class Policy:
     def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
         return analyse(ms, self.settings)
 
-    def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, CellResult]]:
-        return [(s, c, cell) for s, c, _, cell in iter_cells(verdict, self.settings.primary)]
+    def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, Comparison]]:
+        return verdict.comparisons(self.settings.primary)
 
     def _has(self, cell: Cell, ms: Sequence[Measurement], reason: str) -> bool:
         return any(m.cell_id == cell.cell_id and m.reason == reason for m in ms)
@@ -157,7 +96,7 @@ class Policy:
         launch = self.spec.estimate.launch or 0.0
         return sum(_seconds(m) for m in ms if m.reason != "first") + launch * len(relaunched)
 
-    def _worth(self, res: CellResult, verdict: Verdict) -> float:
+    def _worth(self, res: Comparison, verdict: Verdict) -> float:
         """Predicted chance that more runs settle `res` within max_runs (1 with no σ yet:
         then runs are needed to measure σ at all)."""
         sigma = next(s for s in verdict.sigma if s.metric == self.settings.primary)
@@ -177,7 +116,9 @@ class Policy:
         )
 
     # -- stage 1 ---------------------------------------------------------------------------
-    def warm_reruns(self, group: ServerGroup, ms: Sequence[Measurement]) -> list[tuple[Cell, str]]:
+    def warm_reruns(
+        self, group: ServerGroup, ms: Sequence[Measurement]
+    ) -> list[tuple[Cell, RerunWhy]]:
         """Cells of `group` (its server still up) whose comparison is surprising in the
         direction first-run warmup would explain — this arm looks slow — and that have not had
         their warm rerun: rerun now, on the same server. (A compile on first use can only make
@@ -198,18 +139,22 @@ class Policy:
                 continue
             if self._has(cell, ms, "surprise") or self._n(cell, ms) >= v.max_runs:
                 continue
-            if any(p[0].cell_id == cell.cell_id for p in picks):
+            if any(p.cell.cell_id == cell.cell_id for p in picks):
                 continue
             picks.append(
-                (
+                Pick(
                     cell,
                     "surprise",
-                    f"change {format_change(res.change or 0.0)} vs {self.plan.baseline} "
-                    f"exceeds the surprise threshold {v.surprise:.0%} with {group.arm} the "
-                    "slower arm: a warm rerun tests first-run JIT compile/warmup",
+                    RerunWhy(
+                        kind=WhyKind.WARM_CHECK,
+                        arm=group.arm,
+                        baseline=self.plan.baseline,
+                        change=res.change,
+                        surprise=v.surprise,
+                    ),
                 )
             )
-        return [(cell, why) for cell, _, why in self._within_budget(picks, ms, launch=False)]
+        return [(p.cell, p.why) for p in self._within_budget(picks, ms, launch=False)]
 
     # -- stage 2 ---------------------------------------------------------------------------
     def next_round(
@@ -234,12 +179,12 @@ class Policy:
         wanted: dict[str, Pick] = {}
         worth: dict[str, float] = {}
 
-        def want(cell: Cell | None, reason: Reason, why: str, value: float = 1.0) -> None:
+        def want(cell: Cell | None, reason: Reason, why: RerunWhy, value: float = 1.0) -> None:
             if cell is None or cell.cell_id in wanted or self._n(cell, ms) >= v.max_runs:
                 return
             if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
                 return  # never measured (server would not start, crashed): report, don't retry
-            wanted[cell.cell_id] = (cell, reason, why)
+            wanted[cell.cell_id] = Pick(cell, reason, why)
             worth[cell.cell_id] = value
 
         if v.aa and round_no == 1:
@@ -247,12 +192,37 @@ class Policy:
                 if g.arm == self.plan.baseline:
                     for cell in g.cells:
                         if not self._has(cell, ms, "aa"):
-                            want(
-                                cell,
-                                "aa",
-                                "A/A: the baseline again on a fresh server "
-                                "measures the server-to-server spread",
-                            )
+                            want(cell, "aa", RerunWhy(kind=WhyKind.AA))
+        self._undecided(verdict, results, want)
+        if v.fresh_server:
+            self._instance_checks(results, ms, want)
+        for slice_name, candidate, bracket in self._crossover_brackets(results):
+            for res in bracket:
+                for arm in (self.plan.baseline, candidate):
+                    end = self.by_point_arm.get((slice_name, res.point_id, arm))
+                    if end is not None and self._n(end, ms) == 1:
+                        why = RerunWhy(kind=WhyKind.CROSSOVER, axis=self.plan.axis, x=res.x)
+                        want(end, "crossover", why)
+        calibration: set[str] = set()
+        if wanted:
+            calibration = self._calibration(results, ms, set(wanted), want, round_no)
+
+        def rank(p: Pick) -> tuple[int, float]:
+            kind = "calibration" if p.cell.cell_id in calibration else p.reason
+            return _PRIORITY.get(kind, 9), -worth.get(p.cell.cell_id, 1.0)
+
+        picks = sorted(wanted.values(), key=rank)
+        return self._batched(self._within_budget(picks, ms, launch=True), round_no)
+
+    def _undecided(
+        self,
+        verdict: Verdict,
+        results: list[tuple[str, str, Comparison]],
+        want: Callable[[Cell | None, Reason, RerunWhy, float], None],
+    ) -> None:
+        """More runs of the arm(s) whose n limits an inconclusive cell's interval, unless the
+        futility rule says the runs left cannot settle it."""
+        v = self.spec.verify
         primary_sigma = next(x for x in verdict.sigma if x.metric == self.settings.primary)
         no_sigma = primary_sigma.value is None
         for slice_name, candidate, res in results:
@@ -268,49 +238,26 @@ class Policy:
                 want(
                     self.by_point_arm.get((slice_name, res.point_id, arm)),
                     "inconclusive",
-                    f"inconclusive ({res.text}); {arm}'s n limits the interval; "
-                    + (
-                        "no σ measured yet, so runs are needed to measure it"
-                        if no_sigma
-                        else f"an optimistic estimate gives {v.max_runs} runs per arm a "
-                        f"{chance:.0%} chance to settle it (the futility rule's input, "
-                        "not a prediction)"
+                    RerunWhy(
+                        kind=WhyKind.UNDECIDED,
+                        arm=arm,
+                        cell=res,
+                        no_sigma=no_sigma,
+                        max_runs=v.max_runs,
+                        chance=chance,
                     ),
                     chance,
                 )
-        if v.fresh_server:
-            self._instance_checks(results, ms, want)
-        for slice_name, candidate, bracket in self._crossover_brackets(results):
-            for res in bracket:
-                for arm in (self.plan.baseline, candidate):
-                    end = self.by_point_arm.get((slice_name, res.point_id, arm))
-                    if end is not None and self._n(end, ms) == 1:
-                        want(
-                            end,
-                            "crossover",
-                            f"brackets the crossover at {self.plan.axis} "
-                            f"{res.x:g}: a second run so the bracket rests on more than one",
-                        )
-        calibration: set[str] = set()
-        if wanted:
-            calibration = self._calibration(results, ms, set(wanted), want, round_no)
-
-        def rank(p: Pick) -> tuple[int, float]:
-            kind = "calibration" if p[0].cell_id in calibration else p[1]
-            return _PRIORITY.get(kind, 9), -worth.get(p[0].cell_id, 1.0)
-
-        picks = sorted(wanted.values(), key=rank)
-        return self._batched(self._within_budget(picks, ms, launch=True), round_no)
 
     def _instance_checks(
         self,
-        results: list[tuple[str, str, CellResult]],
+        results: list[tuple[str, str, Comparison]],
         ms: Sequence[Measurement],
-        want: Callable[[Cell | None, Reason, str], None],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
     ) -> None:
         """ "This server instance was odd": one fresh-server rerun per candidate server whose
         cells surprised, of its most surprising cell, once per group."""
-        by_group: dict[str, list[tuple[float, Cell, CellResult]]] = {}
+        by_group: dict[str, list[tuple[float, Cell, Comparison]]] = {}
         for slice_name, candidate, res in results:
             cell = self.by_point_arm.get((slice_name, res.point_id, candidate))
             if cell is None or not res.surprise or res.change is None:
@@ -326,16 +273,15 @@ class Policy:
             want(
                 cell,
                 "fresh_server",
-                f"change {format_change(res.change or 0.0)} is surprising: a rerun on a "
-                "freshly launched server tests whether the first server was odd",
+                RerunWhy(kind=WhyKind.INSTANCE_CHECK, change=res.change),
             )
 
     def _calibration(
         self,
-        results: list[tuple[str, str, CellResult]],
+        results: list[tuple[str, str, Comparison]],
         ms: Sequence[Measurement],
         picked: set[str],
-        want: Callable[[Cell | None, Reason, str], None],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
         round_no: int = 1,
     ) -> set[str]:
         """Once a round relaunches anything, the analysis will judge every cell with the
@@ -383,18 +329,17 @@ class Policy:
             want(
                 cell,
                 "fresh_server",
-                f"a fresh-server replicate so the pooled σ has {target} "
-                "degrees of freedom (the analysis prefers fresh-server σ once one exists)",
+                RerunWhy(kind=WhyKind.SIGMA_REPLICATE, target_df=target),
             )
             added.add(cell.cell_id)
             df += 1
         return added
 
     def _crossover_brackets(
-        self, results: list[tuple[str, str, CellResult]]
-    ) -> list[tuple[str, str, list[CellResult]]]:
+        self, results: list[tuple[str, str, Comparison]]
+    ) -> list[tuple[str, str, list[Comparison]]]:
         out = []
-        series: dict[tuple[str, str], list[CellResult]] = {}
+        series: dict[tuple[str, str], list[Comparison]] = {}
         for s, c, res in results:
             series.setdefault((s, c), []).append(res)
         for (s, c), cells in series.items():
@@ -420,9 +365,9 @@ class Policy:
         launch_s = (self.spec.estimate.launch or 0.0) if launch else 0.0
         launched: set[str] = set()
         for pick in picks:
-            first = [m for m in ms if m.cell_id == pick[0].cell_id]
+            first = [m for m in ms if m.cell_id == pick.cell.cell_id]
             cost = max((_seconds(m) for m in first), default=self.spec.estimate.cell or 0.0)
-            group = self.group_of[pick[0].cell_id].group_id
+            group = self.group_of[pick.cell.cell_id].group_id
             cost += 0.0 if group in launched else launch_s
             if cost > left:
                 continue
@@ -443,109 +388,10 @@ class Policy:
         order = self._order(round_no)
         by_group: dict[str, list[Pick]] = {}
         for pick in picks:
-            by_group.setdefault(self.group_of[pick[0].cell_id].group_id, []).append(pick)
+            by_group.setdefault(self.group_of[pick.cell.cell_id].group_id, []).append(pick)
         out = []
         for g in order:
             if g.group_id in by_group:
-                cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p[0]))
+                cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p.cell))
                 out.append((g, cells))
         return out
-
-
-#: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
-After = Callable[[], list[tuple[Cell, Reason]]]
-#: Measure `cells` on one launch of `group` (appending to the shared measurement list), then
-#: keep asking `after` (when given) for more cells on the same server until it has none.
-RunCells = Callable[[ServerGroup, list[tuple[Cell, Reason]], After | None], None]
-#: Told about every rerun the policy asks for: (stage, round, cell, reason, why).
-Note = Callable[[int, int, Cell, Reason, str], None]
-
-
-def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
-    """Stage-2 rounds already (at least partly) run, read from the measurements alone: each
-    round relaunches a group at most once, so the most fresh instances any group spent on
-    reruns only is the number of rounds begun. A resumed run continues after it."""
-    instances: dict[str, set[str]] = {}
-    first: set[str] = set()
-    for m in ms:
-        if m.reason == "first":
-            first.add(m.instance)
-        else:
-            instances.setdefault(m.group_id, set()).add(m.instance)
-    return max((len(names - first) for names in instances.values()), default=0)
-
-
-def drive(
-    policy: Policy, ms: list[Measurement], run_cells: RunCells, note: Note | None = None
-) -> None:
-    """The order of work, shared by the runner and the scoring benchmark so both run exactly
-    the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
-    on the same warm server, by its warm reruns; then the planned stage-2 rounds, each group in
-    a round on one fresh launch whose reruns are re-chosen as σ arrives (`_run_round`). `ms`
-    is the live list `run_cells` appends to."""
-    measured = {m.cell_id for m in ms}
-    for group in policy.plan.groups:
-        todo = [c for c in group.cells if c.cell_id not in measured]
-        if not todo:
-            continue
-
-        def warm(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-            picks = policy.warm_reruns(group, ms)
-            for cell, why in picks:
-                if note is not None:
-                    note(1, 0, cell, "surprise", why)
-            return [(cell, "surprise") for cell, _ in picks]
-
-        run_cells(group, [(c, "first") for c in todo], warm)
-    for round_no in range(rounds_done(policy, ms) + 1, policy.rounds + 1):
-        batch = policy.next_round(round_no, ms)
-        if not batch:
-            break
-        _run_round(policy, ms, run_cells, note, round_no, [g for g, _ in batch])
-
-
-def _run_round(
-    policy: Policy,
-    ms: list[Measurement],
-    run_cells: RunCells,
-    note: Note | None,
-    round_no: int,
-    groups: list[ServerGroup],
-) -> None:
-    """One stage-2 round: each group that still has picks gets one fresh launch. On it the
-    checks and σ replicates run first; the inconclusive reruns are then chosen again, on the
-    same launch, with the fresh σ they (and earlier launches of the round) brought, so cells
-    that σ settles are not rerun. A group left with no picks is not launched at all."""
-    done: set[str] = set()  # cells already rerun in this round
-
-    def current(group: ServerGroup) -> list[Pick]:
-        return [
-            p
-            for g, picks in policy.next_round(round_no, ms)
-            if g.group_id == group.group_id
-            for p in picks
-            if p[0].cell_id not in done
-        ]
-
-    def step(picks: list[Pick]) -> list[Pick]:
-        """What to run next on the launch: every check and σ replicate, else one
-        inconclusive rerun (each measured one may bring the σ that settles the rest)."""
-        checks = [p for p in picks if p[1] != "inconclusive"]
-        return checks or picks[:1]
-
-    def take(picks: list[Pick]) -> list[tuple[Cell, Reason]]:
-        for cell, reason, why in picks:
-            done.add(cell.cell_id)
-            if note is not None:
-                note(2, round_no, cell, reason, why)
-        return [(c, r) for c, r, _ in picks]
-
-    for group in groups:
-        first = step(current(group))
-        if not first:
-            continue
-
-        def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-            return take(step(current(group)))
-
-        run_cells(group, take(first), more)

@@ -1,0 +1,354 @@
+"""The verdict engine: measurements in, a `Verdict` out, by the method of VERDICTS.md.
+
+Pure functions only: no files, clocks, printing or words (the report's `wording` module says
+what the numbers mean). The verify policy calls `analyse` between stages, `stages.analyse_run`
+writes its result as verdict.json, and `ingest` feeds it measurements built from bench_serving
+files. Submodules: `stats` (primitives), `noise` (σ and warmup), `comparison` (one cell),
+`axis` (series, regimes, crossovers, overall), `reruns`.
+
+Why it is built this way: n per cell is 1 to 5, so rank tests and bootstraps cannot decide.
+Every comparison is a log ratio d = ln(candidate / baseline) of geometric means, signed so + is
+better; its interval uses one noise σ per metric pooled over the whole run on the log scale
+(best source first: fresh-server replicates, then warm repeats, then the declared prior) with
+Student's t at the pooled degrees of freedom; the verdict is TOST-style against the practical
+margin m, taken as ±ln(1 + m) on the log scale so the band is symmetric in ratio terms.
+Multiplicity: with many cells, about (1 − confidence) of them may flag by chance; we state that
+(`CaveatKind.MULTIPLICITY`) rather than apply Holm, because the margin test already demands
+more than significance and the verify policy re-measures isolated flags.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from matrixrun.analysis.axis import crossovers, overall, regimes, series_key, x_of
+from matrixrun.analysis.comparison import compare
+from matrixrun.analysis.noise import (
+    WarmupGap,
+    arm_sample,
+    confirmed_warmup,
+    estimate_sigma,
+    warmup_gaps,
+)
+from matrixrun.analysis.reruns import reruns
+from matrixrun.analysis.stats import (
+    crossover_estimate,
+    effective_n,
+    interval,
+    judge,
+    limiting_arm,
+    look_of,
+    pooled_sigma,
+    quantile,
+    runs_needed,
+)
+from matrixrun.measurement import Measurement
+from matrixrun.metrics import higher_is_better, unit
+from matrixrun.verdict import (
+    AnalysisSettings,
+    CandidateResult,
+    Caveat,
+    CaveatKind,
+    CellNote,
+    Comparison,
+    Crossover,
+    MetricResult,
+    Overall,
+    Series,
+    Sigma,
+    SigmaSource,
+    SliceResult,
+    SliceVerdict,
+    Verdict,
+)
+
+__all__ = [
+    "AnalysisSettings",
+    "Verdict",
+    "WarmupGap",
+    "analyse",
+    "arm_sample",
+    "compare",
+    "confirmed_warmup",
+    "crossover_estimate",
+    "effective_n",
+    "estimate_sigma",
+    "interval",
+    "judge",
+    "limiting_arm",
+    "look_of",
+    "pooled_sigma",
+    "quantile",
+    "runs_needed",
+    "warmup_gaps",
+]
+
+
+def _first_seen(items: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+@dataclass
+class _Run:
+    """What every slice of one analysis shares: the measurements indexed, σ and warmup gaps
+    per metric, and what the run-level verdict collects as the slices are judged."""
+
+    settings: AnalysisSettings
+    candidates: list[str]
+    sigmas: dict[str, Sigma]
+    gaps: dict[str, dict[str, WarmupGap]]
+    by_key: dict[tuple[str, str, str], list[Measurement]] = field(default_factory=dict)
+    points: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    caveats: list[Caveat] = field(default_factory=list)
+    primary_cells: dict[str, list[Comparison]] = field(default_factory=dict)
+    per_slice: dict[str, list[tuple[str, Overall]]] = field(default_factory=dict)
+
+
+def _sigma_caveats(sigmas: Sequence[Sigma], settings: AnalysisSettings) -> list[Caveat]:
+    out = []
+    for s in sigmas:
+        if s.source == SigmaSource.WARM:
+            out.append(Caveat(kind=CaveatKind.WARM_SIGMA, metric=s.metric))
+        elif s.source == SigmaSource.NONE:
+            out.append(Caveat(kind=CaveatKind.NO_SIGMA, metric=s.metric))
+        if s.prior is not None and s.value is not None and s.source != SigmaSource.PRIOR:
+            prior_log = math.log1p(s.prior)
+            if s.value < prior_log / 2:
+                out.append(
+                    Caveat(
+                        kind=CaveatKind.SIGMA_BELOW_PRIOR,
+                        metric=s.metric,
+                        value=s.value,
+                        reference=prior_log,
+                    )
+                )
+        if s.df == 1:
+            out.append(
+                Caveat(
+                    kind=CaveatKind.SIGMA_DF1, metric=s.metric, value=quantile(settings.level, 1)
+                )
+            )
+    return out
+
+
+def _start(measurements: Sequence[Measurement], settings: AnalysisSettings) -> _Run:
+    """σ, warmup and the run-level caveats that come before any cell is judged."""
+    arms = _first_seen([m.arm for m in measurements])
+    candidates = settings.candidates or [a for a in arms if a != settings.baseline]
+    sigmas = {m: estimate_sigma(measurements, m, settings.noise) for m in settings.metrics}
+    run = _Run(
+        settings=settings,
+        candidates=candidates,
+        sigmas=sigmas,
+        gaps={m: warmup_gaps(measurements, m) for m in settings.metrics},
+        primary_cells={c: [] for c in candidates},
+        per_slice={c: [] for c in candidates},
+    )
+    if measurements and settings.baseline not in arms:
+        run.caveats.append(Caveat(kind=CaveatKind.NO_BASELINE, arm=settings.baseline, arms=arms))
+    run.caveats += _sigma_caveats(list(sigmas.values()), settings)
+    primary = settings.primary
+    for arm, w in run.gaps[primary].items():
+        if confirmed_warmup(w, settings.margin, sigmas[primary].value):
+            run.caveats.append(
+                Caveat(kind=CaveatKind.WARMUP, arm=arm, metric=primary, value=w.gap, count=w.pairs)
+            )
+    for m in measurements:
+        run.by_key.setdefault((m.slice, m.point_id, m.arm), []).append(m)
+        run.points.setdefault(m.slice, {}).setdefault(m.point_id, m.point)
+    return run
+
+
+def _series(
+    run: _Run, slice_name: str, cand: str, metric: str, pids: list[str]
+) -> list[Comparison]:
+    """The cells of one series (points that differ only on the axis), in axis order."""
+    settings = run.settings
+    cells = []
+    for pid in pids:
+        base_ms = run.by_key.get((slice_name, pid, settings.baseline), [])
+        cand_ms = run.by_key.get((slice_name, pid, cand), [])
+        if not base_ms or not cand_ms:
+            continue
+        point = run.points[slice_name][pid]
+        cells.append(
+            compare(
+                arm_sample(settings.baseline, base_ms, metric),
+                arm_sample(cand, cand_ms, metric),
+                metric=metric,
+                sigma=run.sigmas[metric],
+                settings=settings,
+                point_id=pid,
+                point=point,
+                x=x_of(point, settings.axis),
+                warmup=run.gaps[metric],
+            )
+        )
+    cells.sort(key=lambda c: (c.x is None, c.x or 0.0))
+    return cells
+
+
+def _metric(
+    run: _Run, slice_name: str, cand: str, metric: str, series_points: dict[str, list[str]]
+) -> MetricResult:
+    series_list: list[Series] = []
+    cells: list[Comparison] = []
+    crosses: list[Crossover] = []
+    non_mono = False
+    for key, pids in series_points.items():
+        found = _series(run, slice_name, cand, metric, pids)
+        if not found:
+            continue
+        cross, nm = crossovers(found)
+        series_list.append(
+            Series(
+                fixed=json.loads(key),
+                cells=found,
+                regimes=regimes(found),
+                crossovers=cross,
+                non_monotone=nm,
+            )
+        )
+        cells += found
+        crosses += cross
+        non_mono = non_mono or nm
+    ov = overall(
+        cells,
+        metric=metric,
+        sigma=run.sigmas[metric],
+        axis=run.settings.axis,
+        crossovers=crosses,
+        non_monotone=non_mono,
+    )
+    return MetricResult(
+        metric=metric,
+        higher_is_better=higher_is_better(metric),
+        unit=unit(metric),
+        primary=metric == run.settings.primary,
+        sigma=run.sigmas[metric],
+        series=series_list,
+        overall=ov,
+    )
+
+
+def _failed_runs(run: _Run, slice_name: str, cells: Sequence[Comparison]) -> None:
+    for c in cells:
+        for role, a in (("baseline", c.baseline), ("candidate", c.candidate)):
+            if a.failed_measurements:
+                run.caveats.append(
+                    Caveat(
+                        kind=CaveatKind.FAILED_RUNS,
+                        arm=a.arm,
+                        role=role,
+                        slice=slice_name,
+                        point=c.point,
+                        x=c.x,
+                        count=a.failed_measurements,
+                        errors=_first_seen(a.errors),
+                    )
+                )
+
+
+def _suspect(settings: AnalysisSettings, cand: str) -> float | None:
+    """The candidate's output agreement when it is below the floor, else None."""
+    agreement = settings.correctness.get(cand)
+    return agreement if agreement is not None and agreement < settings.correctness_min else None
+
+
+def _slice(run: _Run, slice_name: str) -> SliceResult:
+    settings = run.settings
+    series_points: dict[str, list[str]] = {}
+    for pid, point in run.points[slice_name].items():
+        series_points.setdefault(series_key(point, settings.axis), []).append(pid)
+    results = []
+    for cand in run.candidates:
+        metrics = [_metric(run, slice_name, cand, m, series_points) for m in settings.metrics]
+        primary = metrics[0]
+        cells = [c for s in primary.series for c in s.cells]
+        run.primary_cells[cand] += cells
+        run.per_slice[cand].append((slice_name, primary.overall))
+        _failed_runs(run, slice_name, cells)
+        suspect = _suspect(settings, cand)
+        results.append(
+            CandidateResult(
+                candidate=cand,
+                suspect=suspect is not None,
+                correctness=settings.correctness.get(cand),
+                metrics=metrics,
+                overall=primary.overall.model_copy(update={"suspect": suspect}),
+            )
+        )
+    return SliceResult(slice=slice_name, candidates=results)
+
+
+def _across_slices(run: _Run, cand: str) -> Overall:
+    """A candidate's headline on the primary metric: its only slice's, or one over all
+    slices with each slice's own verdict beside it."""
+    settings = run.settings
+    per = run.per_slice[cand]
+    if not run.primary_cells[cand]:
+        run.caveats.append(Caveat(kind=CaveatKind.NO_SHARED_POINT, arm=cand))
+    if len(per) == 1:
+        ov = per[0][1]
+    else:
+        ov = overall(
+            run.primary_cells[cand],
+            metric=settings.primary,
+            sigma=run.sigmas[settings.primary],
+            axis=settings.axis,
+        )
+        ov.by_slice = [SliceVerdict(slice=s, verdict=o.verdict) for s, o in per]
+    suspect = _suspect(settings, cand)
+    if suspect is not None:
+        run.caveats.append(
+            Caveat(
+                kind=CaveatKind.SUSPECT, arm=cand, value=suspect, reference=settings.correctness_min
+            )
+        )
+    return ov.model_copy(update={"suspect": suspect})
+
+
+def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> Verdict:
+    """Judge every candidate against the baseline, per slice, metric and sweep point."""
+    run = _start(measurements, settings)
+    slices = [_slice(run, name) for name in run.points]
+    overall_by_cand = {cand: _across_slices(run, cand) for cand in run.candidates}
+    cells = [c for found in run.primary_cells.values() for c in found]
+    judged = len(cells)
+    provisional = sum(1 for c in cells if c.provisional)
+    if provisional:
+        run.caveats.append(Caveat(kind=CaveatKind.PROVISIONAL, count=provisional, total=judged))
+    one_server = sum(1 for c in cells if CellNote.ONE_SERVER in c.notes)
+    if one_server:
+        run.caveats.append(Caveat(kind=CaveatKind.ONE_SERVER, count=one_server, total=judged))
+    if judged * (1 - settings.level) >= 0.5:
+        run.caveats.append(Caveat(kind=CaveatKind.MULTIPLICITY, count=judged))
+    by_cell = {
+        (s.slice, c.candidate, cell.point_id): cell
+        for s in slices
+        for c in s.candidates
+        for series in c.metrics[0].series
+        for cell in series.cells
+    }
+    return Verdict(
+        settings=settings,
+        level=settings.level,
+        sigma=list(run.sigmas.values()),
+        slices=slices,
+        overall=overall_by_cand,
+        cells_judged=judged,
+        reruns=reruns(
+            measurements,
+            settings.primary,
+            baseline=settings.baseline,
+            margin=settings.margin,
+            surprise=settings.surprise,
+            sigma=run.sigmas[settings.primary].value,
+            cells=by_cell,
+        ),
+        caveats=run.caveats,
+    )

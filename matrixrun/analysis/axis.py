@@ -1,0 +1,126 @@
+"""Along the main sweep axis: series, regimes, crossovers, and a candidate's overall verdict
+on one metric (VERDICTS.md §8, §9)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from matrixrun.analysis.stats import crossover_estimate
+from matrixrun.verdict import (
+    CellVerdict,
+    Comparison,
+    Crossover,
+    Overall,
+    OverallVerdict,
+    Place,
+    Regime,
+    Sigma,
+)
+
+
+def x_of(point: dict[str, Any], axis: str) -> float | None:
+    """The point's value on the main axis, when it is a finite number."""
+    v = point.get(axis)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def series_key(point: dict[str, Any], axis: str) -> str:
+    """The point's other keys, canonically: points with one key lie on one series."""
+    return json.dumps({k: v for k, v in point.items() if k != axis}, sort_keys=True, default=str)
+
+
+def regimes(cells: Sequence[Comparison]) -> list[Regime]:
+    """Runs of consecutive cells (in axis order) with the same verdict."""
+    out: list[Regime] = []
+    for cell in cells:
+        if out and out[-1].verdict == cell.verdict:
+            out[-1].x_to = cell.x
+            out[-1].point_ids.append(cell.point_id)
+        else:
+            out.append(
+                Regime(verdict=cell.verdict, x_from=cell.x, x_to=cell.x, point_ids=[cell.point_id])
+            )
+    return out
+
+
+def crossovers(cells: Sequence[Comparison]) -> tuple[list[Crossover], bool]:
+    """Sign changes among confident cells along the axis: brackets between the last confident
+    cell of one sign and the first of the other, with the log-interpolated estimate.
+    Returns (crossovers, non_monotone) — more than one sign change means re-measure."""
+    confident = [c for c in cells if c.confident and c.x is not None and c.d is not None]
+    out: list[Crossover] = []
+    for a, b in itertools.pairwise(confident):
+        if a.verdict == b.verdict:
+            continue
+        assert a.x is not None and b.x is not None and a.d is not None and b.d is not None
+        out.append(
+            Crossover(
+                direction="better_to_worse" if a.verdict == "better" else "worse_to_better",
+                x_lo=a.x,
+                x_hi=b.x,
+                estimate=crossover_estimate(a.x, b.x, a.d, b.d),
+            )
+        )
+    return out, len(out) > 1
+
+
+def _places(cells: Sequence[Comparison], axis: str) -> list[Place]:
+    return [
+        Place(point=c.point, x=c.x, change=c.change, series=series_key(c.point, axis))
+        for c in cells
+    ]
+
+
+def overall(
+    cells: Sequence[Comparison],
+    *,
+    metric: str,
+    sigma: Sigma,
+    axis: str,
+    crossovers: Sequence[Crossover] = (),
+    non_monotone: bool = False,
+) -> Overall:
+    """better / worse (confident cells of one sign only), mixed (both signs), same (every cell
+    equivalent), inconclusive (what would settle it: `runs_needed`) — VERDICTS.md §8."""
+    counts = {v: sum(1 for c in cells if c.verdict == v) for v in CellVerdict}
+    better = [c for c in cells if c.verdict == CellVerdict.BETTER]
+    worse = [c for c in cells if c.verdict == CellVerdict.WORSE]
+    confident = better + worse
+    provisional = any(c.provisional for c in confident) or (
+        not confident and any(c.provisional for c in cells if c.verdict == CellVerdict.SAME)
+    )
+    needed = [c.runs_needed for c in cells if c.runs_needed is not None]
+    if better and worse:
+        verdict = OverallVerdict.MIXED
+    elif better:
+        verdict = OverallVerdict.BETTER
+    elif worse:
+        verdict = OverallVerdict.WORSE
+    elif cells and counts[CellVerdict.SAME] == len(cells):
+        verdict = OverallVerdict.SAME
+    else:
+        verdict = OverallVerdict.INCONCLUSIVE
+    mixed = verdict == OverallVerdict.MIXED
+    return Overall(
+        metric=metric,
+        verdict=verdict,
+        provisional=provisional,
+        cells=len(cells),
+        better=counts[CellVerdict.BETTER],
+        worse=counts[CellVerdict.WORSE],
+        same=counts[CellVerdict.SAME],
+        inconclusive=counts[CellVerdict.INCONCLUSIVE],
+        runs_needed=(max(needed) if needed and verdict == OverallVerdict.INCONCLUSIVE else None),
+        better_at=_places(better, axis),
+        worse_at=_places(worse, axis),
+        crossovers=list(crossovers) if mixed else [],
+        non_monotone=non_monotone and mixed,
+        sigma=sigma.value,
+        sigma_source=sigma.source,
+    )

@@ -1,0 +1,220 @@
+"""One cell judged: candidate against baseline on one metric (VERDICTS.md §1, 4, 5, 7)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from matrixrun.analysis.noise import WarmupGap, confirmed_warmup
+from matrixrun.analysis.stats import (
+    effective_n,
+    interval,
+    judge,
+    limiting_arm,
+    look_of,
+    runs_needed,
+)
+from matrixrun.metrics import higher_is_better
+from matrixrun.verdict import (
+    AnalysisSettings,
+    ArmSample,
+    CellNote,
+    CellVerdict,
+    Comparison,
+    Sigma,
+    SigmaSource,
+    WarmupShift,
+)
+
+_FAILED_RUNS = {
+    "baseline": CellNote.BASELINE_FAILED_RUNS,
+    "candidate": CellNote.CANDIDATE_FAILED_RUNS,
+}
+_FAILED_REQUESTS = {
+    "baseline": CellNote.BASELINE_FAILED_REQUESTS,
+    "candidate": CellNote.CANDIDATE_FAILED_REQUESTS,
+}
+
+
+def warmup_shift(
+    baseline: ArmSample,
+    candidate: ArmSample,
+    warmup: dict[str, WarmupGap],
+    margin: float,
+    sigma: float | None = None,
+) -> tuple[float, list[WarmupShift]]:
+    """How far first-run warmup may have moved d, and the evidence. Each server's first run of
+    an arm is its cold one, so an arm with a confirmed gap g (`confirmed_warmup`) looks worse
+    by g × (its servers / its runs); the shift undoes that for both arms. A sensitivity check
+    only: it never decides a cell, it can only take a verdict's confidence away. (0, []) when
+    neither arm has a confirmed gap."""
+    shift = 0.0
+    evidence = []
+    for role, a in ((1.0, candidate), (-1.0, baseline)):
+        w = warmup.get(a.arm)
+        if w is None or not a.n or not confirmed_warmup(w, margin, sigma):
+            continue
+        cold = len(set(a.instances))
+        shift += role * w.gap * cold / a.n
+        evidence.append(WarmupShift(arm=a.arm, gap=w.gap, pairs=w.pairs, cold=cold, n=a.n))
+    return shift, evidence
+
+
+def _failure_notes(baseline: ArmSample, candidate: ArmSample, limit: float) -> list[CellNote]:
+    notes = []
+    for role, a in (("baseline", baseline), ("candidate", candidate)):
+        if a.failed_measurements:
+            notes.append(_FAILED_RUNS[role])
+        if a.failure_rate > limit:
+            notes.append(_FAILED_REQUESTS[role])
+    return notes
+
+
+def compare(
+    baseline: ArmSample,
+    candidate: ArmSample,
+    *,
+    metric: str,
+    sigma: Sigma,
+    settings: AnalysisSettings,
+    point_id: str = "",
+    point: dict[str, Any] | None = None,
+    x: float | None = None,
+    warmup: dict[str, WarmupGap] | None = None,
+) -> Comparison:
+    """Judge one cell. `warmup` (from `noise.warmup_gaps`): for an arm with confirmed first-run
+    warmup (`confirmed_warmup`), a verdict that its cold first runs could account for is not
+    confident (`warmup_shift`), and the cell's first note is `CellNote.WARMUP`."""
+    notes = _failure_notes(baseline, candidate, settings.failure_limit)
+    notes += _capped_notes(baseline, candidate)
+    common: dict[str, Any] = {
+        "point_id": point_id,
+        "point": point or {},
+        "x": x,
+        "baseline": baseline,
+        "candidate": candidate,
+    }
+    n_b, n_c = baseline.n, candidate.n
+    if n_b == 0 or n_c == 0:
+        missing = CellNote.NO_BASELINE if n_b == 0 else CellNote.NO_CANDIDATE
+        return Comparison(
+            **common,
+            change=None,
+            d=None,
+            verdict=CellVerdict.INCONCLUSIVE,
+            confident=False,
+            provisional=False,
+            notes=[missing, *notes],
+        )
+    assert baseline.mean is not None and candidate.mean is not None
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    raw = math.log(candidate.mean) - math.log(baseline.mean)
+    common.update(
+        change=math.expm1(raw),
+        d=sign * raw,
+        provisional=n_b == 1 or n_c == 1,
+        surprise=abs(math.expm1(raw)) > settings.surprise,
+    )
+    if sigma.value is None:
+        return Comparison(
+            **common,
+            verdict=CellVerdict.INCONCLUSIVE,
+            confident=False,
+            limiting_arm=limiting_arm(n_b, n_c),
+            notes=[CellNote.NO_NOISE, *notes],
+        )
+    return _judged(common, sign, sigma, settings, notes, warmup or {})
+
+
+def _capped_notes(baseline: ArmSample, candidate: ArmSample) -> list[CellNote]:
+    return [CellNote.CAPPED] if baseline.capped or candidate.capped else []
+
+
+def _client_could_explain(
+    baseline: ArmSample, candidate: ArmSample, d_lo: float, d_hi: float, margin: float
+) -> bool:
+    """Whether the client's own lag (the self-check's bound on this metric, either arm) could
+    move the interval to another verdict: the interval is widened by both bounds, as logs."""
+    widen = math.log1p(baseline.client_bound) + math.log1p(candidate.client_bound)
+    if widen == 0:
+        return False
+    before, _ = judge(d_lo, d_hi, margin)
+    after, _ = judge(d_lo - widen, d_hi + widen, margin)
+    return after != before
+
+
+def _judged(
+    common: dict[str, Any],
+    sign: float,
+    sigma: Sigma,
+    settings: AnalysisSettings,
+    notes: list[CellNote],
+    warmup: dict[str, WarmupGap],
+) -> Comparison:
+    """A cell with σ: its interval at its look's level, the verdict, and what may take the
+    verdict's confidence away (§7 failing arms, confirmed warmup)."""
+    baseline: ArmSample = common["baseline"]
+    candidate: ArmSample = common["candidate"]
+    d: float = common["d"]
+    assert sigma.value is not None
+    n_b, n_c = baseline.n, candidate.n
+    look = look_of(baseline, candidate, settings.looks)
+    level = settings.level_at(look)
+    e_b, e_c = float(n_b), float(n_c)
+    if sigma.source == SigmaSource.FRESH_SERVER:
+        e_b, e_c = effective_n(baseline.instances), effective_n(candidate.instances)
+        if (e_b, e_c) != (n_b, n_c):
+            notes.append(CellNote.ONE_SERVER)
+    d_lo, d_hi = interval(d, sigma.value, sigma.df, e_b, e_c, level)
+    verdict, small = judge(d_lo, d_hi, settings.margin)
+    lead: CellNote | None = None
+    limit = settings.failure_limit
+
+    def failing(a: ArmSample) -> bool:
+        return a.failure_rate > limit or a.failed_measurements > 0
+
+    # §7: an arm failing more than the limit cannot be called better there.
+    if verdict == CellVerdict.BETTER and failing(candidate):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
+    elif verdict == CellVerdict.WORSE and failing(baseline):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
+    shift, evidence = warmup_shift(baseline, candidate, warmup, settings.margin, sigma.value)
+    if shift and verdict != CellVerdict.INCONCLUSIVE:
+        moved, _ = judge(d_lo + shift, d_hi + shift, settings.margin)
+        if moved != verdict:
+            verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.WARMUP
+    if verdict != CellVerdict.INCONCLUSIVE and _client_could_explain(
+        baseline, candidate, d_lo, d_hi, settings.margin
+    ):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CLIENT_BOUND
+    if (verdict == CellVerdict.BETTER and candidate.capped and sign < 0) or (
+        verdict == CellVerdict.WORSE and baseline.capped and sign < 0
+    ):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CAPPED
+    if small:
+        notes.append(CellNote.SMALL_CHANGE)
+    if lead is not None:
+        notes.insert(0, lead)
+    r_lo, r_hi = sorted((sign * d_lo, sign * d_hi))
+    confident = verdict in (CellVerdict.BETTER, CellVerdict.WORSE)
+    undecided = verdict == CellVerdict.INCONCLUSIVE
+    return Comparison(
+        **common,
+        change_lo=math.expm1(r_lo),
+        change_hi=math.expm1(r_hi),
+        d_lo=d_lo,
+        d_hi=d_hi,
+        verdict=verdict,
+        confident=confident,
+        look=look,
+        level=level,
+        small_change=small,
+        limiting_arm=None if confident or verdict == CellVerdict.SAME else limiting_arm(n_b, n_c),
+        runs_needed=(
+            runs_needed(d, sigma.value, settings.margin, settings.level)
+            if undecided and lead not in (CellNote.CLIENT_BOUND, CellNote.CAPPED)
+            else None
+        ),
+        notes=notes,
+        warmup=evidence if lead == CellNote.WARMUP else [],
+    )

@@ -1,0 +1,161 @@
+"""Noise: each arm's sample at a point, σ pooled over the run by the best source available,
+and first-run warmup (VERDICTS.md §2). Pure functions of measurements."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from matrixrun.analysis.stats import pooled_sigma
+from matrixrun.measurement import Measurement
+from matrixrun.metrics import higher_is_better
+from matrixrun.verdict import ArmSample, Sigma, SigmaSource
+
+#: One-sided 95% normal quantile: a warmup gap must exceed what noise explains at this level.
+WARMUP_Z = 1.645
+
+
+class WarmupGap(NamedTuple):
+    """How much an arm's later runs on a server beat the first (log scale, + = better)."""
+
+    gap: float
+    pairs: int
+
+
+def value_of(m: Measurement, metric: str) -> float | None:
+    """The metric of a successful measurement, when it is a positive finite number (the
+    analysis works on logs); None otherwise."""
+    if not m.ok or m.metrics is None:
+        return None
+    v = m.metrics.get(metric)
+    if v is None or not math.isfinite(v) or v <= 0:
+        return None
+    return v
+
+
+def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> ArmSample:
+    """One arm's measurements at one point: successful values, failures, failure rate.
+    Failed measurements are kept in the counts (a rerun never replaces anything)."""
+    values: list[float] = []
+    instances: list[str] = []
+    errors: list[str] = []
+    failed_measurements = failed_requests = total_requests = capped = 0
+    client_bound = 0.0
+    for m in measurements:
+        check = m.extra.get("client_check")
+        if isinstance(check, dict) and isinstance(check.get("affected"), dict):
+            client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))
+        capped += "capped" in m.extra
+        if m.metrics is not None:
+            failed_requests += m.metrics.failed
+            total_requests += m.metrics.completed + m.metrics.failed
+        if not m.ok:
+            failed_measurements += 1
+            errors.append(m.error or "no request completed")
+            continue
+        v = value_of(m, metric)
+        if v is not None:
+            values.append(v)
+            instances.append(m.instance)
+    mean = math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+    return ArmSample(
+        arm=arm,
+        values=values,
+        n=len(values),
+        mean=mean,
+        instances=instances,
+        reasons=[m.reason for m in measurements],
+        failed_measurements=failed_measurements,
+        errors=errors,
+        failed_requests=failed_requests,
+        total_requests=total_requests,
+        failure_rate=failed_requests / total_requests if total_requests else 0.0,
+        client_bound=client_bound,
+        capped=capped,
+    )
+
+
+def estimate_sigma(
+    measurements: Iterable[Measurement], metric: str, prior: float | None = None
+) -> Sigma:
+    """σ of one measurement's log value for `metric`, pooled over every (slice, point, arm) of
+    the run, from the best source available (VERDICTS.md §2):
+
+    - fresh-server: per (slice, point, arm), the log means of its distinct server instances
+      (fresh-server reruns and A/A runs land on new instances) — the right variance, because
+      arms are always compared across instances;
+    - warm: per (slice, point, arm, instance), repeats on the same server — within-instance
+      only, so it may understate;
+    - prior: the declared relative σ, as ln(1 + noise), with infinite df.
+    """
+    by_cell: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for m in measurements:
+        v = value_of(m, metric)
+        if v is None:
+            continue
+        cell = by_cell.setdefault((m.slice, m.point_id, m.arm), {})
+        cell.setdefault(m.instance, []).append(math.log(v))
+    warm_groups = [vals for cell in by_cell.values() for vals in cell.values()]
+    fresh_groups = [
+        [sum(vals) / len(vals) for vals in cell.values()]
+        for cell in by_cell.values()
+        if len(cell) >= 2
+    ]
+    warm, warm_df = pooled_sigma(warm_groups)
+    fresh, fresh_df = pooled_sigma(fresh_groups)
+    prior_log = math.log1p(prior) if prior is not None else None
+    value: float | None
+    df: float | None
+    source: SigmaSource
+    if fresh is not None:
+        value, df, source = fresh, fresh_df, SigmaSource.FRESH_SERVER
+    elif warm is not None:
+        value, df, source = warm, warm_df, SigmaSource.WARM
+    elif prior_log is not None:
+        value, df, source = prior_log, None, SigmaSource.PRIOR
+    else:
+        value, df, source = None, None, SigmaSource.NONE
+    return Sigma(
+        metric=metric,
+        value=value,
+        df=df,
+        source=source,
+        fresh_value=fresh,
+        fresh_df=fresh_df,
+        warm_value=warm,
+        warm_df=warm_df,
+        prior=prior,
+    )
+
+
+def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, WarmupGap]:
+    """Per arm, how much later runs on a server beat the first run of the same cell on it:
+    the mean signed log gain over every such pair (+ = the later run is better for `metric`),
+    and the number of pairs. First-run JIT compile or warmup shows here as a positive gap; an
+    arm with no repeat on any server has no entry."""
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    runs: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
+    for m in measurements:
+        v = value_of(m, metric)
+        if v is not None:
+            runs.setdefault((m.slice, m.point_id, m.arm, m.instance), []).append(
+                (m.attempt, math.log(v))
+            )
+    gains: dict[str, list[float]] = {}
+    for (_, _, arm, _), values in runs.items():
+        values.sort()
+        first = values[0][1]
+        gains.setdefault(arm, []).extend(sign * (v - first) for _, v in values[1:])
+    return {arm: WarmupGap(gap=sum(g) / len(g), pairs=len(g)) for arm, g in gains.items() if g}
+
+
+def confirmed_warmup(w: WarmupGap, margin: float, sigma: float | None) -> bool:
+    """Is an arm's first-run warmup confirmed? Its later runs must beat the first by more than
+    the margin on average *and* by more than noise explains: z·√2·σ/√pairs (a difference of
+    two runs has σ√2). Why the second condition: warm reruns are run where the arm looked
+    slow, so by regression to the mean a rerun tends to beat its first run even with no
+    warmup at all; the run's σ (server-to-server when measured, ≥ the within-server one)
+    keeps that from passing for warmup."""
+    floor = WARMUP_Z * math.sqrt(2) * sigma / math.sqrt(w.pairs) if sigma else 0.0
+    return w.gap > max(math.log1p(margin), floor)

@@ -1,0 +1,114 @@
+"""Reruns: every repeat of a cell set against its first run, and what it says about the
+explanation it was run to test (VERDICTS.md §6). Interpreted here once; the report only words
+the result."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from matrixrun.analysis.noise import WarmupGap, confirmed_warmup, value_of
+from matrixrun.measurement import Measurement
+from matrixrun.metrics import higher_is_better
+from matrixrun.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind
+
+#: Reasons whose rerun tests a named explanation; the others are replicates.
+_CHECKS = ("surprise", "fresh_server", "manual")
+
+
+def _alone(arm: str, baseline: str, value: float | None, cell: Comparison | None) -> float | None:
+    if cell is None or value is None or not cell.baseline.mean or not cell.candidate.mean:
+        return None
+    if arm == baseline:
+        return cell.candidate.mean / value - 1
+    return value / cell.baseline.mean - 1
+
+
+def judge_rerun(
+    r: Rerun, cell: Comparison | None, margin: float, surprise: float, sigma: float | None
+) -> tuple[Explanation, CheckOutcome | None]:
+    """A warm rerun tests first-run JIT/warmup, which predicts the rerun is better than the
+    first run beyond the margin: within the margin (or worse) falsifies it; better beyond the
+    margin confirms it only if also beyond what noise explains for one pair
+    (`noise.confirmed_warmup` with the run's σ), else it settles nothing. A fresh-server rerun
+    tests "that instance was odd", which predicts the effect does not reproduce: the rerun on
+    its own still beyond the surprise threshold, same sign, falsifies it; within the margin of
+    the baseline confirms it; in between settles nothing. Inconclusive/crossover/A/A reruns are
+    replicates and test no story."""
+    if r.reason not in _CHECKS or r.matches_first is None:
+        return Explanation.REPLICATE, None
+    if r.kind == RerunKind.WARM:
+        improved = r.change_vs_first is not None and (
+            (r.change_vs_first > 0) == higher_is_better(r.metric)
+        )
+        if r.matches_first or not improved:
+            return Explanation.WARMUP, CheckOutcome.FALSIFIED
+        gain = WarmupGap(gap=abs(math.log1p(r.change_vs_first or 0.0)), pairs=1)
+        settled = confirmed_warmup(gain, margin, sigma)
+        return Explanation.WARMUP, CheckOutcome.CONFIRMED if settled else CheckOutcome.NOT_SETTLED
+    alone = r.alone
+    if alone is None or cell is None or cell.change is None:
+        return Explanation.INSTANCE, None
+    if abs(alone) > surprise and (alone > 0) == (cell.change > 0):
+        return Explanation.INSTANCE, CheckOutcome.FALSIFIED
+    if abs(math.log1p(alone)) < math.log1p(margin):
+        return Explanation.INSTANCE, CheckOutcome.CONFIRMED
+    return Explanation.INSTANCE, CheckOutcome.NOT_SETTLED
+
+
+def reruns(
+    measurements: Sequence[Measurement],
+    metric: str,
+    *,
+    baseline: str,
+    margin: float,
+    surprise: float,
+    sigma: float | None,
+    cells: Mapping[tuple[str, str, str], Comparison],
+) -> list[Rerun]:
+    """Every repeat (attempt > first) of a cell on `metric`, against that cell's first run.
+    `cells` maps (slice, candidate, point id) to the comparison on `metric` a rerun belongs to
+    (a baseline rerun belongs to every candidate's cell at its point: the first is taken).
+    Nothing is replaced: this only says what each rerun showed."""
+    groups: dict[tuple[str, str, str], list[Measurement]] = {}
+    for m in measurements:
+        groups.setdefault((m.slice, m.point_id, m.arm), []).append(m)
+    out: list[Rerun] = []
+    for (slice_name, pid, arm), ms in groups.items():
+        ms = sorted(ms, key=lambda m: m.attempt)
+        first = ms[0]
+        first_value = value_of(first, metric)
+        candidate = arm
+        if arm == baseline:
+            candidate = next((c for (s, c, p) in cells if s == slice_name and p == pid), "")
+        cell = cells.get((slice_name, candidate, pid))
+        for m in ms[1:]:
+            value = value_of(m, metric)
+            change: float | None = None
+            if value is not None and first_value is not None:
+                change = math.expm1(math.log(value / first_value))
+            r = Rerun(
+                slice=slice_name,
+                arm=arm,
+                cell_id=m.cell_id,
+                candidate=candidate,
+                point_id=pid,
+                point=m.point,
+                attempt=m.attempt,
+                reason=m.reason,
+                instance=m.instance,
+                kind=RerunKind.WARM if m.instance == first.instance else RerunKind.FRESH_SERVER,
+                metric=metric,
+                value=value,
+                first_value=first_value,
+                change_vs_first=change,
+                # judged on the change as printed (rerun / first − 1), so "within ±3%" never
+                # sits beside a printed −2.95%
+                matches_first=None if change is None else abs(change) <= margin,
+                tests=Explanation.REPLICATE,
+                alone=_alone(arm, baseline, value, cell),
+                error=m.error,
+            )
+            r.tests, r.outcome = judge_rerun(r, cell, margin, surprise, sigma)
+            out.append(r)
+    return out

@@ -1,0 +1,174 @@
+"""Render a run directory's verdict document.
+
+Rendering reads the run directory alone — verdict.json, settings.json, plan.json, env.json,
+events.jsonl, results.jsonl (`context.read_inputs`) — so `matrixrun report RUN_DIR` re-renders
+on any machine, without the spec and without analysing anything. Templates live in `templates/`
+(user-overridable with MATRIXRUN_TEMPLATES or --templates). Modules: `context` (the typed
+context), `tables` / `sections` / `run_sections` (its parts), `wording` (every sentence),
+`fmt` (every number), `markdown_check`.
+
+Two guarantees on the output, because the document is posted as one GitHub comment:
+- size: it stays under GitHub's comment limit (65,536 characters). When it would not, detail is
+  dropped in a fixed order (`TRIM_STEPS`: least decision-relevant first) and the document says
+  what was left out at its end;
+- form: `check_markdown` parses it with markdown-it-py (GFM tables) and reports raw HTML and
+  table rows whose cell count differs from the header. A failed check is appended to the
+  document as a visible note rather than raised.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from matrixrun.report.markdown_check import COMMENT_LIMIT, check_markdown, table_cells
+
+__all__ = ["COMMENT_LIMIT", "check_markdown", "render", "render_run_dir", "table_cells"]
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
+
+if TYPE_CHECKING:  # the context imports this package's modules; only types are needed here
+    from matrixrun.report.context import Context
+    from matrixrun.results import RunDir
+
+
+def template_dirs(extra: str | Path | None = None) -> list[Path]:
+    dirs = [Path(extra)] if extra else []
+    if os.environ.get("MATRIXRUN_TEMPLATES"):
+        dirs.append(Path(os.environ["MATRIXRUN_TEMPLATES"]))
+    dirs.append(TEMPLATE_DIR)
+    return dirs
+
+
+def render_run_dir(rd: RunDir, templates: str | Path | None = None) -> str:
+    """The document of a run directory that has its verdict.json."""
+    from matrixrun.report.context import build_context
+
+    return render(build_context(rd), templates)
+
+
+def render_template(context: Context, templates: str | Path | None = None) -> str:
+    """Render `verdict.md.j2` once, exactly as given (no size budget, no check)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in template_dirs(templates)]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    text = env.get_template("verdict.md.j2").render(**context.template_vars())
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def render(
+    context: Context, templates: str | Path | None = None, limit: int = COMMENT_LIMIT
+) -> str:
+    """Render within `limit` characters (trimming detail in `TRIM_STEPS` order), then check
+    the Markdown and append any problem as a visible note."""
+    context = copy.deepcopy(context)
+    context.limit = limit
+    text = render_template(context, templates)
+    for step in TRIM_STEPS:
+        if len(text) <= limit:
+            break
+        while len(text) > limit:
+            note = step(context)
+            if note is None:
+                break
+            context.omitted.append(note)
+            text = render_template(context, templates)
+    if len(text) > limit:  # nothing left to drop politely: cut, and say so
+        tail = (
+            f"\n\n---\n\n*Cut at {limit:,} characters (GitHub's comment limit). The full "
+            f"document: `matrixrun report {context.run_dir}`.*\n"
+        )
+        text = text[: limit - len(tail)].rsplit("\n", 1)[0] + tail
+    problems = check_markdown(text, limit)
+    if problems:
+        note = (
+            "\n\n> **Report check failed** (please report this as a template bug): "
+            + "; ".join(problems)
+            + "\n"
+        )
+        text = text + note
+    return text
+
+
+# --------------------------------------------------------------------------- size budget
+#
+# Each step removes one piece of detail and returns a phrase for the closing note, or None when
+# it has nothing left to remove. Order (least decision-relevant first): the per-instance
+# server table, the latency tables (their one-sentence verdicts stay), the per-cell
+# "undecided" notes, the rerun log beyond its first 20 entries, then the comparison tables of
+# the last slices (their regime sentence and verdict stay).
+
+
+def _drop_servers(ctx: Context) -> str | None:
+    servers = ctx.environment.servers
+    if not servers:
+        return None
+    ctx.environment.servers = []
+    from matrixrun.report import wording
+
+    ctx.environment.servers_note = wording.servers_dropped(len(servers))
+    return "the per-instance server table"
+
+
+def _drop_latency(ctx: Context) -> str | None:
+    if not ctx.latency:
+        return None
+    lat = ctx.latency.pop()
+    from matrixrun.report.context import LatencySummary
+
+    summary = [
+        LatencySummary(metric=lat.metric, slice=t.slice, candidate=t.candidate, sentence=t.overall)
+        for sl in lat.slices
+        for t in sl.tables
+        if t.overall
+    ]
+    ctx.latency_summary = summary + ctx.latency_summary
+    return f"the `{lat.metric}` tables (their verdicts are listed)"
+
+
+def _drop_undecided(ctx: Context) -> str | None:
+    dropped = False
+    for section in [ctx.comparison] + [x.slices for x in ctx.latency]:
+        for sl in section:
+            for t in sl.tables:
+                if t.undecided:
+                    t.undecided = []
+                    dropped = True
+    return "the per-cell notes on what would settle undecided cells" if dropped else None
+
+
+def _trim_reruns(ctx: Context, keep: int = 20) -> str | None:
+    if len(ctx.reruns) <= keep:
+        return None
+    total = len(ctx.reruns)
+    ctx.reruns = ctx.reruns[:keep]
+    return f"the rerun log after its first {keep} of {total} entries"
+
+
+def _drop_last_slice_tables(ctx: Context) -> str | None:
+    for sl in reversed(ctx.comparison[1:]):
+        for t in sl.tables:
+            if t.rows:
+                t.rows = []
+                return f"the comparison table rows of {sl.label or 'a slice'}"
+    return None
+
+
+TRIM_STEPS: list[Callable[[Context], str | None]] = [
+    _drop_servers,
+    _drop_latency,
+    _drop_undecided,
+    _trim_reruns,
+    _drop_last_slice_tables,
+]

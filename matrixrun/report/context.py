@@ -1,0 +1,296 @@
+"""The verdict document's data: a run directory in, a typed `Context` for
+`templates/verdict.md.j2` out.
+
+`read_inputs` is the only function here that touches files. It reads what the earlier stages
+wrote — verdict.json, settings.json, plan.json, env.json, events.jsonl, results.jsonl (the
+failure list and the simulator's timing), ingest.json — and never the spec: a report renders
+from a run directory whose spec copy is gone. `context_from` and everything it calls are pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from matrixrun import stages
+from matrixrun.errors import InputError
+from matrixrun.measurement import Measurement
+from matrixrun.metrics import higher_is_better, unit
+from matrixrun.plan import Plan
+from matrixrun.report import fmt, run_sections, sections, tables, wording
+from matrixrun.report.markdown_check import COMMENT_LIMIT
+from matrixrun.results import RunDir
+from matrixrun.settings import RunSettings
+from matrixrun.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything the document is made from, read once from the run directory."""
+
+    run_dir: str
+    verdict: Verdict
+    settings: RunSettings
+    measurements: list[Measurement] = field(default_factory=list)
+    plan: Plan | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ingest: dict[str, Any] | None = None
+
+
+@dataclass
+class Reproduce:
+    commands: list[str]
+    spec_copy: str | None
+    spec_sha: str | None
+    files: list[str]
+
+
+@dataclass
+class PrimaryMetric:
+    metric: str
+    unit: str
+    better: str
+
+
+@dataclass
+class LatencySummary:
+    """A latency metric's verdict, kept when the size budget dropped its tables."""
+
+    metric: str
+    slice: str
+    candidate: str
+    sentence: str
+
+
+@dataclass
+class Latency:
+    metric: str
+    unit: str
+    better: str
+    slices: list[tables.SliceTables]
+
+
+@dataclass
+class Context:
+    """What the templates render: plain data, every string pre-formatted. The size budget in
+    `report.render` trims a copy of it (never the data) and lists what it dropped in
+    `omitted`."""
+
+    title: str
+    run_dir: str
+    simulated: bool
+    simulation: run_sections.Simulation | None
+    provisional: bool
+    headline: list[tables.Headline]
+    ingested: bool
+    hypothesis: str | None
+    setup: sections.Setup
+    arm_diff: sections.ArmDiff
+    arg_warnings: list[sections.ArgWarning]
+    baseline: str
+    candidates: list[str]
+    several_candidates: bool
+    axis: str
+    margin: str
+    primary: PrimaryMetric
+    comparison: list[tables.SliceTables]
+    latency: list[Latency]
+    sigma: tables.NoiseSection
+    reruns: list[run_sections.RerunEntry]
+    no_reruns: str | None
+    failures: run_sections.Failures
+    correctness: list[list[str]]
+    environment: run_sections.Environment
+    reproduce: Reproduce
+    latency_summary: list[LatencySummary] = field(default_factory=list)
+    omitted: list[str] = field(default_factory=list)
+    limit: int = COMMENT_LIMIT
+
+    def template_vars(self) -> dict[str, Any]:
+        """The top-level names a template sees (nested sections stay objects)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _optional_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def display_path(path: Path) -> str:
+    """The run directory as a reader can use it: from `runs/` on when it lies under one
+    (so a report does not leak /home/...), else as given."""
+    parts = path.parts
+    if "runs" in parts:
+        index = len(parts) - 1 - parts[::-1].index("runs")
+        return str(Path(*parts[index:]))
+    return str(path)
+
+
+def read_inputs(rd: RunDir) -> RunInputs:
+    """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
+    settings = stages.read_settings(rd)
+    if not (rd.path / "verdict.json").exists():
+        raise InputError(
+            f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"
+        )
+    try:
+        verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    except ValidationError as exc:
+        raise InputError(
+            f"{rd.path / 'verdict.json'} is not the verdict of this matrixrun version "
+            f"({exc.error_count()} problem(s)); rewrite it with `matrixrun analyse {rd.path}`"
+        ) from exc
+    plan_file = rd.path / "plan.json"
+    env = _optional_json(rd.path / "env.json")
+    ingest = _optional_json(rd.path / "ingest.json")
+    return RunInputs(
+        run_dir=display_path(rd.path),
+        verdict=verdict,
+        settings=settings,
+        measurements=rd.measurements() if rd.results_file.exists() else [],
+        plan=Plan.model_validate(rd.read_json("plan.json")) if plan_file.exists() else None,
+        env=env if isinstance(env, dict) else {},
+        events=rd.events(),
+        ingest=ingest if isinstance(ingest, dict) else None,
+    )
+
+
+def spec_stem(run_dir: str) -> str | None:
+    """The spec file's stem from the runs/<stem>/<id> layout the runner uses, else None
+    (never guessed from the experiment name)."""
+    parts = Path(run_dir).parts
+    if len(parts) >= 3 and parts[0] == "runs":
+        return parts[1].removesuffix(".rehearsal")
+    return None  # unknown: the caller points at the run directory's own copy instead
+
+
+def reproduce_of(inputs: RunInputs, simulated: bool) -> Reproduce:
+    commands = []
+    facts = inputs.settings.spec
+    if facts is not None:
+        stem = spec_stem(inputs.run_dir)
+        spec_path = f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml"
+        commands.append(f"nox -s matrix -- {spec_path}" + (" --rehearse" if simulated else ""))
+    elif inputs.ingest and inputs.ingest.get("command"):
+        commands.append(str(inputs.ingest["command"]))
+    commands.append(f"matrixrun report {inputs.run_dir}")
+    return Reproduce(
+        commands=commands,
+        spec_copy=f"{inputs.run_dir}/spec.yaml" if facts is not None else None,
+        spec_sha=facts.spec_sha256 if facts is not None else None,
+        files=list(inputs.ingest.get("files", [])) if inputs.ingest else [],
+    )
+
+
+def _latency(verdict: Verdict, labels: dict[str, str]) -> list[Latency]:
+    out = []
+    for metric in verdict.settings.metrics[1:]:
+        found = tables.metric_tables(verdict, metric, labels)
+        if found:
+            out.append(
+                Latency(
+                    metric=metric,
+                    unit=unit(metric),
+                    better="higher" if higher_is_better(metric) else "lower",
+                    slices=tables.group_tables(found, verdict, labels),
+                )
+            )
+    return out
+
+
+def _given(inputs: RunInputs) -> dict[str, dict[str, str]]:
+    if inputs.plan is None:
+        return {}
+    servers = inputs.env.get("servers") or {}
+    return sections.given_by_group(inputs.plan, sections.argv_by_group(inputs.events, servers))
+
+
+def _setup(
+    inputs: RunInputs, arms: list[str], given: dict[str, dict[str, str]]
+) -> tuple[str, sections.Setup, sections.ArmDiff]:
+    """(title, setup, arm differences): from settings and plan, or for an ingested run from
+    what its files record."""
+    verdict, ms = inputs.verdict, inputs.measurements
+    settings = verdict.settings
+    servers = inputs.env.get("servers") or {}
+    if inputs.settings.spec is not None and inputs.plan is not None:
+        setup = sections.setup_of(inputs.settings, inputs.plan, ms, given)
+        setup.workload.append(("prefix cache", wording.cache_flushes(inputs.events)))
+        assert setup.arm_diff is not None
+        return inputs.plan.title, setup, setup.arm_diff
+    setup = sections.ingested_setup(ms, settings, inputs.ingest)
+    diffs = sections.effective_arg_differences(servers, arms)
+    rows = [sections.DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
+    arm_diff = sections.arm_diff(arms, rows, "", settings.baseline)
+    title = wording.ingested_title(arms[1:], settings.baseline)
+    return title, setup, arm_diff
+
+
+def context_from(inputs: RunInputs) -> Context:
+    """The template context of one run."""
+    verdict, ms = inputs.verdict, inputs.measurements
+    settings = verdict.settings
+    facts = inputs.settings.spec
+    simulation = run_sections.simulation_of(ms, inputs.settings, inputs.env)
+    given = _given(inputs)
+    labels = tables.slice_labels_of(inputs.plan, verdict, given)
+    primary_tables = tables.metric_tables(verdict, settings.primary, labels)
+    if len(verdict.slices) == 1:  # the headline already says it
+        for t in primary_tables:
+            t.overall = ""
+    candidates = list(verdict.overall)
+    arms = [settings.baseline, *candidates]
+    title, setup, arm_diff = _setup(inputs, arms, given)
+    servers = inputs.env.get("servers") or {}
+    arg_warnings = (
+        sections.effective_arg_differences(servers, arms, facts.asked) if facts is not None else []
+    )
+    reruns = run_sections.rerun_entries(verdict, inputs.events)
+    heads = tables.headline(verdict)
+    return Context(
+        title=title,
+        run_dir=inputs.run_dir,
+        simulated=simulation is not None,
+        simulation=simulation,
+        provisional=any(h.provisional for h in heads),
+        headline=heads,
+        ingested=facts is None,
+        hypothesis=facts.hypothesis if facts is not None else None,
+        setup=setup,
+        arm_diff=arm_diff,
+        arg_warnings=arg_warnings,
+        baseline=settings.baseline,
+        candidates=candidates,
+        several_candidates=len(candidates) > 1,
+        axis=settings.axis,
+        margin=f"±{fmt.setting_percent(settings.margin)}",
+        primary=PrimaryMetric(
+            metric=settings.primary,
+            unit=unit(settings.primary),
+            better="higher" if higher_is_better(settings.primary) else "lower",
+        ),
+        comparison=tables.group_tables(primary_tables, verdict, labels),
+        latency=_latency(verdict, labels),
+        sigma=tables.sigma_of(verdict),
+        reruns=reruns,
+        no_reruns=None
+        if reruns
+        else wording.no_reruns(verdict, facts.max_runs if facts else None, facts is None),
+        failures=run_sections.failures_of(ms, settings.axis),
+        correctness=run_sections.correctness_of(verdict),
+        environment=run_sections.environment_of(inputs.env, inputs.settings),
+        reproduce=reproduce_of(inputs, simulation is not None),
+    )
+
+
+def build_context(rd: RunDir) -> Context:
+    """The template context of a run directory (what `report.render_run_dir` renders)."""
+    return context_from(read_inputs(rd))

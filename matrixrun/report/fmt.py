@@ -1,0 +1,131 @@
+"""How numbers look in the report: one function per kind of number, so the same quantity is
+printed the same way in every sentence and table. No sentences here (`wording` has those)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+MINUS = "\u2212"
+
+
+def signed(value: float, decimals: int = 1) -> str:
+    """+1.2 / −3.4, never '−0.0'."""
+    text = f"{value:+.{decimals}f}"
+    if float(text) == 0:
+        text = "+" + text[1:]
+    return text.replace("-", MINUS)
+
+
+def change(value: float, decimals: int = 1) -> str:
+    """A relative change as people read it: 0.672 → '+67.2%', −0.283 → '−28.3%'."""
+    return signed(100 * value, decimals) + "%"
+
+
+def change_interval(lo: float, hi: float) -> str:
+    return f"[{signed(100 * lo)}, {signed(100 * hi)}]"
+
+
+def percent(fraction: float) -> str:
+    """A small relative quantity (σ): 0.0143 → '1.4%', tiny ones with 2 significant digits."""
+    pct = 100 * fraction
+    if pct == 0:
+        return "0%"
+    if pct >= 0.1:
+        return f"{pct:.1f}%"
+    return f"{pct:.2g}%"
+
+
+def share(fraction: float) -> str:
+    """A share with one decimal: 0.97 → '97.0%'."""
+    return f"{100 * fraction:.1f}%"
+
+
+def setting_percent(fraction: float) -> str:
+    """A configured fraction as written in a spec: 0.03 → '3%'."""
+    return f"{100 * fraction:g}%"
+
+
+def value(v: float | None) -> str:
+    """4 significant digits, thousands separated, never scientific: 1603.04 → '1,603',
+    515.58 → '515.6', 0.01234 → '0.01234'."""
+    if v is None:
+        return "n/a"
+    if not math.isfinite(v):
+        return str(v)
+    if v == 0:
+        return "0"
+    exp = math.floor(math.log10(abs(v)))
+    decimals = max(0, 3 - exp)
+    return f"{round(v, 3 - exp):,.{decimals}f}".replace("-", MINUS)
+
+
+def exact(v: float | None) -> str:
+    """5 significant digits: for setting two close numbers side by side (a rerun against its
+    first run: 515.77 vs 515.58), where 4 digits could hide the difference."""
+    if v is None or not math.isfinite(v):
+        return "n/a" if v is None else str(v)
+    if v == 0:
+        return "0"
+    decimals = max(0, 4 - math.floor(math.log10(abs(v))))
+    return f"{v:.{decimals}f}"
+
+
+def x(v: Any) -> str:
+    """A sweep value: integers without '.0', infinity as 'inf'."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf"
+        if v.is_integer():
+            return str(int(v))
+        return f"{v:g}"
+    return str(v)
+
+
+def seconds(s: float | None) -> str:
+    return "n/a" if s is None else f"{s:,.1f} s"
+
+
+def approx(v: float) -> str:
+    """An interpolated estimate, with two significant digits (it is only an estimate)."""
+    return f"{float(f'{v:.2g}'):g}"
+
+
+def cli_flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def flag_value(v: object) -> str:
+    if v is True:
+        return "(set)"
+    if v is False or v is None:
+        return "(unset)"
+    if isinstance(v, dict | list):
+        return json.dumps(v, separators=(",", ":"), sort_keys=True)
+    return x(v)
+
+
+def join_words(items: Sequence[str]) -> str:
+    """'1', '1 and 2', '1, 2 and 3'."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def table_cell(text: str) -> str:
+    """Text that is safe inside a GFM table cell: no line breaks, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def shorten(text: str, limit: int = 400) -> str:
+    """One line of at most `limit` characters, keeping both ends: an error's head says what
+    failed and its tail (the server log's last lines) usually says why."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return text[:half] + " … " + text[-half:]

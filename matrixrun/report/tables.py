@@ -1,0 +1,206 @@
+"""The comparison and latency tables, the headline and the noise section: pure functions of
+the `Verdict`, worded by `wording`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matrixrun.plan import Plan
+from matrixrun.report import fmt, wording
+from matrixrun.verdict import ArmSample, Verdict
+
+
+@dataclass
+class Table:
+    """One (slice, candidate, series) table of one metric, with the sentences under it."""
+
+    slice: str
+    slice_label: str
+    candidate: str
+    suspect: bool
+    series_label: str
+    metric: str
+    header: list[str]
+    rows: list[list[str]]
+    regimes: str
+    undecided: list[str]
+    overall: str = ""  # the slice's verdict on the metric, under its last table only
+
+
+@dataclass
+class SliceTables:
+    slice: str
+    label: str
+    tables: list[Table]
+
+
+@dataclass
+class Headline:
+    candidate: str
+    baseline: str
+    verdict: str
+    provisional: bool
+    suspect: bool
+    sentence: str
+
+
+def headline(verdict: Verdict) -> list[Headline]:
+    """One sentence per candidate, from its overall verdict (primary metric)."""
+    suspects = {c.candidate for s in verdict.slices for c in s.candidates if c.suspect}
+    return [
+        Headline(
+            candidate=cand,
+            baseline=verdict.settings.baseline,
+            verdict=ov.verdict.value,
+            provisional=ov.provisional,
+            suspect=cand in suspects,
+            sentence=wording.overall(ov, verdict.settings),
+        )
+        for cand, ov in verdict.overall.items()
+    ]
+
+
+def _sample_text(sample: ArmSample) -> str:
+    if sample.n == 0:
+        text = "failed" if sample.failed_measurements else "n/a"
+    else:
+        text = fmt.value(sample.mean)
+    if sample.failed_requests:
+        text += f" ({sample.failed_requests}/{sample.total_requests} req failed)"
+    if sample.failed_measurements and sample.n:
+        text += f" ({sample.failed_measurements} run(s) failed)"
+    return text
+
+
+def _fixed_label(fixed: Mapping[str, Any], varying: set[str]) -> str:
+    return " · ".join(f"{k} {fmt.x(v)}" for k, v in sorted(fixed.items()) if k in varying)
+
+
+def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]) -> list[Table]:
+    """One table per (slice, candidate, series) for `metric`: the sweep value first, then
+    baseline, candidate, change (candidate / baseline − 1) and the benchstat-style verdict."""
+    settings = verdict.settings
+    axis = settings.axis
+    out: list[Table] = []
+    for sl in verdict.slices:
+        for cand in sl.candidates:
+            mr = next((m for m in cand.metrics if m.metric == metric), None)
+            if mr is None:
+                continue
+            fixed_keys = [set(s.fixed.items()) for s in mr.series]
+            varying = {
+                k
+                for s in mr.series
+                for k, v in s.fixed.items()
+                if any((k, v) not in f for f in fixed_keys)
+            }
+            u = f" ({mr.unit})" if mr.unit else ""
+            for index, series in enumerate(mr.series):
+                rows = []
+                undecided: dict[str, list[str]] = {}  # what would settle it -> sweep values
+                for c in series.cells:
+                    x = fmt.x(c.x) if c.x is not None else _fixed_label(c.point, set(c.point))
+                    change = "n/a" if c.change is None else fmt.change(c.change)
+                    cells = [x, _sample_text(c.baseline), _sample_text(c.candidate), change]
+                    rows.append([*cells, wording.cell_text(c)])
+                    if c.verdict == "inconclusive":
+                        undecided.setdefault(wording.undecided(c), []).append(x)
+                last = index == len(mr.series) - 1
+                out.append(
+                    Table(
+                        slice=sl.slice,
+                        slice_label=slice_labels.get(sl.slice, sl.slice),
+                        candidate=cand.candidate,
+                        suspect=cand.suspect,
+                        series_label=_fixed_label(series.fixed, varying),
+                        metric=metric,
+                        header=[
+                            axis,
+                            f"`{settings.baseline}`{u}",
+                            f"`{cand.candidate}`{u}",
+                            "change",
+                            "verdict",
+                        ],
+                        rows=[[fmt.table_cell(v) for v in row] for row in rows],
+                        regimes=wording.regimes(series, axis, settings.margin),
+                        undecided=[
+                            f"at {axis} {fmt.join_words(xs)}: {words}"
+                            for words, xs in undecided.items()
+                        ],
+                        overall=wording.overall(mr.overall, settings) if last else "",
+                    )
+                )
+    return out
+
+
+def group_tables(
+    tables: Sequence[Table], verdict: Verdict, slice_labels: Mapping[str, str]
+) -> list[SliceTables]:
+    """Tables grouped by slice (in the verdict's order), for one heading per slice."""
+    out = []
+    several = len(verdict.slices) > 1
+    for sl in verdict.slices:
+        mine = [t for t in tables if t.slice == sl.slice]
+        if mine:
+            label = slice_labels.get(sl.slice, sl.slice) if several else ""
+            out.append(SliceTables(slice=sl.slice, label=label, tables=mine))
+    return out
+
+
+def slice_labels_of(
+    plan: Plan | None, verdict: Verdict, given_by: Mapping[str, dict[str, str]]
+) -> dict[str, str]:
+    """Slice label → a heading: the plan's model, hardware and server axes when known, the
+    axes spelled as the slice's server was given them (`sections.given_flags`)."""
+    labels = {s.slice: s.slice for s in verdict.slices}
+    if plan is not None:
+        for info in plan.slices:
+            group = next((g for g in plan.groups if g.slice == info.label), None)
+            given = given_by.get(group.group_id, {}) if group is not None else {}
+            parts = [f"model `{info.model}`", f"hardware `{info.hardware}`"]
+            parts += [
+                f"`{given.get(k) or fmt.cli_flag(k) + ' ' + fmt.flag_value(v)}`"
+                for k, v in info.server_axes.items()
+            ]
+            labels[info.label] = ", ".join(parts)
+    return labels
+
+
+@dataclass
+class SigmaLine:
+    metric: str
+    text: str
+    source: str
+    primary: bool
+
+
+@dataclass
+class NoiseSection:
+    """The noise and confidence section: σ per metric, the levels, and the caveats."""
+
+    metrics: list[SigmaLine]
+    level: str
+    margin: str
+    multiplicity: str
+    warnings: list[str]
+
+
+def sigma_of(verdict: Verdict) -> NoiseSection:
+    s = verdict.settings
+    return NoiseSection(
+        metrics=[
+            SigmaLine(
+                metric=x.metric,
+                text=wording.sigma_text(x),
+                source=x.source.value,
+                primary=x.metric == s.primary,
+            )
+            for x in verdict.sigma
+        ],
+        level=wording.level_text(s),
+        margin=f"±{fmt.setting_percent(s.margin)}",
+        multiplicity=wording.multiplicity(verdict),
+        warnings=[wording.caveat(c, verdict) for c in verdict.caveats],
+    )

@@ -1,0 +1,319 @@
+"""The sentences about how the run went: reruns and why they were run, the simulator, the
+hardware gate, the prefix cache, failed requests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matrixrun.metrics import higher_is_better, unit
+from matrixrun.report import fmt
+from matrixrun.report.wording.verdicts import cell_text
+from matrixrun.rerun_reason import RerunWhy, WhyKind
+from matrixrun.settings import SpecFacts
+from matrixrun.verdict import (
+    AnalysisSettings,
+    CheckOutcome,
+    Comparison,
+    Explanation,
+    Rerun,
+    RerunKind,
+    Verdict,
+)
+
+REASON_WORDS = {
+    "first": "first run",
+    "surprise": "surprising change",
+    "inconclusive": "inconclusive cell",
+    "crossover": "crossover bracket",
+    "fresh_server": "fresh-server check",
+    "aa": "A/A (baseline against itself)",
+    "manual": "repeat found in the input (reason not recorded)",
+}
+
+CLIENT_WORDS = {
+    "builtin": "matrixrun's built-in streaming client (metric definitions as sglang.bench_serving)",
+    "bench_serving": "`python -m sglang.bench_serving` (its --output-file parsed)",
+}
+
+
+# ------------------------------------------------------------------------------ reruns
+
+
+def _effect(cell: Comparison | None, metric: str) -> str:
+    d = cell.d if cell is not None else None
+    if d is None:
+        return "change"
+    if higher_is_better(metric):
+        return "speed-up" if d > 0 else "slowdown"
+    return "improvement" if d > 0 else "regression"
+
+
+def rerun_server(r: Rerun) -> str:
+    return (
+        "same warm server " if r.kind == RerunKind.WARM else "fresh server "
+    ) + f"`{r.instance}`"
+
+
+def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSettings) -> str:
+    """'the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run 515.58
+    tok/s (+0.04%, within ±3%) — the JIT/warmup explanation is falsified.'"""
+    if r.value is None or r.first_value is None:
+        failed = "the rerun failed" if r.value is None else "the first run failed"
+        return f"{failed}, so it shows nothing about the explanation."
+    margin = f"±{fmt.setting_percent(s.margin)}"
+    numbers = (
+        f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
+    )
+    delta = fmt.change(r.change_vs_first or 0.0, 2)
+    within = f"within {margin}" if r.matches_first else f"beyond {margin}"
+    effect = f"the {_effect(cell, r.metric)} at {where}"
+    alone = (
+        f"; on its own the rerun gives {fmt.change(r.alone)} vs `{s.baseline}`"
+        if r.alone is not None
+        else ""
+    )
+    if r.tests == Explanation.WARMUP:
+        rerun = f"warm rerun {numbers} ({delta}, {within}{alone})"
+        if r.outcome == CheckOutcome.CONFIRMED:
+            return (
+                f"the first run at {where} was held back: {rerun}, better than the first run "
+                "beyond what noise explains — the JIT/warmup explanation is confirmed for that "
+                "first run; both runs are kept and counted (whether a verdict rests on cold "
+                "first runs is judged over all of the arm's repeats: see the caveats)."
+            )
+        if r.outcome == CheckOutcome.NOT_SETTLED:
+            return (
+                f"the first run at {where} may have been held back: {rerun}, better than the "
+                "first run but within what the noise σ explains for one pair — the JIT/warmup "
+                "explanation is neither confirmed nor falsified."
+            )
+        if r.matches_first:
+            return f"{effect} is not warmup: {rerun} — the JIT/warmup explanation is falsified."
+        return (
+            f"{effect} is not warmup: {rerun}, worse than the first run — the JIT/warmup "
+            "explanation is falsified; the server drifts."
+        )
+    if r.tests == Explanation.INSTANCE:
+        rerun = f"fresh server {numbers} ({delta}{alone})"
+        if r.outcome == CheckOutcome.FALSIFIED:
+            return (
+                f"{effect} is not an odd server instance: {rerun}, so the fresh server "
+                "reproduces it — the odd-instance explanation is falsified."
+            )
+        if r.outcome == CheckOutcome.CONFIRMED:
+            return (
+                f"{effect} does not reproduce on a fresh server: {rerun} — the odd-instance "
+                "explanation is confirmed."
+            )
+        return (
+            f"{effect} reproduces only in part on a fresh server: {rerun} — the odd-instance "
+            "explanation is neither confirmed nor falsified."
+        )
+    kind = "on the same server" if r.kind == RerunKind.WARM else "on a fresh server"
+    return f"replicate {kind}: {numbers} ({delta}, {within})."
+
+
+def rerun_why(w: RerunWhy) -> str:
+    """Why the verify policy asked for a rerun (from the verify event's numbers)."""
+    if w.kind == WhyKind.WARM_CHECK:
+        return (
+            f"change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
+            f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
+            "tests first-run JIT compile/warmup"
+        )
+    if w.kind == WhyKind.AA:
+        return "A/A: the baseline again on a fresh server measures the server-to-server spread"
+    if w.kind == WhyKind.UNDECIDED:
+        cell = f"inconclusive ({cell_text(w.cell)}); " if w.cell is not None else ""
+        if w.no_sigma:
+            return (
+                f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
+                "needed to measure it"
+            )
+        return (
+            f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
+            f"runs per arm a {w.chance or 0.0:.0%} chance to settle it (the futility rule's "
+            "input, not a prediction)"
+        )
+    if w.kind == WhyKind.INSTANCE_CHECK:
+        return (
+            f"change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
+            "launched server tests whether the first server was odd"
+        )
+    if w.kind == WhyKind.SIGMA_REPLICATE:
+        return (
+            f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
+            "(the analysis prefers fresh-server σ once one exists)"
+        )
+    return (
+        f"brackets the crossover at {w.axis} {w.x or 0.0:g}: a second run so the bracket rests "
+        "on more than one"
+    )
+
+
+def no_reruns(v: Verdict, max_runs: int | None, ingested: bool) -> str:
+    """Why the log is empty, said plainly."""
+    if ingested:
+        return "The input files hold one run per cell and arm; nothing was rerun."
+    if max_runs is not None and max_runs < 2:
+        return "The spec allows one run per cell (verify.max_runs: 1), so the policy reran nothing."
+    flagged = [c for _, _, c in v.comparisons() if c.surprise or c.verdict == "inconclusive"]
+    if not flagged:
+        return (
+            "No cell was surprising (|change| above the surprise threshold) or "
+            "inconclusive, so the verify policy had nothing to rerun."
+        )
+    return (
+        f"{len(flagged)} cell(s) were surprising or inconclusive, but no rerun was "
+        "recorded (reruns disabled, budget spent, or the run stopped before stage 2)."
+    )
+
+
+# ------------------------------------------------------------------------------ the run
+
+HARDWARE_SKIPPED = "skipped: engine.check_hardware is false in the spec (hardware not verified)"
+NO_SERVERS = "No server instances are recorded in env.json."
+SUSPECT_STATUS = "**suspect**: its speed does not count"
+
+
+def servers_dropped(n: int) -> str:
+    return f"{n} server instances were recorded in env.json."
+
+
+def simulation(
+    scales: Sequence[float],
+    stream: int | None,
+    slow_engine: Sequence[float],
+    slow_writes: Sequence[float],
+) -> str:
+    """The SIMULATED banner: the speed-up, the stream interval, and where the simulator's own
+    timing strayed from its model (`run_sections.simulator_lag`)."""
+    if list(scales) == [1.0]:
+        speed = "the simulator ran in real time"
+    else:
+        speed = (
+            "the simulator ran "
+            + " / ".join(f"{fmt.x(s)}×" for s in scales)
+            + " faster; times converted back"
+        )
+    text = f"measured on matrixrun's simulator, not on GPUs: {speed}"
+    if stream:
+        text += f"; it streamed {stream} tokens per event (rehearsal.stream_interval)"
+    if slow_engine:
+        text += (
+            f". In {len(slow_engine)} measurement(s) the simulator's engine fell behind its "
+            f"model by up to {100 * max(slow_engine):.1f}% of the cell's duration, so their "
+            "throughput understates the profile by up to that much"
+        )
+    if slow_writes:
+        text += (
+            f". In {len(slow_writes)} measurement(s) its token writes lagged the model by "
+            f"{min(slow_writes):.0f}–{max(slow_writes):.0f} ms on average (modelled time), "
+            "inflating their TTFT/ITL samples; lower rehearsal.time_scale or raise "
+            "rehearsal.stream_interval to shrink it"
+        )
+    return text + "."
+
+
+def hardware_sentence(check: Any) -> str | None:
+    """The runner's hardware gate result as one sentence; an override is said in bold."""
+    if not isinstance(check, dict):
+        return None if check is None else str(check)
+    message = str(check.get("message") or "").rstrip(".")
+    if check.get("overridden"):
+        found = str(check.get("finding") or message)  # not the "what to do" half: it was done
+        return f"**overridden**: {found}; the run went ahead anyway (--ignore-hardware)"
+    if check.get("ok"):
+        return f"passed: {message}" if message else "passed"
+    return message or None
+
+
+def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
+    """What the run did about the server's prefix cache before each cell, from events.jsonl
+    (every arm gets the same prompts, so a warm cache would flatter whoever runs second)."""
+    flushes = [e for e in events if e.get("event") == "flush_cache"]
+    if not flushes:
+        return "no flush recorded"
+    done = sum(1 for e in flushes if e.get("ok"))
+    if done == len(flushes):
+        return f"flushed before every cell ({done} flushes)"
+    why = next((str(e["why"]) for e in flushes if not e.get("ok") and e.get("why")), "")
+    return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
+
+
+def workload(facts: SpecFacts) -> list[tuple[str, str]]:
+    w = facts.workload
+    if w.num_prompts is not None:
+        prompts = f"{w.num_prompts} per cell"
+    elif w.duration is not None:
+        prompts = f"as many as fit in {fmt.seconds(w.duration)} per cell"
+    else:
+        prompts = f"{w.prompts_per_concurrency} × concurrency per cell (at least {w.min_prompts})"
+    rate = "inf (all at once)" if w.request_rate is None else f"{fmt.x(w.request_rate)} req/s"
+    prompts_as = (
+        f"{w.dataset} text of exactly input_len tokens of the model's tokenizer (random token "
+        "ids decoded)"
+        if w.prompt_format == "text"
+        else f"{w.dataset} token ids"
+    )
+    rows = [
+        (
+            "dataset",
+            prompts_as + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
+        ),
+        ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
+        ("request rate", rate),
+        ("prompts", prompts),
+        ("warmup", f"{w.warmup_requests} unmeasured request(s) before each cell"),
+        ("seed", str(w.seed)),
+    ]
+    if w.strict_openai:
+        rows.append(
+            (
+                "requests",
+                "OpenAI completions fields only (no ignore_eos): outputs run to the asked "
+                "length only where the model does not stop; short ones are listed below",
+            )
+        )
+    return rows
+
+
+def failed_requests(arm: str, where: str, attempt: int, failed: int, total: int) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: {failed} of {total} requests failed "
+        f"({fmt.share(failed / total)}); its metrics are over the successful ones"
+    )
+
+
+def capped_cell(
+    arm: str, where: str, attempt: int, after_s: float, completed: int, cut: int
+) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: capped at {fmt.seconds(after_s)} "
+        f"(limits.cell_timeout): {completed} of {completed + cut} requests finished, {cut} cut; "
+        "its metrics are over the finished ones (throughput over their span, latency without "
+        "the requests that waited longest)"
+    )
+
+
+def short_outputs(arm: str, where: str, attempt: int, short: int) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: {short} request(s) ended before the asked "
+        "output length (the model stopped; ignore_eos was not sent)"
+    )
+
+
+def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> str:
+    affected: dict[str, float] = check.get("affected", {})
+    worst = sorted(affected.items(), key=lambda kv: -kv[1])[:3]
+    named = ", ".join(f"{k} by up to {fmt.share(v)}" for k, v in worst)
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: the load client fell behind (loop lag p99 "
+        f"{fmt.x(check.get('lag_p99_ms', 0))} ms, {fmt.share(check.get('coalesced_share', 0))}"
+        f" of token gaps read together): {named} may be the client's, not the server's"
+    )
+
+
+def ingested_title(candidates: Sequence[str], baseline: str) -> str:
+    return f"{' vs '.join(candidates)} against {baseline} (ingested)"

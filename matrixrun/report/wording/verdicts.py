@@ -1,0 +1,383 @@
+"""The sentences about the verdict: a cell, a series along the axis, a candidate's overall
+verdict, σ and the run-level caveats."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from matrixrun.report import fmt
+from matrixrun.verdict import (
+    AnalysisSettings,
+    ArmSample,
+    Caveat,
+    CaveatKind,
+    CellNote,
+    Comparison,
+    Crossover,
+    Overall,
+    OverallVerdict,
+    Place,
+    Series,
+    Sigma,
+    SigmaSource,
+    Verdict,
+)
+
+SOURCE_WORDS: dict[SigmaSource, str] = {
+    SigmaSource.FRESH_SERVER: "fresh-server replicates",
+    SigmaSource.WARM: "warm repeats on the same server: within-instance only, may understate",
+    SigmaSource.PRIOR: "declared prior, not measured",
+    SigmaSource.NONE: "no noise estimate",
+}
+
+NON_MONOTONE = "the sign changes more than once along the axis: non-monotone, re-measure"
+
+
+# ------------------------------------------------------------------------------ places
+
+
+def num(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def label(axis: str, x: float | None, point: dict[str, Any]) -> str:
+    """'concurrency 64', or every key of a point off the axis."""
+    if x is not None:
+        return f"{axis} {num(x)}"
+    return ", ".join(f"{k} {num(v)}" for k, v in point.items()) or "the only point"
+
+
+def where(places: Sequence[Place], axis: str) -> str:
+    """'concurrency 10, 64' when the places lie on one series, else each labelled."""
+    fixed = {p.series for p in places}
+    if len(fixed) == 1 and all(p.x is not None for p in places):
+        return f"{axis} " + ", ".join(num(p.x) for p in places)
+    return "; ".join(label(axis, p.x, p.point) for p in places)
+
+
+def span(places: Sequence[Place]) -> str:
+    ch = sorted(p.change for p in places if p.change is not None)
+    if not ch:
+        return ""
+    if len(ch) == 1:
+        return fmt.change(ch[0])
+    return f"{fmt.change(ch[0])} to {fmt.change(ch[-1])}"
+
+
+def crossover(c: Crossover, axis: str) -> str:
+    """'crossover between concurrency 64 and 256 (≈ 98, interpolated in log concurrency)':
+    the one wording of a crossover, in the headline and under every table."""
+    text = f"crossover between {axis} {fmt.x(c.x_lo)} and {fmt.x(c.x_hi)}"
+    if c.estimate is not None:
+        text += f" (≈ {fmt.approx(c.estimate)}, interpolated in log {axis})"
+    return text
+
+
+# ------------------------------------------------------------------------------ σ
+
+
+def sigma_text(s: Sigma) -> str:
+    """'σ = 1.2% (df = 4, fresh-server replicates)'."""
+    if s.source == SigmaSource.NONE or s.value is None:
+        return "no noise estimate (every cell has n = 1 and no noise prior is declared)"
+    if s.df is None:
+        return f"σ = {fmt.percent(s.value)} ({SOURCE_WORDS[s.source]})"
+    return f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
+
+
+def level_text(s: AnalysisSettings) -> str:
+    if s.looks == 1:
+        return f"{100 * s.level:.4g}% confidence (one look)"
+    head = f"{fmt.setting_percent(s.confidence)} confidence over {s.looks} planned looks"
+    if s.spending == "equal":
+        return f"{head} (Bonferroni): each interval is a {100 * s.level:.4g}% interval"
+    levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.looks + 1))
+    return (
+        f"{head} (α split over each cell's data states, more to later ones): a cell's "
+        f"interval is at {levels} after 0, 1, 2… stage-2 rounds gave it runs"
+    )
+
+
+def multiplicity(v: Verdict) -> str:
+    s = v.settings
+    judged = v.cells_judged
+    return (
+        f"{judged} cells judged at {100 * s.level:.4g}% confidence"
+        + (" or stricter: at most about " if s.looks > 1 else ": about ")
+        + f"{judged * (1 - s.level):.1f} may flag by chance; no multiplicity correction is "
+        "applied, so treat an isolated flag as a lead to re-measure."
+    )
+
+
+# ------------------------------------------------------------------------------ one cell
+
+
+def warmup_evidence(c: Comparison) -> str:
+    return "; ".join(
+        f"later runs of {w.arm} on a server beat the first by {fmt.change(math.expm1(w.gap))} "
+        f"({w.pairs} pair(s)); {w.cold} of its {w.n} run(s) here were first on their server"
+        for w in c.warmup
+    )
+
+
+#: The arm a note is about, for the notes that are about one.
+_ROLE = {
+    CellNote.NO_BASELINE: "baseline",
+    CellNote.BASELINE_UNRELIABLE: "baseline",
+    CellNote.BASELINE_FAILED_RUNS: "baseline",
+    CellNote.BASELINE_FAILED_REQUESTS: "baseline",
+    CellNote.NO_CANDIDATE: "candidate",
+    CellNote.CANDIDATE_UNRELIABLE: "candidate",
+    CellNote.CANDIDATE_FAILED_RUNS: "candidate",
+    CellNote.CANDIDATE_FAILED_REQUESTS: "candidate",
+}
+
+
+def cell_note(note: CellNote, c: Comparison, *, short: bool = False) -> str:
+    """One note of a cell in words (`short`: as the one-line summary shows it)."""
+    arms: dict[str, ArmSample] = {"baseline": c.baseline, "candidate": c.candidate}
+    role = _ROLE.get(note, "")
+    if note in (CellNote.NO_BASELINE, CellNote.NO_CANDIDATE):
+        return f"no successful measurement of the {role}"
+    if note == CellNote.NO_NOISE:
+        return "no noise estimate"
+    if note in (CellNote.CANDIDATE_UNRELIABLE, CellNote.BASELINE_UNRELIABLE):
+        return f"{role} fails too many requests to be called better"
+    if note == CellNote.WARMUP:
+        return f"first-run warmup could account for it: {warmup_evidence(c)}"
+    if note in (CellNote.BASELINE_FAILED_RUNS, CellNote.CANDIDATE_FAILED_RUNS):
+        return f"{role}: {arms[role].failed_measurements} failed measurement(s)"
+    if note in (CellNote.BASELINE_FAILED_REQUESTS, CellNote.CANDIDATE_FAILED_REQUESTS):
+        return f"{role} failed {fmt.share(arms[role].failure_rate)} of requests"
+    if note == CellNote.CLIENT_BOUND:
+        bound = max(c.baseline.client_bound, c.candidate.client_bound)
+        if short:
+            return f"the client's own lag (up to {fmt.share(bound)}) could account for it"
+        return (
+            f"the load client fell behind in this cell (its self-check bounds the error at "
+            f"{fmt.share(bound)}), enough to account for the verdict"
+        )
+    if note == CellNote.CAPPED:
+        capped = [a.arm for a in (c.baseline, c.candidate) if a.capped]
+        if short:
+            return f"capped: {', '.join(capped)}"
+        return (
+            f"{' and '.join(f'`{a}`' for a in capped)} hit the cell's time cap: metrics are "
+            "over the requests that finished, so latency flatters the capped arm"
+        )
+    if note == CellNote.ONE_SERVER:
+        return "repeats on one server count once toward the interval: σ is the server-to-server one"
+    if short:
+        return "small change"
+    return "small change, below the margin or not yet shown to exceed it"
+
+
+def cell_text(c: Comparison) -> str:
+    """benchstat/criterion style: '−28.3% [−31.0, −25.5] n=2/2 worse',
+    '~ +1.1% [−3.0, +5.4] n=3/3 same'. n is baseline/candidate; '~' marks same/inconclusive."""
+    parts = []
+    if c.verdict in ("same", "inconclusive"):
+        parts.append("~")
+    parts.append("n/a" if c.change is None else fmt.change(c.change))
+    if c.change_lo is not None and c.change_hi is not None:
+        parts.append(fmt.change_interval(c.change_lo, c.change_hi))
+    parts.append(f"n={c.baseline.n}/{c.candidate.n}")
+    parts.append(c.verdict.value)
+    text = " ".join(parts)
+    lead = c.leading_note
+    extras = [
+        e
+        for e in (
+            "provisional" if c.provisional and c.change_lo is not None else "",
+            cell_note(lead, c, short=True) if lead is not None else "",
+        )
+        if e
+    ]
+    if extras:
+        text += " (" + "; ".join(extras) + ")"
+    return text
+
+
+def undecided(c: Comparison) -> str:
+    """What an undecided cell needs, in words (never 'better' for an inconclusive cell)."""
+    parts = []
+    if c.small_change:
+        parts.append("a change exists but is below the margin or not yet shown to exceed it")
+    if c.runs_needed is not None:
+        who = {"baseline": "of the baseline", "candidate": "of the candidate"}.get(
+            c.limiting_arm or "both", "per arm"
+        )
+        parts.append(f"about {c.runs_needed} runs {who} would settle it")
+    elif c.d is not None and CellNote.NO_NOISE not in c.notes:
+        parts.append("the change sits on the margin: more runs alone may not settle it")
+    parts += [cell_note(n, c) for n in c.notes if n != CellNote.SMALL_CHANGE]
+    return "; ".join(parts)
+
+
+# ------------------------------------------------------------------------------ along the axis
+
+
+def regimes(series: Series, axis: str, margin: float) -> str:
+    """'Along concurrency: inconclusive at 1, better at 10 and 64, worse at 256 and 1024;
+    crossover between concurrency 64 and 256 (≈ 95, interpolated in log concurrency).'"""
+    x_of = {c.point_id: c.x for c in series.cells}
+    parts = []
+    for r in series.regimes:
+        xs = fmt.join_words([fmt.x(x_of[p]) for p in r.point_ids if x_of.get(p) is not None])
+        word = (
+            f"the same within ±{fmt.setting_percent(margin)}" if r.verdict == "same" else r.verdict
+        )
+        parts.append(f"{word} at {xs}" if xs else f"{word} at {len(r.point_ids)} point(s)")
+    text = f"Along {axis}: " + ", ".join(parts)
+    if series.non_monotone:
+        text += "; " + NON_MONOTONE
+    else:
+        text += "".join("; " + crossover(c, axis) for c in series.crossovers)
+    return text + "."
+
+
+def _inconclusive(ov: Overall, m: str, margin: str) -> str:
+    if not ov.cells:
+        return f"inconclusive on {m}: no cell has measurements of both arms."
+    if ov.sigma is None:
+        return (
+            f"inconclusive on {m}: there is no noise estimate (n = 1 everywhere, no "
+            "declared prior); rerun some cells on a fresh server, or declare the noise."
+        )
+    text = f"inconclusive on {m}: no cell clears the ±{margin} margin"
+    if ov.runs_needed is not None:
+        text += (
+            f"; about {ov.runs_needed} runs per arm in the undecided cells would settle it "
+            f"(if σ = {fmt.percent(ov.sigma)} holds)"
+        )
+    else:
+        text += "; the observed changes sit on the margin, so more runs alone may not settle it"
+    return text + "."
+
+
+def overall(ov: Overall, s: AnalysisSettings) -> str:
+    """A candidate's verdict on one metric in one sentence (VERDICTS.md §8)."""
+    m, axis, margin = ov.metric, s.axis, fmt.setting_percent(s.margin)
+    better, worse = ov.better_at, ov.worse_at
+    rest = ov.cells - len(better) - len(worse)
+    if ov.verdict == OverallVerdict.MIXED:
+        text = (
+            f"mixed on {m}: better at {where(better, axis)} ({span(better)}), "
+            f"worse at {where(worse, axis)} ({span(worse)})"
+        )
+        if ov.non_monotone:
+            text += "; " + NON_MONOTONE
+        else:
+            text += "".join("; " + crossover(c, axis) for c in ov.crossovers)
+        text += "."
+    elif ov.verdict in (OverallVerdict.BETTER, OverallVerdict.WORSE):
+        group = better or worse
+        tail = f"; the other {rest} cell(s) are same or inconclusive" if rest else ""
+        text = (
+            f"{ov.verdict} on {m} at {where(group, axis)} ({span(group)}, beyond the "
+            f"±{margin} margin){tail}."
+        )
+    elif ov.verdict == OverallVerdict.SAME:
+        text = (
+            f"same on {m}: every cell ({ov.cells}) is within ±{margin} at "
+            f"{fmt.setting_percent(s.level)} confidence."
+        )
+    else:
+        text = _inconclusive(ov, m, margin)
+    if ov.provisional:
+        text += " Provisional: it rests on cells with n = 1."
+    if ov.verdict != OverallVerdict.INCONCLUSIVE and ov.sigma_source == SigmaSource.WARM:
+        text += " σ comes from warm repeats only (within-instance), which may understate."
+    elif ov.verdict != OverallVerdict.INCONCLUSIVE and ov.sigma_source == SigmaSource.PRIOR:
+        text += " σ is the declared prior, not measured."
+    if ov.by_slice:
+        text += " By slice: " + "; ".join(f"{b.slice or '—'}: {b.verdict}" for b in ov.by_slice)
+        text += "."
+    if ov.suspect is not None:
+        text += (
+            f" Suspect: its outputs agree with the baseline's on only {fmt.share(ov.suspect)} "
+            "of checks."
+        )
+    return text
+
+
+# ------------------------------------------------------------------------------ caveats
+
+
+def caveat(c: Caveat, v: Verdict) -> str:
+    """One run-level caveat in words."""
+    s = v.settings
+    k = c.kind
+    if k == CaveatKind.NO_BASELINE:
+        return f"the baseline arm {c.arm!r} has no measurements; arms seen: " + ", ".join(c.arms)
+    if k == CaveatKind.WARM_SIGMA:
+        sigma = next(x for x in v.sigma if x.metric == c.metric)
+        return (
+            f"σ for {c.metric} comes from warm repeats on the same server ({sigma_text(sigma)}): "
+            "cross-server noise, which separates arms, may be larger; rerun some cells on a "
+            "fresh server."
+        )
+    if k == CaveatKind.NO_SIGMA:
+        return (
+            f"no noise estimate for {c.metric}: every cell has n = 1 and no prior is "
+            "declared, so no cell can be decided."
+        )
+    if k == CaveatKind.SIGMA_BELOW_PRIOR:
+        assert c.value is not None and c.reference is not None
+        return (
+            f"measured σ for {c.metric} ({fmt.percent(c.value)}) is less than half the "
+            f"declared prior ({fmt.percent(c.reference)})."
+        )
+    if k == CaveatKind.SIGMA_DF1:
+        return (
+            f"σ for {c.metric} has df = 1 (t = {c.value or 0.0:.1f}): "
+            "one pair of repeats buys little."
+        )
+    if k == CaveatKind.WARMUP:
+        return (
+            f"first-run warmup on {c.arm}: its later runs on a server beat the first by "
+            f"{fmt.change(math.expm1(c.value or 0.0))} on average ({c.count} pair(s), "
+            f"{c.metric}), beyond the margin and beyond what noise explains: a "
+            "verdict its cold first runs could account for is inconclusive (warm each cell "
+            "up before measuring it, e.g. more workload.warmup_requests)."
+        )
+    if k == CaveatKind.FAILED_RUNS:
+        return (
+            f"{c.arm} ({c.role}) at {label(s.axis, c.x, c.point or {})}"
+            + (f" [{c.slice}]" if c.slice else "")
+            + f": {c.count} failed measurement(s): "
+            + "; ".join(c.errors)
+        )
+    return _run_caveat(c, v)
+
+
+def _run_caveat(c: Caveat, v: Verdict) -> str:
+    s = v.settings
+    k = c.kind
+    if k == CaveatKind.NO_SHARED_POINT:
+        return (
+            f"{c.arm} shares no measured point with the baseline {s.baseline!r}: "
+            "nothing to compare."
+        )
+    if k == CaveatKind.SUSPECT:
+        return (
+            f"{c.arm}'s outputs agree with the baseline's on only {fmt.share(c.value or 0.0)} of "
+            f"checks (< {fmt.setting_percent(c.reference or 0.0)}): treat its speed as suspect."
+        )
+    if k == CaveatKind.PROVISIONAL:
+        return (
+            f"{c.count} of {c.total} cells have n = 1 in an arm: their verdicts are "
+            "provisional (the interval exists only through the pooled or declared σ)."
+        )
+    if k == CaveatKind.ONE_SERVER:
+        return (
+            f"{c.count} of {c.total} cells have an arm with repeats on one server (warm "
+            "reruns): n counts all runs, but their interval counts the repeats on each server "
+            "once (σ is the server-to-server one; a warm rerun cannot average away its "
+            "server's offset)."
+        )
+    return multiplicity(v)

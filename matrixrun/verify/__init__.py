@@ -1,0 +1,39 @@
+"""Repeat-to-verify: which cells to run again, why, and where (VERDICTS.md §6). Pure.
+
+The policy is fixed by the spec's `verify` block before anything runs and is a function of the
+measurements so far, so a resumed run asks for exactly the reruns the interrupted one would have:
+
+- stage 1 (while a group's server is still up): cells whose |change| exceeds `surprise` get
+  one warm rerun of the arm on that server — the test of "first-time JIT compile / warmup";
+- stage 2, in at most `max_runs − 1` planned rounds (the number of looks is fixed here and the
+  analysis widens its intervals for it: α split over a cell's data states, ∝ k²):
+  * surprising cells get a rerun of the candidate on a freshly launched server (tests "this
+    server instance was odd"; also the right replicate for σ),
+  * cells whose confident verdicts flip sign (crossover brackets) get a fresh replicate of
+    both arms while n = 1, so the bracket is not built on single runs,
+  * inconclusive cells get more runs of the arm whose n limits the interval (both when equal),
+  * with `aa`, every baseline cell once more on a fresh server in round 1 (A/A: σ without any
+    candidate effect);
+  groups are batched so each arm is relaunched once per round, in ABBA order across rounds,
+  and a round that would exceed the rerun `budget` is trimmed to fit.
+
+Modules: `policy` (the pure policy), `driver` (the order of work the runner and the scoring
+benchmark share), `chance` (the futility rule's prediction).
+"""
+
+from matrixrun.verify.chance import decide_chance
+from matrixrun.verify.driver import After, Note, RunCells, drive, rounds_done
+from matrixrun.verify.policy import FUTILITY, MIN_FRESH_DF, Pick, Policy
+
+__all__ = [
+    "FUTILITY",
+    "MIN_FRESH_DF",
+    "After",
+    "Note",
+    "Pick",
+    "Policy",
+    "RunCells",
+    "decide_chance",
+    "drive",
+    "rounds_done",
+]
