@@ -254,6 +254,7 @@ def test_a_matrix_on_slurm_survives_a_killed_a_timed_out_and_a_cancelled_job(
     text = report.read_text()
     assert f"Slurm job {victim['job_id']}" in text  # the reason reaches the report's failures
     assert "SIMULATED" in text
+    assert "| node |" in text  # the environment's server table says where each instance ran
 
 
 def test_interrupted_controller_leaves_jobs_running_and_resume_waits_for_them(
