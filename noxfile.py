@@ -27,8 +27,9 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (lint + format check) and mypy --strict."""
     session.install("-e", ".[lint,test,fast,slurm]")
-    session.run("ruff", "check", "matrixrun", "tests", "benchmarks", "noxfile.py")
-    session.run("ruff", "format", "--check", "matrixrun", "tests", "benchmarks", "noxfile.py")
+    paths = ["matrixrun", "tests", "benchmarks", "scripts", "noxfile.py"]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
     session.run("mypy", "matrixrun")
 
 
@@ -55,6 +56,17 @@ def matrix(session: nox.Session) -> None:
         session.error("give a spec: nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse")
     session.install("-e", ".[fast]")
     session.run("matrixrun", "run", *session.posargs)
+
+
+@nox.session(name="flag-lists", python=PYTHON)
+def flag_lists(session: nox.Session) -> None:
+    """Flag lists of released engines (needs PyPI): `nox -s flag-lists -- --check sglang vllm`
+    fails when a newer release has no shipped list; `nox -s flag-lists -- sglang vllm` writes
+    the newest ones into matrixrun/flags/data/ (commit them)."""
+    session.install("-e", ".")
+    session.run(
+        "python", "scripts/flag_lists.py", *(session.posargs or ["--check", "sglang", "vllm"])
+    )
 
 
 @nox.session(name="bench-verdicts", python=PYTHON)

@@ -33,6 +33,7 @@ def _err(text: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from matrixrun.flags import check_file
     from matrixrun.plan import expand
     from matrixrun.spec import load_spec
 
@@ -44,10 +45,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
             bad += 1
             _print_spec_issues(exc)
             continue
+        flags = check_file(spec, path)
+        for issue in flags.warnings:
+            print(str(issue), file=sys.stderr)
+        if flags.errors:
+            bad += 1
+            print("\n".join(map(str, flags.errors)), file=sys.stderr)
+            print(f"{path}: {flags.summary}", file=sys.stderr)
+            continue
         plan = expand(spec)
         print(
             f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
-            f"{plan.cost.cells} cells, {plan.cost.launches} launches)"
+            f"{plan.cost.cells} cells, {plan.cost.launches} launches); {flags.summary}"
         )
     return EXIT_INPUT if bad else EXIT_OK
 

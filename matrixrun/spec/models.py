@@ -103,6 +103,18 @@ class EngineSpec(_Model):
         "(e.g. [/opt/venv/bin/python, -m, sglang.launch_server] or a docker run prefix).",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    version: str | None = Field(
+        None,
+        description="Engine version the spec targets (e.g. 0.5.23): `matrixrun validate` checks "
+        "the flags against matrixrun's shipped flag list for it; default: the installed "
+        "engine's --help, else the newest shipped list.",
+    )
+    help_command: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="argv that prints the server's argparse --help, to check the flags against "
+        "(e.g. [llama-server, --help]; kind command has no other flag list).",
+    )
     ready_path: str = Field(
         "/health",
         pattern=r"^/",

@@ -1,0 +1,67 @@
+"""Server flags checked against the flags the engine really has (`matrixrun validate`).
+
+    model.py     Flag / FlagSet and the JSON of the shipped lists
+    extract.py   lists from a released wheel's source files, read with ast (never imported)
+    helptext.py  lists from an installed engine's --help, run as a subprocess and parsed
+    shipped.py   the lists in data/, one per released engine version
+    sources.py   which list a spec gets (help_command, pinned version, local install, newest)
+    check.py     the check itself: rendered as the engine renders, located issues
+
+`check_file` is the one entry point the CLI uses: it locates each issue at its `path:line` with
+the spec loader's own location machinery, so flag problems read like every other spec error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from matrixrun.errors import SpecIssue
+from matrixrun.flags.check import FlagReport, check_spec
+from matrixrun.spec import Spec
+
+
+@dataclass
+class FileCheck:
+    errors: list[SpecIssue]
+    warnings: list[SpecIssue]
+    summary: str  # "flags checked against ..." or "flags NOT checked: ..."
+
+
+def check_file(spec: Spec, path: str | Path) -> FileCheck:
+    """Check the flags of a spec already loaded from `path`; issues carry `path:line`."""
+    report = check_spec(spec)
+    where = str(path)
+    data = _yaml(Path(path))
+    errors: list[SpecIssue] = []
+    warnings: list[SpecIssue] = []
+    for issue in report.issues:
+        from matrixrun.spec.loader import _data_loc, _line_of  # the loader's location machinery
+
+        loc = _data_loc(issue.loc, data) if data is not None else issue.loc
+        line = _line_of(data, loc) if data is not None else None
+        key = ".".join(map(str, loc))
+        if issue.severity == "error":
+            errors.append(SpecIssue(where, line, key, issue.message))
+        else:
+            warnings.append(SpecIssue(where, line, key, f"warning: {issue.message}"))
+    return FileCheck(errors, warnings, summary(report))
+
+
+def summary(report: FlagReport) -> str:
+    parts = []
+    if report.checked:
+        parts.append("flags checked against " + "; ".join(report.checked))
+    if report.unchecked:
+        parts.append("flags NOT checked: " + "; ".join(report.unchecked))
+    return ", ".join(parts) or "no server flags to check"
+
+
+def _yaml(path: Path) -> object | None:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        return YAML(typ="rt").load(path.read_text())  # type: ignore[no-any-return]
+    except (OSError, YAMLError):
+        return None
