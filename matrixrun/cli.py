@@ -103,7 +103,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from matrixrun.executors import make_executor
+    from matrixrun.executors import make_executor, refuse_local_resume
     from matrixrun.progress import observer_for
     from matrixrun.runner import run_experiment
 
@@ -118,6 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             ignore_hardware=args.ignore_hardware,
             on_interrupt=_ask_cancel_jobs,
         )
+    elif args.resume:
+        refuse_local_resume(args.resume)
     summary = run_experiment(
         args.spec,
         out=args.out,

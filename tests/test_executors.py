@@ -164,3 +164,18 @@ def test_gpu_serials_are_those_slurm_allocated(
     assert gpu_serials() == ["GPU-bbb", "1650125"]
     monkeypatch.delenv("SLURM_JOB_GPUS")
     assert gpu_serials() == ["1650123", "GPU-bbb", "1650125"]
+
+
+def test_a_local_resume_of_a_run_with_live_slurm_jobs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from matrixrun.executors.jobs import JobsFile
+
+    book = JobsFile(jobs=[record("g1.r0", "COMPLETED"), record("g2.r0", "RUNNING")])
+    book.jobs[1].job_id = "42"
+    (tmp_path / "jobs.json").write_text(book.model_dump_json())
+    code = main(["run", str(ROOT / "tests/specs/tiny.yaml"), "--resume", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Slurm jobs that may still be queued or running (42)" in err
+    assert "--executor slurm" in err

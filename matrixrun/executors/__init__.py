@@ -11,6 +11,7 @@ over a shared file system and appending to files of its own (`RunDir(shard=...)`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from matrixrun.errors import InputError
@@ -33,6 +34,21 @@ class Executor(Protocol):
     gates_here: bool
 
     def run(self, runner: Runner) -> RunSummary: ...
+
+
+def refuse_local_resume(run_dir: str | Path) -> None:
+    """A run directory whose Slurm jobs may still be queued or running is resumed with
+    `--executor slurm` (which waits for them); measuring it here too would run those groups
+    twice at once. (jobs.json may be older than the jobs: then the advice costs a poll.)"""
+    from matrixrun.executors.jobs import read_jobs
+
+    live = [j.job_id for j in read_jobs(Path(run_dir) / "jobs.json").jobs if not j.ended]
+    if live:
+        raise InputError(
+            f"{run_dir} has Slurm jobs that may still be queued or running "
+            f"({', '.join(live)}); resume it with --executor slurm, which waits for them "
+            "instead of measuring their groups a second time"
+        )
 
 
 def make_executor(
