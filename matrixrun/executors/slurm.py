@@ -7,7 +7,7 @@ Order of work (the verify policy's, spread over nodes):
 - stage 2: each planned round, from the measurements of the whole matrix once the previous
   stage ended: one job per group that the round relaunches (a fresh server, as on one node);
 - when the last job ended: env.json is merged from the jobs' env.d files, then analysis and the
-  report, from the run directory alone (`analyse_and_render`, the same as `matrixrun report`).
+  report, from the run directory alone (`analyse_and_render`: `matrixrun analyse` + `report`).
 
 The controller is the only writer of jobs.json, env.json and results.jsonl (where it records,
 for a stage-1 job that failed, was cancelled or timed out, each cell it left unmeasured as a
