@@ -77,3 +77,11 @@ def bench_verdicts(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/verdicts.py", "--write", "docs/benchmarks.md", *session.posargs
     )
+
+
+@nox.session(name="bench-client", python=PYTHON)
+def bench_client(session: nox.Session) -> None:
+    """The load client's self-check against a ground-truth server, quiet / CPU shared /
+    squeezed (nox -s bench-client -- --write docs/benchmarks.md)."""
+    session.install("-e", ".[fast]")
+    session.run("python", "benchmarks/client.py", *session.posargs)
