@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,9 @@ class PidRecord:
 
     pid: int
     start_ticks: int | None
+    #: The machine the process runs on: a run directory on a shared file system (a Slurm
+    #: run) holds pid files of other nodes, whose pids mean nothing here.
+    host: str | None = None
 
     def to_text(self) -> str:
         return json.dumps(self.__dict__) + "\n"
@@ -45,7 +49,12 @@ class PidRecord:
         try:
             raw = json.loads(text)
             ticks = raw.get("start_ticks")
-            return PidRecord(int(raw["pid"]), int(ticks) if ticks is not None else None)
+            host = raw.get("host")
+            return PidRecord(
+                int(raw["pid"]),
+                int(ticks) if ticks is not None else None,
+                str(host) if host is not None else None,
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -66,7 +75,7 @@ def start_ticks(pid: int) -> int | None:
 
 def record_for(pid: int) -> PidRecord:
     """The identity of a live process, taken right after it was started."""
-    return PidRecord(pid, start_ticks(pid))
+    return PidRecord(pid, start_ticks(pid), socket.gethostname())
 
 
 def _is_it(record: PidRecord) -> bool:
@@ -137,6 +146,8 @@ def stop_leftovers(pids_dir: Path) -> list[Leftover]:
         if record is None:
             out.append(Leftover(instance, None, False, f"{path} is not a pid file; left as is"))
             continue
+        if record.host is not None and record.host != socket.gethostname():
+            continue  # another node's server (a Slurm run): its own job deals with it
         if start_ticks(record.pid) is None and PROC.is_dir():
             path.unlink(missing_ok=True)
             out.append(Leftover(instance, record.pid, False, "exited before this run"))

@@ -168,11 +168,14 @@ def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
         assert real.start_ticks is not None
         (pids / "g1#1.pid").write_text(PidRecord(proc.pid, real.start_ticks + 1).to_text())
         (pids / "g1#2.pid").write_text(f"{proc.pid}\n")  # an old bare pid: cannot be checked
+        other = PidRecord(proc.pid, real.start_ticks, "another-node")
+        (pids / "g1#3.pid").write_text(other.to_text())  # a Slurm node's: not ours
         left = {x.instance: x for x in stop_leftovers(pids)}
         assert not left["g1#1"].stopped and "another process" in left["g1#1"].why
         assert not left["g1#2"].stopped and "cannot be checked" in left["g1#2"].why
         assert proc.poll() is None  # still running: it was not ours to stop
         assert (pids / "g1#2.pid").exists() and not (pids / "g1#1.pid").exists()
+        assert "g1#3" not in left and (pids / "g1#3.pid").exists()
     finally:
         os.killpg(proc.pid, 9)
         proc.wait(5)
