@@ -62,14 +62,18 @@ def test_profile_with_a_yaml_error_names_its_line(
     assert code == 2 and "expands to more than" in err and "p.yaml" in err
 
 
-def test_unwritable_places_are_one_sentence(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unwritable_places_are_one_sentence(tmp_path: Path) -> None:
+    """A subprocess: `run` picks its progress display from the real stderr."""
+    import subprocess
+    import sys
+
     blocker = tmp_path / "file"
     blocker.write_text("")
-    code, err = run(capsys, "run", "tests/specs/tiny.yaml", "--rehearse", "--out",
-                    str(blocker / "run"))  # fmt: skip
-    assert code == 2 and err.count("\n") == 1 and "cannot use" in err, err
+    argv = [sys.executable, "-m", "matrixrun", "run", "tests/specs/tiny.yaml", "--rehearse"]
+    argv += ["--out", str(blocker / "run")]
+    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    err = res.stderr
+    assert res.returncode == 2 and err.count("\n") == 1 and "cannot use" in err, err
 
 
 def test_full_disk_says_free_space(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
