@@ -47,11 +47,21 @@ class WorkloadFacts(_Model):
     strict_openai: bool = False
 
 
+class SloBound(_Model):
+    """One service-level bound from the spec's `slo:` (a metric and its max and/or min)."""
+
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+
 class SpecFacts(_Model):
     """What the report says about the experiment beyond plan.json (which holds the models,
     hardware, arms' merged flags, launch prefixes and environments per server group)."""
 
     hypothesis: str | None = None
+    notes: str | None = Field(None, description="The author's notes, rendered as written.")
+    slo: list[SloBound] = Field(default_factory=list, description="The spec's slo: bounds.")
     engine: str
     client: str
     launch: list[str] | None = Field(None, description="engine.launch, the default prefix.")
@@ -131,6 +141,8 @@ def spec_facts(spec: Spec, spec_sha256: str | None = None) -> SpecFacts:
     asked |= {k for hw in spec.hardwares for k in hw.args}
     return SpecFacts(
         hypothesis=" ".join(spec.hypothesis.split()) if spec.hypothesis else None,
+        notes=spec.notes.strip() if spec.notes else None,
+        slo=[SloBound(metric=b.metric, max=b.max, min=b.min) for b in spec.slo],
         engine=spec.engine.kind,
         client=spec.engine.client,
         launch=list(spec.engine.launch) if spec.engine.launch else None,

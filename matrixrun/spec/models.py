@@ -375,6 +375,21 @@ class RehearsalSpec(_Model):
     note: str | None = Field(None, description="Where the profile's numbers come from.")
 
 
+class SloSpec(_Model):
+    """A service-level bound: the report gives each arm's best throughput at the points where
+    its mean meets every bound (e.g. mean_tpot_ms max 200 is 5 tok/s per user)."""
+
+    metric: MetricName
+    max: float | None = Field(None, description="Upper bound, in the metric's unit.")
+    min: float | None = Field(None, description="Lower bound, in the metric's unit.")
+
+    @model_validator(mode="after")
+    def _a_bound(self) -> SloSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("give max or min")
+        return self
+
+
 Combination = dict[str, Any]
 
 
@@ -386,6 +401,13 @@ class Spec(_Model):
     experiment: Slug
     title: str
     hypothesis: str | None = None
+    notes: str | None = Field(
+        None, description="Your explanation and next steps: the report shows them as written."
+    )
+    slo: list[SloSpec] = Field(
+        default_factory=list,
+        description="Service-level bounds; each must be the primary or a secondary metric.",
+    )
     model: Annotated[list[ModelSpec], BeforeValidator(_one_or_list), Field(min_length=1)]
     hardware: Annotated[list[HardwareSpec], BeforeValidator(_one_or_list), Field(min_length=1)]
     engine: EngineSpec = Field(default_factory=EngineSpec)
