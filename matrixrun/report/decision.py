@@ -208,10 +208,8 @@ def checks(verdict: Verdict) -> Checks:
             outcome = CheckOutcome.CONFIRMED
         else:
             outcome = CheckOutcome.NOT_SETTLED
-        # cite a test with the outcome, the largest effect first (the one a reviewer doubts)
-        cited = sorted(
-            tests, key=lambda r: (r.outcome != outcome, -abs(r.alone or 0.0), r.attempt)
-        )
+        # cite a test with the outcome, the first one run
+        cited = sorted(tests, key=lambda r: r.outcome != outcome)  # stable: run order
         explanations.append(ExplanationCheck(kind, outcome, cited))
     seen: dict[tuple[str, str, str], tuple[int, int, int]] = {}
     for sl, _cand, cell in verdict.comparisons():

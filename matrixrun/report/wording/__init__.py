@@ -9,6 +9,7 @@ says SIMULATED with the simulator's time scale. `verdicts`: sentences about the 
 `run`: about how the run went.
 """
 
+from matrixrun.report.wording import decision
 from matrixrun.report.wording.run import (
     CLIENT_WORDS,
     HARDWARE_SKIPPED,
@@ -48,6 +49,7 @@ from matrixrun.report.wording.verdicts import (
 )
 
 __all__ = [
+    "decision",
     "CLIENT_WORDS",
     "HARDWARE_SKIPPED",
     "NON_MONOTONE",
