@@ -89,7 +89,11 @@ def render(
             f"\n\n---\n\n*Cut at {limit:,} characters (GitHub's comment limit). The full "
             f"document: `matrixrun report {context.run_dir}`.*\n"
         )
-        text = text[: limit - len(tail)].rsplit("\n", 1)[0] + tail
+        head = text[: limit - len(tail) - 40].rsplit("\n", 1)[0]
+        unclosed = head.count("\n<details>") - head.count("\n</details>")
+        if head.count("```") % 2:  # inside a code block: close it first
+            head += "\n```"
+        text = head + "\n\n</details>" * max(unclosed, 0) + tail
     problems = check_markdown(text, limit)
     if problems:
         note = (

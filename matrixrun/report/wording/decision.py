@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from matrixrun.metrics import unit
 from matrixrun.report import fmt
+from matrixrun.report.wording.verdicts import crossover
 from matrixrun.report.decision import (
     Advice,
     Attribution,
@@ -84,13 +85,7 @@ def _stretch(s: Stretch, r: Recommendation, axis: str, u: str) -> str:
 
 
 def _crossovers(found: Sequence[Crossover], axis: str) -> str:
-    parts = []
-    for c in found:
-        text = f"crossover between {axis} {fmt.x(c.x_lo)} and {fmt.x(c.x_hi)}"
-        if c.estimate is not None:
-            text += f" (≈ {fmt.approx(c.estimate)} interpolated)"
-        parts.append(text)
-    return "; ".join(parts)
+    return "; ".join(crossover(c, axis) for c in found)
 
 
 def consistency(d: Direction, metric: str) -> str:
