@@ -148,9 +148,40 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.output == "-":
         sys.stdout.write(report_text(args.run_dir, templates=args.templates))
+    else:
+        print(f"wrote {render_run(args.run_dir, args.output, templates=args.templates)}")
+    return _gate(args.run_dir, args.fail_on)
+
+
+def _gate(run_dir: str, fail_on: str | None) -> int:
+    """--fail-on: exit 1 when a candidate's verdict fails the gate, so CI can stop on it."""
+    if fail_on is None:
         return EXIT_OK
-    print(f"wrote {render_run(args.run_dir, args.output, templates=args.templates)}")
-    return EXIT_OK
+    from matrixrun.report.decision import gate
+    from matrixrun.results import RunDir
+    from matrixrun.verdict import Verdict
+
+    verdict = Verdict.model_validate(RunDir(run_dir).read_json("verdict.json"))
+    failing = gate(verdict, "inconclusive" if fail_on == "inconclusive" else "worse")
+    for cand, ov in failing:
+        _err(f"--fail-on {fail_on}: {cand} is {ov.value} on {verdict.settings.primary}")
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import shlex
+
+    from matrixrun.compare import compare_runs
+
+    out = compare_runs(
+        args.run_a,
+        args.run_b,
+        args.out,
+        labels=(args.labels[0], args.labels[1]) if args.labels else None,
+        command=shlex.join(["matrixrun", *sys.argv[1:]]),
+    )
+    print(f"wrote {out} and its report {out / 'report.md'}")
+    return _gate(str(out), args.fail_on)
 
 
 # ------------------------------------------------------------------------------------ ingest
@@ -269,6 +300,22 @@ def _add_report(p: argparse.ArgumentParser) -> None:
         help="write here (default RUN_DIR/report.md; - for stdout)",
     )
     p.add_argument("--templates", metavar="DIR", help="override templates from this directory")
+    p.add_argument(
+        "--fail-on",
+        choices=["worse", "inconclusive"],
+        help="exit 1 when a candidate is worse anywhere (or suspect); inconclusive: also "
+        "when one is undecided",
+    )
+
+
+def _add_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_a", metavar="RUN_A", help="the run to compare against (baseline)")
+    p.add_argument("run_b", metavar="RUN_B", help="the run judged; arms matched by name")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
+    p.add_argument(
+        "--labels", nargs=2, metavar=("A", "B"), help="names of the two runs (default: dir names)"
+    )
+    p.add_argument("--fail-on", choices=["worse", "inconclusive"], help="as for report")
 
 
 def _add_ingest(p: argparse.ArgumentParser) -> None:
@@ -337,6 +384,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         cmd_analyse,
     ),
     "report": ("render an analysed run directory's verdict document", _add_report, cmd_report),
+    "compare": (
+        "the verdict document for two runs of one experiment, arms matched by name",
+        _add_compare,
+        cmd_compare,
+    ),
     "ingest": (
         "build a run directory from the output files of sglang.bench_serving",
         _add_ingest,

@@ -116,6 +116,7 @@ class Context:
     rerun_checks: list[run_sections.RerunEntry]
     rerun_routine: str | None
     simulated_hardware: bool = False
+    compared: str | None = None
     latency_summary: list[LatencySummary] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
     limit: int = COMMENT_LIMIT
@@ -242,7 +243,18 @@ def _setup(
     rows = [sections.DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
     arm_diff = sections.arm_diff(arms, rows, "", settings.baseline)
     title = wording.ingested_title(arms[1:], settings.baseline)
+    pair = _compared(inputs)
+    if pair is not None:
+        title = wording.compare_title(pair[0], pair[1])
     return title, setup, arm_diff
+
+
+def _compared(inputs: RunInputs) -> tuple[str, str, list[str]] | None:
+    """(label A, label B, arms) of a `matrixrun compare` directory, else None."""
+    info = (inputs.ingest or {}).get("compare")
+    if not isinstance(info, dict):
+        return None
+    return str(info.get("a")), str(info.get("b")), [str(x) for x in info.get("arms", [])]
 
 
 def context_from(inputs: RunInputs) -> Context:
@@ -268,7 +280,7 @@ def context_from(inputs: RunInputs) -> Context:
     heads = tables.headline(verdict)
     reproduce = reproduce_of(inputs, simulation is not None)
     stem = spec_stem(inputs.run_dir)
-    settle = summary.settle_command(
+    settle = None if _compared(inputs) else summary.settle_command(
         inputs.settings,
         inputs.run_dir,
         f"spec/{stem}.yaml" if stem else None,
@@ -291,6 +303,7 @@ def context_from(inputs: RunInputs) -> Context:
         if routine
         else None,
         simulated_hardware=simulation is not None,
+        compared=wording.compared(*pair) if (pair := _compared(inputs)) else None,
         run_dir=inputs.run_dir,
         simulated=simulation is not None,
         simulation=simulation,

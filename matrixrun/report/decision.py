@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 from matrixrun.settings import SloBound
 from matrixrun.verdict import (
@@ -86,8 +87,17 @@ class Recommendation:
     no_noise: bool
 
 
-def _series_label(series: Series) -> str:
-    return " · ".join(f"{k} {v}" for k, v in sorted(series.fixed.items()))
+def _series_label(series: Series, varying: set[str] | None = None) -> str:
+    """The series' point keys off the axis that tell it from its siblings ('input_len 512')."""
+    return " · ".join(
+        f"{k} {v}" for k, v in sorted(series.fixed.items()) if varying is None or k in varying
+    )
+
+
+def varying_keys(all_series: Sequence[Series]) -> set[str]:
+    """Keys off the axis whose values differ between the series of one metric."""
+    keys = {k for s in all_series for k in s.fixed}
+    return {k for k in keys if len({repr(s.fixed.get(k)) for s in all_series}) > 1}
 
 
 def stretches(series: Series) -> list[Stretch]:
@@ -136,6 +146,7 @@ def recommendations(verdict: Verdict) -> list[Recommendation]:
             mr = primary_result(cand.metrics, verdict.settings.primary)
             if mr is None:
                 continue
+            varying = varying_keys(mr.series)
             for series in mr.series:
                 found = stretches(series)
                 undecided = [c for c in series.cells if c.verdict == CellVerdict.INCONCLUSIVE]
@@ -143,7 +154,7 @@ def recommendations(verdict: Verdict) -> list[Recommendation]:
                 out.append(
                     Recommendation(
                         slice=sl.slice,
-                        series=_series_label(series),
+                        series=_series_label(series, varying),
                         candidate=cand.candidate,
                         baseline=verdict.settings.baseline,
                         advice=_advice(found, series.cells),
@@ -404,8 +415,9 @@ def slo_best(verdict: Verdict, slo: Sequence[SloBound]) -> list[SloBest]:
             better_high = mr.higher_is_better
             by_metric = {m.metric: _cells_by_point(m) for m in cand.metrics}
             missing = [b.metric for b in slo if b.metric not in by_metric]
+            varying = varying_keys(mr.series)
             for series in mr.series:
-                label = _series_label(series)
+                label = _series_label(series, varying)
                 roles = [("candidate", cand.candidate)]
                 if label not in done_baseline:
                     roles.insert(0, ("baseline", verdict.settings.baseline))
@@ -443,3 +455,23 @@ def slo_best(verdict: Verdict, slo: Sequence[SloBound]) -> list[SloBest]:
                         )
                     )
     return out
+
+
+# ------------------------------------------------------------------------------ CI gate
+
+FailOn = Literal["worse", "inconclusive"]
+
+
+def gate(verdict: Verdict, fail_on: FailOn) -> list[tuple[str, OverallVerdict]]:
+    """(candidate, its overall verdict) for each candidate that fails the gate: `worse` fails a
+    candidate that is worse anywhere (overall worse or mixed) or whose outputs disagree with
+    the baseline's; `inconclusive` also fails one that is undecided. Empty: the gate passes."""
+    failing = {OverallVerdict.WORSE, OverallVerdict.MIXED}
+    if fail_on == "inconclusive":
+        failing.add(OverallVerdict.INCONCLUSIVE)
+    suspect = {c.candidate for s in verdict.slices for c in s.candidates if c.suspect}
+    return [
+        (cand, ov.verdict)
+        for cand, ov in verdict.overall.items()
+        if ov.verdict in failing or cand in suspect
+    ]

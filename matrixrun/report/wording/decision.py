@@ -97,6 +97,8 @@ def consistency(d: Direction, metric: str) -> str:
         way = f"higher at all {d.cells} points" if d.cells > 1 else "higher"
     elif d.down == d.cells:
         way = f"lower at all {d.cells} points" if d.cells > 1 else "lower"
+    elif d.up == d.down == 0:
+        way = f"no change at any of the {d.cells} points"
     else:
         way = f"higher at {d.up}, lower at {d.down} of {d.cells} points"
     runs = (

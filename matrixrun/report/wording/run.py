@@ -317,3 +317,15 @@ def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> s
 
 def ingested_title(candidates: Sequence[str], baseline: str) -> str:
     return f"{' vs '.join(candidates)} against {baseline} (ingested)"
+
+
+def compare_title(a: str, b: str) -> str:
+    return f"{b} against {a} (two runs compared)"
+
+
+def compared(a: str, b: str, arms: Sequence[str]) -> str:
+    return (
+        f"Built with `matrixrun compare` from two run directories: each arm of `{b}` is judged "
+        f"against the arm of the same name in `{a}` (the baseline), one slice per arm "
+        f"({', '.join(f'`{x}`' for x in arms)})."
+    )
