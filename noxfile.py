@@ -77,3 +77,12 @@ def bench_verdicts(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/verdicts.py", "--write", "docs/benchmarks.md", *session.posargs
     )
+
+
+@nox.session(python=PYTHON)
+def reports(session: nox.Session) -> None:
+    """Re-analyse and re-render the committed example reports (reports/*.md, and chart.png
+    beside each run) from their run directories under reports/runs/; `-- --check` only
+    says which are stale."""
+    session.install("-e", ".[plot]")
+    session.run("python", "scripts/example_reports.py", *session.posargs)
