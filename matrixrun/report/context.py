@@ -283,7 +283,7 @@ def context_from(inputs: RunInputs) -> Context:
     settle = None if _compared(inputs) else summary.settle_command(
         inputs.settings,
         inputs.run_dir,
-        f"spec/{stem}.yaml" if stem else None,
+        f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
         inputs.ingest,
         [c.runs_needed for _, _, c in verdict.comparisons() if c.runs_needed is not None],
     )

@@ -183,8 +183,9 @@ def hypothesis(text: str, recs: Sequence[Recommendation], axis: str, limit: int 
     for r in recs:
         for s in r.stretches:
             parts.append(f"{s.verdict.value} at {axis} {xs_range([c.x for c in s.cells])}")
-    found = "; ".join(parts) if parts else "no cell decided yet, so it is not tested"
-    return f"*{short}* — the data: `{recs[0].candidate if recs else '?'}` {found}."
+    if not parts:
+        return f"*{short}* — the data do not test it yet: no cell is decided."
+    return f"*{short}* — the data: `{recs[0].candidate}` {'; '.join(parts)}."
 
 
 def _rerun_numbers(r: Rerun) -> str:
