@@ -81,7 +81,10 @@ def compare_runs(
             time_scale=max(sa.time_scale, sb.time_scale),
         ),
     )
-    for m in [*relabel(a.measurements(), label_a, shared), *relabel(b.measurements(), label_b, shared)]:
+    for m in [
+        *relabel(a.measurements(), label_a, shared),
+        *relabel(b.measurements(), label_b, shared),
+    ]:
         rd.append(m)
     servers: dict[str, ServerRecord] = {}
     for label, run in ((label_a, a), (label_b, b)):

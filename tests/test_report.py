@@ -303,7 +303,10 @@ def test_writeup_document_parses_and_its_table_matches_the_writeup(tmp_path: Pat
     # 256: geometric mean of 515.58 and 515.77
     assert [r[2] for r in body] == ["10.07", "64.29", "249.2", "515.7", "796.9"]
     assert [r[3].split(" ")[0] for r in body] == ["−2.8%", "+67.2%", "+13.9%", "−28.3%", "−50.3%"]
-    assert body[3][3].startswith("−28.3% [") and body[3][4:] == ["worse (n=1)", "1/2, candidate on 1 server"]
+    assert body[3][3].startswith("−28.3% [") and body[3][4:] == [
+        "worse (n=1)",
+        "1/2, candidate on 1 server",
+    ]
     # A stage-1 cell is judged at the first look's 99.64% (α split ∝ k² over 3 looks), so its
     # interval no longer excludes 0 ("small change" came from the old equal 98.33%).
     assert body[0][3].startswith("−2.8% [") and body[0][4:] == ["undecided (n=1)", "1/1"]
@@ -357,7 +360,10 @@ def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path
     assert "**Ruled out.**" in log
     assert "surprising change; same warm server" in log
     # the first screen says it too, with both numbers
-    assert "Ruled out: warm-up ✅ (warm rerun 515.77 vs first run 515.58 tok/s at concurrency 256)" in doc
+    assert (
+        "Ruled out: warm-up ✅ (warm rerun 515.77 vs first run 515.58 tok/s at concurrency 256)"
+        in doc
+    )
     assert (
         "Why: change −28.3% vs flashinfer_cutlass exceeds the surprise threshold 10% with "
         "flashinfer_cutedsl the slower arm: a warm rerun tests first-run JIT compile/warmup."

@@ -24,12 +24,13 @@ from test_report import (
 from matrixrun.cli import main
 from matrixrun.report import check_markdown, render_run_dir
 from matrixrun.report.decision import Advice, folded_metrics, gate, recommendations, slo_best
+from matrixrun.results import RunDir
 from matrixrun.settings import SloBound
 from matrixrun.verdict import OverallVerdict, Verdict
 
 
-def verdict_of(rd: object) -> Verdict:
-    return Verdict.model_validate(rd.read_json("verdict.json"))  # type: ignore[attr-defined]
+def verdict_of(rd: RunDir) -> Verdict:
+    return Verdict.model_validate(rd.read_json("verdict.json"))
 
 
 def head_of(doc: str) -> str:
@@ -38,7 +39,7 @@ def head_of(doc: str) -> str:
     return doc[:cut]
 
 
-def ratio_run(tmp_path: Path, ratios: list[float], spec_text: str = SPEC_TEXT) -> object:
+def ratio_run(tmp_path: Path, ratios: list[float], spec_text: str = SPEC_TEXT) -> RunDir:
     """Candidate = baseline × ratio at each concurrency, one run per cell, σ declared 1%."""
     text = with_spec(spec_text, verify={"threshold": "3%", "noise": "1%", "max_runs": 1})
     plan = plan_of(text)
@@ -166,9 +167,9 @@ def test_fail_on_gates_by_verdict(tmp_path: Path) -> None:
     better = ratio_run(tmp_path / "b", [1.2] * 5)
     assert [v for _, v in gate(verdict_of(mixed), "worse")] == [OverallVerdict.MIXED]
     assert gate(verdict_of(better), "inconclusive") == []
-    rc = main(["report", str(mixed.path), "-o", str(tmp_path / "r.md"), "--fail-on", "worse"])  # type: ignore[attr-defined]
+    rc = main(["report", str(mixed.path), "-o", str(tmp_path / "r.md"), "--fail-on", "worse"])
     assert rc == 1
-    rc = main(["report", str(better.path), "-o", str(tmp_path / "r.md"), "--fail-on", "worse"])  # type: ignore[attr-defined]
+    rc = main(["report", str(better.path), "-o", str(tmp_path / "r.md"), "--fail-on", "worse"])
     assert rc == 0
 
 
@@ -176,7 +177,9 @@ def test_compare_matches_arms_by_name_across_two_runs(tmp_path: Path) -> None:
     before = ratio_run(tmp_path / "runs" / "before", [1.0] * 5)
     after = ratio_run(tmp_path / "runs" / "after", [1.0, 1.0, 1.0, 1.3, 1.3])
     out = tmp_path / "runs" / "cmp"
-    rc = main(["compare", str(before.path), str(after.path), "--out", str(out), "--fail-on", "worse"])  # type: ignore[attr-defined]
+    rc = main(
+        ["compare", str(before.path), str(after.path), "--out", str(out), "--fail-on", "worse"]
+    )
     assert rc == 0  # the candidate arm got faster at 256 and 1024; nothing is worse
     doc = (out / "report.md").read_text()
     assert doc.startswith("# after against before (two runs compared)")

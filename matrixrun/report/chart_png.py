@@ -47,11 +47,21 @@ def write_chart(verdict: Verdict, path: Path) -> Path | None:
         tag = f" [{slice_name}]" if slice_name else ""
         if slice_name not in drawn_baseline:
             drawn_baseline.add(slice_name)
-            top.plot(xs, [c.baseline.mean for c in cells], "o-", label=f"{s.baseline} (baseline){tag}")
+            top.plot(
+                xs, [c.baseline.mean for c in cells], "o-", label=f"{s.baseline} (baseline){tag}"
+            )
         top.plot(xs, [c.candidate.mean for c in cells], "s-", label=f"{candidate}{tag}")
         ch = [100 * (c.change or 0.0) for c in cells]
-        lo = [100 * ((c.change or 0.0) - (c.change_lo if c.change_lo is not None else c.change or 0.0)) for c in cells]
-        hi = [100 * ((c.change_hi if c.change_hi is not None else c.change or 0.0) - (c.change or 0.0)) for c in cells]
+        lo = [
+            100
+            * ((c.change or 0.0) - (c.change_lo if c.change_lo is not None else c.change or 0.0))
+            for c in cells
+        ]
+        hi = [
+            100
+            * ((c.change_hi if c.change_hi is not None else c.change or 0.0) - (c.change or 0.0))
+            for c in cells
+        ]
         bottom.errorbar(xs, ch, yerr=[lo, hi], fmt="o-", capsize=4, label=f"{candidate}{tag}")
     u = unit(s.primary)
     top.set_xscale("log")

@@ -280,12 +280,16 @@ def context_from(inputs: RunInputs) -> Context:
     heads = tables.headline(verdict)
     reproduce = reproduce_of(inputs, simulation is not None)
     stem = spec_stem(inputs.run_dir)
-    settle = None if _compared(inputs) else summary.settle_command(
-        inputs.settings,
-        inputs.run_dir,
-        f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
-        inputs.ingest,
-        [c.runs_needed for _, _, c in verdict.comparisons() if c.runs_needed is not None],
+    settle = (
+        None
+        if _compared(inputs)
+        else summary.settle_command(
+            inputs.settings,
+            inputs.run_dir,
+            f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
+            inputs.ingest,
+            [c.runs_needed for _, _, c in verdict.comparisons() if c.runs_needed is not None],
+        )
     )
     tested = [i for i, r in enumerate(verdict.reruns) if r.outcome is not None]
     routine = [r for r in verdict.reruns if r.outcome is None]
@@ -299,7 +303,9 @@ def context_from(inputs: RunInputs) -> Context:
         secondary=summary.secondary_lines(verdict),
         slo=summary.slo_of(verdict, inputs.settings),
         rerun_checks=[reruns[i] for i in tested if i < len(reruns)],
-        rerun_routine=wording.decision.rerun_summary(routine, f"±{fmt.setting_percent(settings.margin)}")
+        rerun_routine=wording.decision.rerun_summary(
+            routine, f"±{fmt.setting_percent(settings.margin)}"
+        )
         if routine
         else None,
         simulated_hardware=simulation is not None,

@@ -5,7 +5,7 @@ Pure functions of the `Verdict` and `settings.json`'s facts; derivations come fr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from matrixrun.metrics import unit
@@ -72,9 +72,11 @@ def change_chart(
     if len(cells) < 2 or any(c.change is None for c in cells):
         return None
     m = fmt.setting_percent(margin)
-    bracket = "; ".join(
-        f"{fmt.x(c.x_lo)}–{fmt.x(c.x_hi)}" for c in series.crossovers
-    ) if not series.non_monotone else ""
+    bracket = (
+        "; ".join(f"{fmt.x(c.x_lo)}–{fmt.x(c.x_hi)}" for c in series.crossovers)
+        if not series.non_monotone
+        else ""
+    )
     pct = [_num(100 * (c.change or 0.0)) for c in cells]
     return Chart(
         title=_quote(words.change_chart_title(metric, candidate, baseline, f"±{m}", bracket)),
@@ -87,7 +89,9 @@ def change_chart(
     )
 
 
-def arms_chart(series: Series, metric: str, baseline: str, candidate: str, axis: str) -> Chart | None:
+def arms_chart(
+    series: Series, metric: str, baseline: str, candidate: str, axis: str
+) -> Chart | None:
     """The primary metric per arm (geometric means), one line each, named in the title:
     GitHub's xychart has no reliable legend."""
     cells: list[Comparison] = [c for c in series.cells if c.x is not None]
@@ -151,8 +155,10 @@ def decision_of(
         lines.append(text)
     undecided = [r for r in recs if r.advice == decision.Advice.UNDECIDED or r.undecided]
     needed = [r.runs_needed for r in undecided if r.runs_needed is not None]
-    verdict_words = sorted({words.verdict_word(r) for r in recs}, key=[w for w in (
-        "mixed", "better", "worse", "same", "undecided")].index)
+    verdict_words = sorted(
+        {words.verdict_word(r) for r in recs},
+        key=[w for w in ("mixed", "better", "worse", "same", "undecided")].index,
+    )
     folded = decision.folded_metrics(verdict)
     return DecisionBlock(
         verdict=", ".join(verdict_words) or "undecided",
@@ -162,9 +168,7 @@ def decision_of(
         hypothesis=words.hypothesis(fmt.user(facts.hypothesis), recs, s.axis)
         if facts is not None and facts.hypothesis
         else None,
-        checks=words.checks_line(
-            decision.checks(verdict), simulated, facts is None, s.axis
-        ),
+        checks=words.checks_line(decision.checks(verdict), simulated, facts is None, s.axis),
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user(facts.notes) if facts is not None and facts.notes else None,
     )
@@ -198,7 +202,7 @@ def settle_command(
     settings: RunSettings,
     run_dir: str,
     spec_path: str | None,
-    ingest: dict[str, object] | None,
+    ingest: Mapping[str, object] | None,
     runs_needed: Sequence[int],
 ) -> str | None:
     """The command that would settle undecided cells: the spec run again with more runs
@@ -207,11 +211,10 @@ def settle_command(
     if settings.spec is not None and spec_path is not None:
         rehearse = " --rehearse" if settings.rehearsal else ""
         need = max([settings.spec.max_runs + 1, *runs_needed])
-        return (
-            f"nox -s matrix -- {spec_path}{rehearse}  # with verify.max_runs: {need} in the spec"
-        )
-    if ingest and isinstance(ingest.get("files"), list):
-        files = [str(f) for f in ingest["files"]]  # type: ignore[union-attr]
+        return f"nox -s matrix -- {spec_path}{rehearse}  # with verify.max_runs: {need} in the spec"
+    given = ingest.get("files") if ingest else None
+    if isinstance(given, list):
+        files = [str(f) for f in given]
         again = [f.removesuffix(".jsonl") + ".2.jsonl" for f in files]
         return (
             f"matrixrun ingest {' '.join(files + again)} --baseline "
@@ -242,7 +245,9 @@ def secondary_lines(verdict: Verdict) -> list[str]:
     out = []
     for (slice_name, candidate, sentence), metrics in groups.items():
         names = fmt.join_words([f"`{m}`" for m in metrics])
-        where = " · ".join(x for x in (slice_name, f"`{fmt.user(candidate)}`" if several else "") if x)
+        where = " · ".join(
+            x for x in (slice_name, f"`{fmt.user(candidate)}`" if several else "") if x
+        )
         text = sentence.replace("\0", metrics[0] if len(metrics) == 1 else "each")
         out.append(f"{names}{f' ({where})' if where else ''}: {text}")
     return out

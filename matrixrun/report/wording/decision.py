@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from matrixrun.metrics import unit
 from matrixrun.report import fmt
-from matrixrun.report.wording.verdicts import crossover
 from matrixrun.report.decision import (
     Advice,
     Attribution,
@@ -19,6 +18,7 @@ from matrixrun.report.decision import (
     SloBest,
     Stretch,
 )
+from matrixrun.report.wording.verdicts import crossover
 from matrixrun.settings import SloBound
 from matrixrun.verdict import (
     CellVerdict,
@@ -117,7 +117,10 @@ def recommendation(r: Recommendation, axis: str, metric: str, margin: str) -> st
     u = unit(metric)
     head = ""
     if r.suspect:
-        head = f"**Suspect:** `{r.candidate}`'s outputs disagree with the baseline's, so its speed does not count. "
+        head = (
+            f"**Suspect:** `{r.candidate}`'s outputs disagree with the baseline's, so its "
+            "speed does not count. "
+        )
     if r.advice == Advice.SPLIT:
         text = "; ".join(_stretch(s, r, axis, u) for s in r.stretches)
         if r.non_monotone:
@@ -194,8 +197,10 @@ def _rerun_numbers(r: Rerun) -> str:
         return "the rerun failed" + where
     kind = "warm rerun" if r.kind == RerunKind.WARM else "fresh server"
     u = unit(r.metric)
-    return f"{kind} {fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {u}{where}".replace(
-        "  ", " "
+    return (
+        f"{kind} {fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {u}{where}".replace(
+            "  ", " "
+        )
     )
 
 
@@ -258,7 +263,11 @@ def _movement_state(m: Movement) -> str:
 
 def _movement(m: Movement) -> str:
     ch = sorted(c for _, c in m.changes)
-    span = fmt.change(ch[0]) if len(ch) == 1 or ch[0] == ch[-1] else f"{fmt.change(ch[0])} to {fmt.change(ch[-1])}"
+    span = (
+        fmt.change(ch[0])
+        if len(ch) == 1 or ch[0] == ch[-1]
+        else f"{fmt.change(ch[0])} to {fmt.change(ch[-1])}"
+    )
     return f"{metric_words(m.metric)} {span} (`{m.metric}`, {_movement_state(m)})"
 
 
@@ -293,7 +302,10 @@ def why(attrs: Sequence[Attribution], axis: str, several: bool) -> list[str]:
 
 
 def folded(metric: str, into: str) -> str:
-    return f"`{metric}`: identical to `{into}` (within 0.1% in every arm at every point), not repeated."
+    return (
+        f"`{metric}`: identical to `{into}` (within 0.1% in every arm at every point), "
+        "not repeated."
+    )
 
 
 # ------------------------------------------------------------------------------ SLO
@@ -321,13 +333,21 @@ def slo_row(b: SloBest, axis: str, primary: str) -> list[str]:
     else:
         best = f"{fmt.value(b.value)} {unit(primary)}".rstrip()
         where = f"{axis} {fmt.x(b.x)}" if b.x is not None else "the only point"
-    return [f"`{b.arm}`", *([b.series] if b.series else []), best, where, f"{b.points_meeting} of {b.points}"]
+    return [
+        f"`{b.arm}`",
+        *([b.series] if b.series else []),
+        best,
+        where,
+        f"{b.points_meeting} of {b.points}",
+    ]
 
 
 # ------------------------------------------------------------------------------ charts and table
 
 
-def change_chart_title(metric: str, candidate: str, baseline: str, margin: str, bracket: str) -> str:
+def change_chart_title(
+    metric: str, candidate: str, baseline: str, margin: str, bracket: str
+) -> str:
     text = f"{metric}: {candidate} vs {baseline}, change % (margin {margin})"
     if bracket:
         text += f", crossover {bracket}"
