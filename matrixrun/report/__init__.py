@@ -152,6 +152,13 @@ def _drop_undecided(ctx: Context) -> str | None:
     return "the per-cell notes on what would settle undecided cells" if dropped else None
 
 
+def _drop_charts(ctx: Context, keep: int = 2) -> str | None:
+    if len(ctx.charts) <= keep:
+        return None
+    ctx.charts = ctx.charts[:keep]
+    return f"the charts after the first {keep}"
+
+
 def _trim_reruns(ctx: Context, keep: int = 20) -> str | None:
     if len(ctx.reruns) <= keep:
         return None
@@ -173,6 +180,7 @@ TRIM_STEPS: list[Callable[[Context], str | None]] = [
     _drop_servers,
     _drop_latency,
     _drop_undecided,
+    _drop_charts,
     _trim_reruns,
     _drop_last_slice_tables,
 ]

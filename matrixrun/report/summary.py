@@ -18,6 +18,9 @@ from matrixrun.verdict import Comparison, Series, Verdict
 #: charts is read less than one.
 MAX_CHARTS = 4
 
+#: More (candidate, series) pairs than this get one advice line per candidate.
+MAX_ADVICE_LINES = 4
+
 
 @dataclass
 class DecisionBlock:
@@ -147,13 +150,22 @@ def decision_of(
     facts = settings.spec
     several = len({r.candidate for r in recs}) > 1 or len(recs) > 1
     lines = []
-    for r in recs:
+    if len(recs) > MAX_ADVICE_LINES:  # a line per candidate; the tables have each series
+        by_candidate: dict[str, list[decision.Recommendation]] = {}
+        for r in recs:
+            by_candidate.setdefault(r.candidate, []).append(r)
+        lines = [words.candidate_summary(c, rs, s.primary) for c, rs in by_candidate.items()]
+    for r in recs if len(recs) <= MAX_ADVICE_LINES else []:
         text = words.recommendation(r, s.axis, s.primary, margin)
         if several:
             where = " · ".join(x for x in (r.slice, r.series) if x)
             text = f"`{fmt.user(r.candidate)}`" + (f" ({where})" if where else "") + ": " + text
         lines.append(text)
-    undecided = [r for r in recs if r.advice == decision.Advice.UNDECIDED or r.undecided]
+    # the command leads only when nothing is decided; an undecided point beside decided
+    # regimes says what would settle it under the table
+    undecided = [r for r in recs if r.advice == decision.Advice.UNDECIDED]
+    if len(undecided) < len(recs):
+        undecided = []
     needed = [r.runs_needed for r in undecided if r.runs_needed is not None]
     verdict_words = sorted(
         {words.verdict_word(r) for r in recs},

@@ -92,7 +92,8 @@ def consistency(d: Direction, metric: str) -> str:
     """'+25.7% to +26.4%, higher at all 3 points, each measured once'."""
     if d.cells == 0 or d.lo is None or d.hi is None:
         return "no point has both arms measured"
-    span = fmt.change(d.lo) if d.lo == d.hi else f"{fmt.change(d.lo)} to {fmt.change(d.hi)}"
+    lo, hi = fmt.change(d.lo), fmt.change(d.hi)
+    span = lo if lo == hi else f"{lo} to {hi}"
     if d.up == d.cells:
         way = f"higher at all {d.cells} points" if d.cells > 1 else "higher"
     elif d.down == d.cells:
@@ -158,6 +159,28 @@ def recommendation(r: Recommendation, axis: str, metric: str, margin: str) -> st
     if r.provisional:
         text += " Provisional: some of these cells rest on one run per arm."
     return head + text
+
+
+def candidate_summary(candidate: str, recs: Sequence[Recommendation], metric: str) -> str:
+    """One line for a candidate over many series: how many series each advice got, and the
+    direction over all their points (the per-series advice is in the tables)."""
+    counts: dict[str, int] = {}
+    for r in recs:
+        counts[verdict_word(r)] = counts.get(verdict_word(r), 0) + 1
+    parts = ", ".join(f"{word} in {n}" for word, n in counts.items())
+    ds = [r.direction for r in recs if r.direction.cells]
+    if not ds:
+        return f"`{candidate}` over {len(recs)} series: {parts}."
+    merged = Direction(
+        up=sum(d.up for d in ds),
+        down=sum(d.down for d in ds),
+        cells=sum(d.cells for d in ds),
+        lo=min(d.lo for d in ds if d.lo is not None),
+        hi=max(d.hi for d in ds if d.hi is not None),
+        max_n=max(d.max_n for d in ds),
+        min_n=min(d.min_n for d in ds),
+    )
+    return f"`{candidate}` over {len(recs)} series: {parts}; {consistency(merged, metric)}."
 
 
 def verdict_word(r: Recommendation) -> str:
