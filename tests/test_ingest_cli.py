@@ -71,7 +71,8 @@ def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
     assert json.loads((out / "settings.json").read_text())["analysis"]["noise"] == 0.02
     text = mr("report", str(out), "-o", "-").stdout
     # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
-    assert "better (provisional)" in text and "declared" in text
+    assert "| better (n=1) | 1/1 |" in text and "declared" in text
+    assert "Provisional: some of these cells rest on one run per arm." in text
 
 
 def test_the_advised_point_field_option_exists_and_makes_an_axis(tmp_path: Path) -> None:

@@ -35,7 +35,14 @@ def write_chart(verdict: Verdict, path: Path) -> Path | None:
         for cand in sl.candidates:
             mr = decision.primary_result(cand.metrics, s.primary)
             if mr is not None and mr.series:
-                cells = [c for c in mr.series[0].cells if c.x is not None and c.x > 0]
+                cells = [
+                    c
+                    for c in mr.series[0].cells
+                    if c.x is not None
+                    and c.x > 0
+                    and (c.baseline.mean or 0) > 0
+                    and (c.candidate.mean or 0) > 0
+                ]
                 if len(cells) >= 2:
                     series.append((sl.slice, cand.candidate, cells))
     if not series:
