@@ -23,7 +23,7 @@ from test_report import (
 
 from matrixrun.cli import main
 from matrixrun.report import check_markdown, render_run_dir
-from matrixrun.report.decision import Advice, folded_metrics, gate, recommendations, slo_best
+from matrixrun.report.decision import Advice, folded_metrics, recommendations, slo_best
 from matrixrun.results import RunDir
 from matrixrun.settings import SloBound
 from matrixrun.verdict import OverallVerdict, Verdict
@@ -165,12 +165,11 @@ def test_slo_on_an_unmeasured_metric_is_a_spec_error() -> None:
 def test_fail_on_gates_by_verdict(tmp_path: Path) -> None:
     mixed = writeup_run(tmp_path / "m")
     better = ratio_run(tmp_path / "b", [1.2] * 5)
-    assert [v for _, v in gate(verdict_of(mixed), "worse")] == [OverallVerdict.MIXED]
-    assert gate(verdict_of(better), "inconclusive") == []
-    rc = main(["report", str(mixed.path), "-o", str(tmp_path / "r.md"), "--fail-on", "worse"])
-    assert rc == 1
-    rc = main(["report", str(better.path), "-o", str(tmp_path / "r.md"), "--fail-on", "worse"])
-    assert rc == 0
+    out = str(tmp_path / "r.md")
+    assert main(["report", str(mixed.path), "-o", out, "--fail-on", "worse,mixed"]) == 1
+    assert main(["report", str(mixed.path), "-o", out, "--fail-on", "worse"]) == 0
+    assert main(["report", str(better.path), "-o", out, "--fail-on", "worse,mixed"]) == 0
+    assert main(["report", str(better.path), "-o", out]) == 0  # default: never
 
 
 def test_compare_matches_arms_by_name_across_two_runs(tmp_path: Path) -> None:
@@ -178,7 +177,15 @@ def test_compare_matches_arms_by_name_across_two_runs(tmp_path: Path) -> None:
     after = ratio_run(tmp_path / "runs" / "after", [1.0, 1.0, 1.0, 1.3, 1.3])
     out = tmp_path / "runs" / "cmp"
     rc = main(
-        ["compare", str(before.path), str(after.path), "--out", str(out), "--fail-on", "worse"]
+        [
+            "compare",
+            str(before.path),
+            str(after.path),
+            "--out",
+            str(out),
+            "--fail-on",
+            "worse,mixed",
+        ]
     )
     assert rc == 0  # the candidate arm got faster at 256 and 1024; nothing is worse
     doc = (out / "report.md").read_text()

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
 
 from matrixrun.settings import SloBound
 from matrixrun.verdict import (
@@ -455,23 +454,3 @@ def slo_best(verdict: Verdict, slo: Sequence[SloBound]) -> list[SloBest]:
                         )
                     )
     return out
-
-
-# ------------------------------------------------------------------------------ CI gate
-
-FailOn = Literal["worse", "inconclusive"]
-
-
-def gate(verdict: Verdict, fail_on: FailOn) -> list[tuple[str, OverallVerdict]]:
-    """(candidate, its overall verdict) for each candidate that fails the gate: `worse` fails a
-    candidate that is worse anywhere (overall worse or mixed) or whose outputs disagree with
-    the baseline's; `inconclusive` also fails one that is undecided. Empty: the gate passes."""
-    failing = {OverallVerdict.WORSE, OverallVerdict.MIXED}
-    if fail_on == "inconclusive":
-        failing.add(OverallVerdict.INCONCLUSIVE)
-    suspect = {c.candidate for s in verdict.slices for c in s.candidates if c.suspect}
-    return [
-        (cand, ov.verdict)
-        for cand, ov in verdict.overall.items()
-        if ov.verdict in failing or cand in suspect
-    ]
