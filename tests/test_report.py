@@ -365,8 +365,8 @@ def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path
         in doc
     )
     assert (
-        "Why: change −28.3% vs flashinfer_cutlass exceeds the surprise threshold 10% with "
-        "flashinfer_cutedsl the slower arm: a warm rerun tests first-run JIT compile/warmup."
+        "Why: first-run change −28.3% vs flashinfer_cutlass exceeds the surprise threshold 10% "
+        "with flashinfer_cutedsl the slower arm: a warm rerun tests first-run JIT compile/warmup."
     ) in log
 
 

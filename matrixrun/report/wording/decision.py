@@ -44,10 +44,12 @@ OK, WARN, BAD = "✅", "⚠️", "❌"
 
 
 def metric_words(metric: str) -> str:
-    """'time per output token' for mean_tpot_ms; the name itself when no words are known."""
+    """'time per output token' for mean_tpot_ms, 'p99 time to first token' for p99_ttft_ms;
+    the name itself when no words are known."""
     for key, words in METRIC_WORDS.items():
         if f"_{key}_" in f"_{metric}_" or metric.endswith(f"_{key}_ms"):
-            return words
+            stat = metric.split("_", 1)[0]
+            return words if stat == "mean" else f"{stat} {words}"
     return metric.replace("_", " ")
 
 

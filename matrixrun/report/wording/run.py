@@ -118,7 +118,7 @@ def rerun_why(w: RerunWhy) -> str:
     """Why the verify policy asked for a rerun (from the verify event's numbers)."""
     if w.kind == WhyKind.WARM_CHECK:
         return (
-            f"change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
+            f"first-run change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
             f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
             "tests first-run JIT compile/warmup"
         )
@@ -138,7 +138,7 @@ def rerun_why(w: RerunWhy) -> str:
         )
     if w.kind == WhyKind.INSTANCE_CHECK:
         return (
-            f"change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
+            f"first-run change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
             "launched server tests whether the first server was odd"
         )
     if w.kind == WhyKind.SIGMA_REPLICATE:
