@@ -236,7 +236,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         point_fields=args.point_field or [],
         fresh_server=args.fresh_server,
         argv=sys.argv,
+        format=args.format,
+        mix_formats=args.mix_formats,
+        sweep_serve=args.sweep_serve,
+        dry_run=args.dry_run,
+        show=print,
     )
+    if out is None:
+        print("dry run: nothing written")
+        return EXIT_OK
     print(f"wrote {out} and its report {out / 'report.md'}")
     return EXIT_OK
 
@@ -375,8 +383,14 @@ def _add_compare(p: argparse.ArgumentParser) -> None:
 
 
 def _add_ingest(p: argparse.ArgumentParser) -> None:
+    from matrixrun.ingest_formats.run import FORMATS
+
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="sglang.bench_serving --output-file JSONL files"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="result files or folders: sglang.bench_serving JSONL, vllm bench serve JSON, a vllm "
+        "bench sweep directory, guidellm JSON, aiperf exports; see docs/ingest.md",
     )
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
@@ -407,6 +421,28 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="repeated lines came from freshly launched servers (default: the same "
         "server, i.e. warm reruns)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="read every input as this format (default: detect each one)",
+    )
+    p.add_argument(
+        "--mix-formats",
+        action="store_true",
+        help="compare files of different clients anyway (metrics they define differently "
+        "are left out)",
+    )
+    p.add_argument(
+        "--sweep-serve",
+        choices=("arms", "launches"),
+        default="arms",
+        help="vllm bench sweep: serve combinations are arms (default) or launches of one arm",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what was understood (arms, points, repeats, servers) and write nothing",
     )
 
 
@@ -467,7 +503,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         cmd_compare,
     ),
     "ingest": (
-        "build a run directory from the output files of sglang.bench_serving",
+        "build a run directory from result files of bench_serving, vLLM, guidellm or aiperf",
         _add_ingest,
         cmd_ingest,
     ),
