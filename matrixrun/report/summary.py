@@ -172,8 +172,10 @@ def decision_of(
         key=[w for w in ("mixed", "better", "worse", "same", "undecided")].index,
     )
     folded = decision.folded_metrics(verdict)
+    suspect = any(r.suspect for r in recs)
     return DecisionBlock(
-        verdict=", ".join(verdict_words) or "undecided",
+        verdict=(", ".join(verdict_words) or "undecided")
+        + (" on speed, but the outputs disagree" if suspect else ""),
         metric=s.primary,
         recommendations=lines,
         settle=words.settle(settle_command, max(needed) if needed else None) if undecided else "",

@@ -81,6 +81,8 @@ def _cites(cells: Sequence[Comparison], u: str, most: int = 3) -> str:
 
 def _stretch(s: Stretch, r: Recommendation, axis: str, u: str) -> str:
     xs = xs_range([c.x for c in s.cells])
+    if r.suspect:  # its speed does not count: say what was measured, advise nothing
+        return f"`{r.candidate}` is {s.verdict.value} at {axis} {xs}: {_cites(s.cells, u)}"
     if s.verdict == CellVerdict.BETTER:
         return f"use `{r.candidate}` at {axis} {xs}: {_cites(s.cells, u)}"
     return f"keep `{r.baseline}` at {axis} {xs}: {_cites(s.cells, u)}"
@@ -122,7 +124,7 @@ def recommendation(r: Recommendation, axis: str, metric: str, margin: str) -> st
     if r.suspect:
         head = (
             f"**Suspect:** `{r.candidate}`'s outputs disagree with the baseline's, so its "
-            "speed does not count. "
+            "speed does not count: do not adopt it on these numbers. On speed alone: "
         )
     if r.advice == Advice.SPLIT:
         text = "; ".join(_stretch(s, r, axis, u) for s in r.stretches)
@@ -134,7 +136,8 @@ def recommendation(r: Recommendation, axis: str, metric: str, margin: str) -> st
     elif r.advice == Advice.ADOPT:
         cells = [c for s in r.stretches for c in s.cells]
         xs = xs_range([c.x for c in cells])
-        text = f"Use `{r.candidate}`: better at {axis} {xs}: {_cites(cells, u)}."
+        verb = f"`{r.candidate}` is" if r.suspect else f"Use `{r.candidate}`:"
+        text = f"{verb} better at {axis} {xs}: {_cites(cells, u)}."
     elif r.advice == Advice.KEEP:
         cells = [c for s in r.stretches for c in s.cells]
         xs = xs_range([c.x for c in cells])
@@ -252,7 +255,11 @@ def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str) -> str:
         why = "one run per cell" if ingested else "no rerun tested it"
         items.append(f"not tested: {' or '.join(untested)} {WARN} ({why})")
     if c.suspect:
-        items.append(f"outputs disagree {BAD} ({', '.join(c.suspect)})")
+        shares = [
+            f"`{s}` {fmt.share(c.agreement[s])}" if s in c.agreement else f"`{s}`"
+            for s in c.suspect
+        ]
+        items.append(f"outputs disagree {BAD} ({', '.join(shares)} agreement)")
     elif c.agreement:
         low = min(c.agreement.values())
         tail = "; simulated: identical by construction" if simulated else ""
