@@ -562,7 +562,8 @@ def test_correctness_gate_marks_suspects(tmp_path: Path) -> None:
     assert gate[1][:3] == [f"`{CAND}`", "62.0%", "90%"]
     assert "suspect" in gate[1][3]
     head = doc.split("## ", 1)[0]
-    assert "**Suspect:**" in head and "outputs disagree ❌" in head
+    assert "**Suspect:**" in head and "outputs disagree ❌ (`flashinfer_cutedsl` 62.0%" in head
+    assert "Use `" not in head  # its speed does not count: no advice to adopt it
 
 
 def test_multi_slice_run_has_one_section_per_slice(tmp_path: Path) -> None:

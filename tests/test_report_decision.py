@@ -238,3 +238,27 @@ def test_hundreds_of_cells_fit_one_comment(tmp_path: Path) -> None:
     assert check_markdown(doc) == []
     assert doc.split("\n", 2)[2].startswith("**Verdict on `output_throughput`:")
     assert re.search(r"Shortened to fit one GitHub comment|Cut at", doc)
+
+
+def test_chart_png_with_a_legend_or_nothing_without_matplotlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    from matrixrun.report.chart_png import write_chart
+
+    v = verdict_of(writeup_run(tmp_path / "r"))
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "__import__", no_matplotlib)
+        assert write_chart(v, tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+    pytest.importorskip("matplotlib")  # the optional extra: `pip install -e .[plot]`
+    out = write_chart(v, tmp_path / "chart.png")
+    assert out is not None and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
