@@ -262,3 +262,22 @@ def test_chart_png_with_a_legend_or_nothing_without_matplotlib(
     pytest.importorskip("matplotlib")  # the optional extra: `pip install -e .[plot]`
     out = write_chart(v, tmp_path / "chart.png")
     assert out is not None and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_warmup_the_analysis_confirmed_is_never_ruled_out() -> None:
+    """The arm's repeats show first-run warm-up (a caveat of the analysis): the checks line
+    says so even where single warm reruns look like they falsify it."""
+    from test_analysis import penalised_tie
+    from test_analysis import settings as analysis_settings
+
+    from matrixrun.analysis import analyse
+    from matrixrun.report.decision import checks
+    from matrixrun.report.wording.decision import checks_line
+    from matrixrun.verdict import CheckOutcome, Explanation
+
+    v = analyse(penalised_tie(warm=True), analysis_settings())
+    found = checks(v)
+    warm = next(e for e in found.explanations if e.explanation == Explanation.WARMUP)
+    assert warm.outcome == CheckOutcome.CONFIRMED
+    line = checks_line(found, simulated=False, ingested=False, axis="concurrency")
+    assert "Warm-up confirmed ❌" in line and "Ruled out: warm-up" not in line

@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from matrixrun.settings import SloBound
 from matrixrun.verdict import (
+    CaveatKind,
     CellVerdict,
     CheckOutcome,
     Comparison,
@@ -221,6 +222,12 @@ def checks(verdict: Verdict) -> Checks:
         # cite a test with the outcome, the first one run
         cited = sorted(tests, key=lambda r: r.outcome != outcome)  # stable: run order
         explanations.append(ExplanationCheck(kind, outcome, cited))
+    # The analysis's own warm-up finding (over all of an arm's repeats) outranks single
+    # reruns: a line saying "ruled out" beside a warm-up caveat would contradict it.
+    if any(c.kind == CaveatKind.WARMUP for c in verdict.caveats):
+        explanations = [e for e in explanations if e.explanation != Explanation.WARMUP]
+        warm = by_kind.get(Explanation.WARMUP, [])
+        explanations.insert(0, ExplanationCheck(Explanation.WARMUP, CheckOutcome.CONFIRMED, warm))
     seen: dict[tuple[str, str, str], tuple[int, int, int]] = {}
     for sl, _cand, cell in verdict.comparisons():
         for arm in (cell.baseline, cell.candidate):

@@ -239,9 +239,12 @@ def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str) -> str:
     tested = {e.explanation for e in c.explanations}
     for e in c.explanations:
         words = EXPLANATION_WORDS.get(e.explanation, e.explanation.value)
-        cite = _rerun_numbers(e.reruns[0]).replace(" at ", f" at {axis} ", 1)
-        if len(e.reruns) > 1:
-            cite += f"; {len(e.reruns)} tests"
+        if e.reruns:
+            cite = _rerun_numbers(e.reruns[0]).replace(" at ", f" at {axis} ", 1)
+            if len(e.reruns) > 1:
+                cite += f"; {len(e.reruns)} tests"
+        else:
+            cite = "later runs on a server beat the first: see the caveats"
         if e.outcome == CheckOutcome.FALSIFIED:
             items.append(f"Ruled out: {words} {OK} ({cite})")
         elif e.outcome == CheckOutcome.CONFIRMED:
