@@ -438,5 +438,6 @@ def png_arms_title(metric: str) -> str:
     return f"{metric} per arm (geometric mean over runs)"
 
 
-def png_change_title(margin: str) -> str:
-    return f"change vs baseline with its interval; grey band: the {margin} margin"
+def png_change_title(margin: str, intervals: bool) -> str:
+    what = "with its interval" if intervals else "(no interval: no noise estimate)"
+    return f"change vs baseline {what}; grey band: the {margin} margin"
