@@ -12,9 +12,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from matrixrun import __version__
 from matrixrun.errors import MatrixError, SpecError
+
+if TYPE_CHECKING:
+    from matrixrun.executors.jobs import JobRecord
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -133,9 +137,23 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from matrixrun.executors import make_executor, refuse_local_resume
     from matrixrun.progress import observer_for
     from matrixrun.runner import run_experiment
 
+    executor = None
+    if args.executor != "local" or args.partition or args.max_parallel or args.slurm_arg:
+        executor = make_executor(
+            args.executor,
+            args.spec,
+            partition=args.partition,
+            max_parallel=args.max_parallel,
+            slurm_args=args.slurm_arg or (),
+            ignore_hardware=args.ignore_hardware,
+            on_interrupt=_ask_cancel_jobs,
+        )
+    elif args.resume:
+        refuse_local_resume(args.resume)
     summary = run_experiment(
         args.spec,
         out=args.out,
@@ -143,6 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rehearse=args.rehearse,
         observer=observer_for(),
         ignore_hardware=args.ignore_hardware,
+        executor=executor,
     )
     print(f"run directory: {summary.run_dir}")
     print(
@@ -154,6 +173,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"report: {target}")
         _summary(summary.report.read_text())
     return EXIT_FAILED if summary.failed else EXIT_OK
+
+
+def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:
+    """Ctrl-C during `run --executor slurm`: cancel the jobs still queued or running, or leave
+    them? Without a terminal to ask, they are left running (and the message says so)."""
+    ids = " ".join(j.job_id for j in jobs)
+    if not sys.stdin.isatty():
+        _err(f"interrupted; no terminal to ask, so Slurm jobs {ids} are left running")
+        return False
+    try:
+        answer = input(
+            f"\ncancel the {len(jobs)} Slurm jobs still queued or running ({ids})? [y/N] "
+        )
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _publish(report: Path, args: argparse.Namespace) -> Path:
@@ -343,6 +378,23 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         "--ignore-hardware",
         action="store_true",
         help="run even if nvidia-smi does not match the spec's hardware (recorded)",
+    )
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "slurm"],
+        help="where server groups run: here one after another (local), or as Slurm jobs "
+        "(slurm; needs matrixrun[slurm] and a run directory on a shared file system)",
+    )
+    p.add_argument("--partition", metavar="P", help="Slurm partition for the jobs")
+    p.add_argument(
+        "--max-parallel", type=int, metavar="N", help="at most N Slurm jobs queued or running"
+    )
+    p.add_argument(
+        "--slurm-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="another sbatch option for every job (repeatable), e.g. account=lab",
     )
 
 
