@@ -86,3 +86,11 @@ def reports(session: nox.Session) -> None:
     says which are stale."""
     session.install("-e", ".[plot]")
     session.run("python", "scripts/example_reports.py", *session.posargs)
+
+
+@nox.session(name="bench-client", python=PYTHON)
+def bench_client(session: nox.Session) -> None:
+    """The load client's self-check against a ground-truth server, quiet / CPU shared /
+    squeezed (nox -s bench-client -- --write docs/benchmarks.md)."""
+    session.install("-e", ".[fast]")
+    session.run("python", "benchmarks/client.py", *session.posargs)
