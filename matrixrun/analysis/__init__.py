@@ -32,6 +32,7 @@ from matrixrun.analysis.noise import (
     arm_sample,
     confirmed_warmup,
     estimate_sigma,
+    value_of,
     warmup_gaps,
 )
 from matrixrun.analysis.reruns import reruns
@@ -84,6 +85,7 @@ __all__ = [
     "pooled_sigma",
     "quantile",
     "runs_needed",
+    "value_of",
     "warmup_gaps",
 ]
 
@@ -139,7 +141,9 @@ def _start(measurements: Sequence[Measurement], settings: AnalysisSettings) -> _
     """σ, warmup and the run-level caveats that come before any cell is judged."""
     arms = _first_seen([m.arm for m in measurements])
     candidates = settings.candidates or [a for a in arms if a != settings.baseline]
-    sigmas = {m: estimate_sigma(measurements, m, settings.noise) for m in settings.metrics}
+    sigmas = {
+        m: estimate_sigma(measurements, m, settings.noise, settings.axis) for m in settings.metrics
+    }
     run = _Run(
         settings=settings,
         candidates=candidates,
