@@ -508,12 +508,17 @@ def test_sigma_source_preference(fresh: bool, warm: bool, prior: float | None, s
     s = estimate_sigma(ms, "output_throughput", prior)
     assert s.source == source
     if source == "fresh_server":
-        # instance means: mean-log of (100, 100.5) on #1 vs 104 on #2, df = 1
+        # one cell on two launches (2 runs on #1, 1 on #2): run noise from the warm pair,
+        # launch variance by moments from the launch contrast, SS = (2·1/3)·Δ², whose
+        # expectation is σ_w² + (4/3)·σ_b²; the launch part has df = launches − groups = 1
         m1 = (math.log(100.0) + math.log(100.5)) / 2
-        assert s.df == 1
-        assert s.value == pytest.approx(abs(m1 - math.log(104.0)) / math.sqrt(2))
+        run2 = math.log(100.5 / 100.0) ** 2 / 2
+        launch2 = (2 / 3 * (m1 - math.log(104.0)) ** 2 - run2) / (4 / 3)
+        assert s.launch_df == 1 and s.run_df == pytest.approx(1)
+        assert s.launch == pytest.approx(math.sqrt(launch2))
+        assert s.value == pytest.approx(math.sqrt(launch2 + run2))
         assert s.warm_df == 1  # still reported beside it
-        assert wording.sigma_text(s).endswith("(df = 1, fresh-server replicates)")
+        assert s.df is not None and 1 <= s.df <= 2  # Satterthwaite of two 1-df parts
     if source == "prior":
         assert s.value == pytest.approx(math.log1p(0.05)) and s.df is None
 
@@ -613,14 +618,24 @@ def test_overall_verdicts(cands: dict[int, float], expected: str) -> None:
 
 
 def test_runs_needed_estimate() -> None:
+    """Runs per arm in all, from Student's t on the df the cell would have: with a prior
+    (known σ, normal quantile) and one run per arm on its own server it is the normal-theory
+    n; repeats on one server are not counted as independent; never ≤ what the arms have."""
     m = math.log1p(0.03)
+    s = AnalysisSettings(baseline="b")
+    prior = Sigma(metric="x", value=math.log1p(0.01), df=None, source="prior", prior=0.01)
     z = quantile(0.95, None)
-    assert runs_needed(0.01, 0.01, 0.03, 0.95) == math.ceil(2 * (z * 0.01 / (m - 0.01)) ** 2)
-    assert runs_needed(0.05, 0.01, 0.03, 0.95) == max(
-        2, math.ceil(2 * (z * 0.01 / (0.05 - m)) ** 2)
-    )
-    assert runs_needed(0.01, None, 0.03, 0.95) is None
-    assert runs_needed(m, 0.01, 0.03, 0.95) is None  # on the margin: more runs do not settle it
+    sig = math.log1p(0.01)
+    expect = math.ceil(2 * (z * sig / (m - 0.01)) ** 2)
+    assert runs_needed(0.01, prior, None, ["b1"], ["c1"], 0.03, s) == max(expect, 2)
+    assert runs_needed(m, prior, None, ["b1"], ["c1"], 0.03, s) is None  # on the margin
+    none = Sigma(metric="x", value=None, df=None, source="none")
+    assert runs_needed(0.01, none, None, ["b1"], ["c1"], 0.03, s) is None
+    # a launch-only σ with 2/2 runs on one server each: more runs on that server would not
+    # help, so the estimate counts fresh launches and exceeds the 2 runs already there
+    fresh = Sigma(metric="x", value=0.01, df=4, source="fresh_server", launch=0.01, launch_df=4)
+    n = runs_needed(0.06, fresh, None, ["b1", "b1"], ["c1", "c1"], 0.03, s)
+    assert n is not None and n > 2
 
 
 def test_bonferroni_over_looks_widens_the_interval() -> None:

@@ -207,7 +207,7 @@ def _metric(
         found = _series(run, slice_name, cand, metric, pids)
         if not found:
             continue
-        cross, nm = crossovers(found)
+        cross, nm = crossovers(found, run.sigmas[metric])
         series_list.append(
             Series(
                 fixed=json.loads(key),
@@ -349,10 +349,12 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
             measurements,
             settings.primary,
             baseline=settings.baseline,
-            margin=settings.margin,
+            margin=settings.margin_for(settings.primary),
             surprise=settings.surprise,
             sigma=run.sigmas[settings.primary].value,
             cells=by_cell,
+            noise=run.sigmas[settings.primary],
+            axis=settings.axis,
         ),
         caveats=run.caveats,
     )

@@ -44,6 +44,9 @@ D0 = 4.0
 #: Tail-latency metrics (p95/p99/max) borrow less: at low concurrency a p99 is the maximum of
 #: a few requests and behaves unlike the same metric at high concurrency.
 D0_TAIL = 1.0
+#: A trend in log x is fitted only on at least three points with a df each and this many df
+#: in all; it costs the points it lends to one df (its slope).
+TREND_MIN_DF = 6.0
 #: One-sided level of the upper confidence limit a declared prior is floored at.
 FLOOR_LEVEL = 0.95
 
@@ -145,9 +148,9 @@ def _trend(raw: dict[float | None, tuple[float, float]], pooled: float) -> dict[
     """s₀²(x): a weighted straight line of ln s² in ln x (bias-corrected for each df) when at
     least three positive points have df, kept within the range of the raw values; otherwise
     the pooled value at every point."""
-    pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df > 0]
+    pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df >= 1]
     out: dict[float, float] = {}
-    if len(pts) < 3 or any(s2 <= 0 for _, s2, _ in pts):
+    if len(pts) < 3 or sum(p[2] for p in pts) < TREND_MIN_DF or any(p[1] <= 0 for p in pts):
         return out
     lx = np.array([math.log(x) for x, _, _ in pts])
     ly = np.array([math.log(s2) - _digamma_bias(df) for _, s2, df in pts])
@@ -226,7 +229,7 @@ def estimate_components(
         for x in points:
             s0 = trend.get(x, pooled) if x is not None else pooled
             s2, df = raw.get(x, (0.0, 0.0))
-            borrow = min(d0, run_df_total - df)
+            borrow = max(min(d0, run_df_total - df - (1 if trend else 0)), 0.0)
             value = (borrow * s0 + df * s2) / (borrow + df) if borrow + df > 0 else s0
             run_at[x] = (value, borrow + df)
             by_x.append(
@@ -406,3 +409,14 @@ def cell_variance(
     runv = (aw_b + aw_c) * vw
     df = satterthwaite([(launch, df_b), (runv, df_w)])
     return CellNoise(var=launch + runv, df=df, launch=launch, run=runv, floored=floored)
+
+
+def one_run_sigma(sigma: Sigma, x: float | None, *, fresh: bool = True) -> float | None:
+    """σ of one run at point x as the cells there are judged (floor applied): run noise plus,
+    for a run on a fresh launch, the launch part. What one replicate's difference from
+    another is set against (×√2) in the rerun log and the warmup check."""
+    one = cell_variance(sigma, x, ["a"], ["b"])
+    if one is None:
+        return None
+    launch = one.launch / 2 if fresh else 0.0
+    return math.sqrt(launch + one.run / 2)

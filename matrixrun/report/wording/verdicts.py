@@ -73,7 +73,13 @@ def crossover(c: Crossover, axis: str) -> str:
     the one wording of a crossover, in the headline and under every table."""
     text = f"crossover between {axis} {fmt.x(c.x_lo)} and {fmt.x(c.x_hi)}"
     if c.estimate is not None:
-        text += f" (≈ {fmt.approx(c.estimate)}, interpolated in log {axis})"
+        text += f" (≈ {fmt.approx(c.estimate)}, interpolated in log {axis}"
+        if c.estimate_lo is not None and c.estimate_hi is not None:
+            text += (
+                f"; {fmt.approx(c.estimate_lo)}–{fmt.approx(c.estimate_hi)} if the change is "
+                f"a straight line in log {axis} between them"
+            )
+        text += ")"
     return text
 
 
