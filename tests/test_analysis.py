@@ -785,17 +785,24 @@ def test_a_cells_look_counts_its_extra_server_instances() -> None:
     assert look_of(arm("b#1", "b#2", "b#3", "b#4"), arm("c#1"), 3) == 3  # capped at looks
 
 
-def test_rerun_within_margin_is_judged_on_the_printed_change() -> None:
-    """−2.95% against a first run reads as within ±3%: the judgement uses the change as
-    printed (rerun / first − 1), not the log ratio (whose bound is ±2.956%)."""
+def test_rerun_is_judged_against_its_noise_not_the_margin() -> None:
+    """A replicate is set against what noise explains for one pair, z·√2·σ (here σ = 2%
+    declared: ±5.7%), on the change as printed: −3.17% is within noise, though beyond ±3%;
+    with a 0.5% σ the same rerun is beyond noise. No σ at all: no judgement."""
     from matrixrun.analysis.reruns import reruns
 
     first = meas("cand", 1, 250.83, instance="g#1")
-    again = meas("cand", 1, 243.43, instance="g#2", attempt=2, reason="fresh_server")
-    (r,) = reruns([first, again], "output_throughput", baseline=BASE, margin=0.03, surprise=0.1,
-                  sigma=None, cells={})  # fmt: skip
-    assert r.change_vs_first == pytest.approx(-0.0295, abs=1e-4)
+    again = meas("cand", 1, 242.88, instance="g#2", attempt=2, reason="fresh_server")
+    kw: dict[str, Any] = {"baseline": BASE, "margin": 0.03, "surprise": 0.1, "cells": {}}
+    (r,) = reruns([first, again], "output_throughput", sigma=None, **kw)
+    assert r.change_vs_first == pytest.approx(-0.0317, abs=1e-4)
+    assert r.matches_first is None and r.noise_band is None
+    prior = Sigma(metric="output_throughput", value=None, df=None, source="prior", prior=0.02)
+    (r,) = reruns([first, again], "output_throughput", sigma=None, noise=prior, **kw)
+    assert r.noise_band == pytest.approx(math.expm1(1.96 * math.sqrt(2) * math.log1p(0.02)))
     assert r.matches_first is True
+    (r,) = reruns([first, again], "output_throughput", sigma=0.005, **kw)
+    assert r.matches_first is False
 
 
 def limited_cell(metric: str, cand_values: list[float], **extra: Any) -> Comparison:

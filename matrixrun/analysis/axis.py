@@ -76,6 +76,8 @@ def crossover_interval(
     check that is to measure the bracket's midpoint."""
     if None in (a.x, b.x, a.d, b.d, a.se, b.se) or not a.x or not b.x or a.x <= 0 or b.x <= 0:
         return None, None, None
+    if sigma is not None and sigma.launch is None and sigma.prior is None:
+        return None, None, None  # warm repeats only: the launch part is unknown, no interval
     assert a.x is not None and b.x is not None and a.d is not None and b.d is not None
     assert a.se is not None and b.se is not None
     cov = 0.0

@@ -60,20 +60,16 @@ def judge_rerun(
 BAND_Z = 1.96
 
 
-def _band(
+def _pair_sigma(
     noise: Sigma | None, point: Mapping[str, object], axis: str, kind: RerunKind, sigma: float | None
 ) -> float | None:
-    """z·√2·σ of one pair at this point, as a relative change (None: no noise estimate)."""
+    """σ of one run at this point as a pair of this kind sees it: run noise for a warm pair,
+    run + launch noise for a fresh one (None: no noise estimate)."""
     raw = point.get(axis)
     x = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
-    one = (
-        one_run_sigma(noise, x, fresh=kind == RerunKind.FRESH_SERVER)
-        if noise is not None
-        else sigma
-    )
-    if one is None:
-        return None
-    return math.expm1(BAND_Z * math.sqrt(2) * one)
+    if noise is None:
+        return sigma
+    return one_run_sigma(noise, x, fresh=kind == RerunKind.FRESH_SERVER)
 
 
 def reruns(
@@ -113,7 +109,8 @@ def reruns(
             if value is not None and first_value is not None:
                 change = math.expm1(math.log(value / first_value))
             kind = RerunKind.WARM if m.instance == first.instance else RerunKind.FRESH_SERVER
-            band = _band(noise, m.point, axis, kind, sigma)
+            pair = _pair_sigma(noise, m.point, axis, kind, sigma)
+            band = None if pair is None else math.expm1(BAND_Z * math.sqrt(2) * pair)
             r = Rerun(
                 slice=slice_name,
                 arm=arm,
@@ -137,6 +134,6 @@ def reruns(
                 alone=_alone(arm, baseline, value, cell),
                 error=m.error,
             )
-            r.tests, r.outcome = judge_rerun(r, cell, margin, surprise, sigma)
+            r.tests, r.outcome = judge_rerun(r, cell, margin, surprise, pair)
             out.append(r)
     return out
