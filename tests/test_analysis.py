@@ -842,3 +842,79 @@ def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput()
     rate = limited_cell("output_throughput", [130.0] * 3, **capped)
     assert rate.verdict == "better" and CellNote.CAPPED in rate.notes
     assert rate.candidate.capped == 3
+
+
+# --------------------------------------------------------------------------- noise model (#13)
+
+
+def _launch_world(seed: int, launches: int, cells: int, sigma_b: float, sigma_w: float) -> list[Measurement]:
+    """One group measured on `launches` servers, every cell once per launch: the launch offset
+    is shared by all cells of a launch."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ms = []
+    for i in range(launches):
+        b = rng.normal(0, sigma_b)
+        for c in range(cells):
+            x = 2**c
+            v = 100.0 * math.exp(b + rng.normal(0, sigma_w))
+            m = meas(BASE, x, v, instance=f"g#{i}", attempt=i + 1)
+            ms.append(m.model_copy(update={"group_id": "g"}))
+    return ms
+
+
+def test_launch_df_counts_launches_not_cells() -> None:
+    """Six cells on three launches of one group: σ_b has df = launches − groups = 2, however
+    many cells share them (the old pooling counted 12)."""
+    s = estimate_sigma(_launch_world(1, 3, 6, 0.03, 0.002), "output_throughput")
+    assert s.launch_df == 2 and s.fresh_df == 2
+    assert s.source == "fresh_server"
+    assert s.df is not None and s.df < 4  # the launch part dominates: about its 2 df
+    assert s.launch is not None and 0.005 < s.launch < 0.1
+
+
+def test_prior_floor_holds_against_one_warm_pair() -> None:
+    """The write-up's numbers ingested with --noise 2%: one warm pair (515.58, 515.77) must not
+    set σ for every cell; the cell at concurrency 1 keeps about √2·2% per run pair."""
+    ms = [meas(BASE, x, b) for x, b in zip(X, BASELINE, strict=True)]
+    ms += [meas(CAND, x, c) for x, c in zip(X, CANDIDATE, strict=True)]
+    ms.append(meas(CAND, 256, 515.77, attempt=2, reason="surprise"))
+    v = analyse(ms, settings(noise=0.02))
+    cell = next(c for _, _, c in v.comparisons() if c.x == 1)
+    assert cell.floored
+    assert cell.se == pytest.approx(math.sqrt(2) * math.log1p(0.02), rel=0.02)
+    assert cell.verdict == "inconclusive"  # −2.8% with ±5.5%: not a verdict
+
+
+def test_information_spending_sums_to_alpha_over_every_state() -> None:
+    s = AnalysisSettings(baseline="b", looks=3, spending="information")
+    alphas = [1 - s.level_at(k) for k in range(1, s.states + 1)]
+    assert s.states == 5 and sum(alphas) == pytest.approx(0.05)
+    assert alphas == sorted(alphas)  # O'Brien–Fleming shape: later states get more
+    assert s.level_for(1, 1) == s.level_at(1) and s.level_for(3, 3) == s.level
+
+
+def test_calibration_at_the_margin_in_a_launch_dominant_world() -> None:
+    """Simulated check (seed 5, 300 cells): true effect exactly +margin, launch spread 3%,
+    run noise 0.3%, 3 launches per arm and 4 cells: 'better' may not exceed 2.5% + 2.5 points
+    of simulation error (the old cell-counting σ gave about 8%)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    wrong = total = 0
+    m = math.log1p(0.03)
+    for _ in range(75):
+        ms = []
+        for arm, shift in ((BASE, 0.0), (CAND, m)):
+            for i in range(3):
+                b = rng.normal(0, 0.03)
+                for x in (1, 4, 16, 64):
+                    v = 100.0 * math.exp(shift + b + rng.normal(0, 0.003))
+                    ms.append(meas(arm, x, v, instance=f"{arm}#{i}", attempt=i + 1).model_copy(
+                        update={"group_id": arm}))  # fmt: skip
+        for _, _, c in analyse(ms, settings()).comparisons():
+            total += 1
+            wrong += c.verdict == "better"
+    assert total == 300
+    assert wrong / total <= 0.05

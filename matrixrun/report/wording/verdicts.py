@@ -101,6 +101,14 @@ def level_text(s: AnalysisSettings) -> str:
     head = f"{fmt.setting_percent(s.confidence)} confidence over {s.looks} planned looks"
     if s.spending == "equal":
         return f"{head} (Bonferroni): each interval is a {100 * s.level:.4g}% interval"
+    if s.spending == "information":
+        levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.states + 1))
+        totals = ", ".join(str(k + 1) for k in range(1, s.states + 1))
+        return (
+            f"{fmt.setting_percent(s.confidence)} confidence spent over every state a cell "
+            f"can stop in (Lan–DeMets O'Brien–Fleming on the share of its planned runs): a "
+            f"cell's interval is at {levels} with {totals} runs in both arms together"
+        )
     levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.looks + 1))
     return (
         f"{head} (α split over each cell's data states, more to later ones): a cell's "
