@@ -106,6 +106,7 @@ def analysis_settings(
         primary=spec.metrics.primary,
         secondary=list(spec.metrics.secondary),
         margin=v.threshold,
+        margins=spec.metrics.margins(),
         surprise=v.surprise,
         noise=v.noise,
         confidence=v.confidence,

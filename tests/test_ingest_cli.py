@@ -90,3 +90,22 @@ def test_the_advised_point_field_option_exists_and_makes_an_axis(tmp_path: Path)
     points = [Measurement.model_validate_json(x).point for x in lines]
     assert {"concurrency": 8, "input_len": 1024} in points
     assert (tmp_path / "b" / "report.md").exists()  # ingest ends by analysing and rendering
+
+
+def test_servers_per_file_makes_each_file_one_launch(tmp_path: Path) -> None:
+    """`--servers per-file`: two files of one arm are two launches (instances ARM@STEM), so
+    the repeat is a fresh-server replicate; `--fresh-server` with another mode is refused."""
+    lines = (GOLDEN / "fast_decode.jsonl").read_text()
+    second = tmp_path / "fast_decode_again.jsonl"
+    second.write_text(lines)
+    out = tmp_path / "run"
+    res = mr("ingest", str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl"),
+             str(second), "--baseline", "fast_prefill", "--out", str(out),
+             "--servers", "per-file")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ms = [Measurement.model_validate_json(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    decode = {m.instance for m in ms if m.arm == "fast_decode"}
+    assert decode == {"fast_decode@fast_decode", "fast_decode@fast_decode_again"}
+    bad = mr("ingest", str(GOLDEN / "fast_decode.jsonl"), "--baseline", "fast_decode",
+             "--out", str(tmp_path / "r2"), "--servers", "same", "--fresh-server")  # fmt: skip
+    assert bad.returncode == 2 and "contradicts" in bad.stderr

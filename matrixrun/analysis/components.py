@@ -252,10 +252,10 @@ def estimate_components(
                 expected_run += c * run_at.get(x, (0.0, 0.0))[0]
         if coef > 0:
             launch_var = max(ss - expected_run, 0.0) / coef
-        if pooled is None and launch_var is not None:
+        if pooled is None and coef > 0:
             # no run noise separable: the launch mean square is the whole of one run's
             # variance, all of it charged to the launch part (which nothing averages away)
-            launch_var = ss / coef
+            launch_var = max(ss, 0.0) / coef
     return _sigma(metric, prior, pooled, run_df_total, launch_var, launch_df, by_x)
 
 

@@ -275,7 +275,7 @@ def _inconclusive(ov: Overall, m: str, margin: str) -> str:
 
 def overall(ov: Overall, s: AnalysisSettings) -> str:
     """A candidate's verdict on one metric in one sentence (VERDICTS.md §8)."""
-    m, axis, margin = ov.metric, s.axis, fmt.setting_percent(s.margin)
+    m, axis, margin = ov.metric, s.axis, fmt.setting_percent(s.margin_for(ov.metric))
     better, worse = ov.better_at, ov.worse_at
     rest = ov.cells - len(better) - len(worse)
     if ov.verdict == OverallVerdict.MIXED:
