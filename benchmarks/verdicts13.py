@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verdicts import (  # noqa: E402
+from verdicts import (
     CELL_S,
     CONCURRENCY,
     LAUNCH_S,
@@ -50,11 +50,11 @@ from verdicts import (  # noqa: E402
     spec_for,
 )
 
-from matrixrun.analysis import analyse  # noqa: E402
-from matrixrun.measurement import Measurement  # noqa: E402
-from matrixrun.plan import expand  # noqa: E402
-from matrixrun.settings import analysis_settings  # noqa: E402
-from matrixrun.verify import Policy, drive  # noqa: E402
+from matrixrun.analysis import analyse
+from matrixrun.measurement import Measurement, Reason
+from matrixrun.plan import Cell, expand
+from matrixrun.settings import analysis_settings
+from matrixrun.verify import Policy, drive
 
 WORLDS = ("today", "launch", "hetero", "h200")
 H200_SIGMA_W = {1: 0.12, 4: 0.09, 16: 0.09, 64: 0.06, 256: 0.04, 1024: 0.04}
@@ -213,7 +213,10 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
     ref_plan = expand(ref_spec)
     lab = NoisyLab(world)
     for g in ref_plan.groups:
-        lab.run_cells(g, [(c, "first" if k == 0 else "manual") for c in g.cells for k in range(3)], None)  # fmt: skip
+        queue: list[tuple[Cell, Reason]] = [
+            (c, "first" if k == 0 else "manual") for c in g.cells for k in range(3)
+        ]
+        lab.run_cells(g, queue, None)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     base = analysis_settings(ref_spec, ref_plan)
     refs = {

@@ -169,7 +169,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         axis_field=args.axis_field,
         point_fields=args.point_field or [],
         fresh_server=args.fresh_server,
-        servers=args.servers,
+        server_mode=args.servers,
         argv=sys.argv,
     )
     print(f"wrote {out} and its report {out / 'report.md'}")

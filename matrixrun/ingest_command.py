@@ -38,7 +38,7 @@ def ingest(
     point_fields: list[str] | None = None,
     fresh_server: bool = False,
     noise: str | None = None,
-    servers: str | None = None,
+    server_mode: str | None = None,
     argv: list[str] | None = None,
 ) -> Path:
     try:
@@ -58,7 +58,7 @@ def ingest(
         arm_field=arm_field,
         axis_field=axis_field,
         point_fields=point_fields or (),
-        servers=_server_mode(servers, fresh_server),
+        servers=_server_mode(server_mode, fresh_server),
         margin=margin,
         noise=prior,
     )

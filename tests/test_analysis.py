@@ -847,7 +847,9 @@ def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput()
 # --------------------------------------------------------------------------- noise model (#13)
 
 
-def _launch_world(seed: int, launches: int, cells: int, sigma_b: float, sigma_w: float) -> list[Measurement]:
+def _launch_world(
+    seed: int, launches: int, cells: int, sigma_b: float, sigma_w: float
+) -> list[Measurement]:
     """One group measured on `launches` servers, every cell once per launch: the launch offset
     is shared by all cells of a launch."""
     import numpy as np

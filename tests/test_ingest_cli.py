@@ -103,7 +103,9 @@ def test_servers_per_file_makes_each_file_one_launch(tmp_path: Path) -> None:
              str(second), "--baseline", "fast_prefill", "--out", str(out),
              "--servers", "per-file")  # fmt: skip
     assert res.returncode == 0, res.stderr
-    ms = [Measurement.model_validate_json(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    ms = [
+        Measurement.model_validate_json(x) for x in (out / "results.jsonl").read_text().splitlines()
+    ]
     decode = {m.instance for m in ms if m.arm == "fast_decode"}
     assert decode == {"fast_decode@fast_decode", "fast_decode@fast_decode_again"}
     bad = mr("ingest", str(GOLDEN / "fast_decode.jsonl"), "--baseline", "fast_decode",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from matrixrun.analysis.noise import WarmupGap, confirmed_warmup
 from matrixrun.analysis.components import cell_variance
+from matrixrun.analysis.noise import WarmupGap, confirmed_warmup
 from matrixrun.analysis.stats import (
     judge,
     limiting_arm,

@@ -290,7 +290,7 @@ def _sigma(
         fresh_value=value if launch_var is not None else None,
         fresh_df=launch_df,
         warm_value=math.sqrt(pooled) if pooled is not None else None,
-        warm_df=int(round(run_df)),
+        warm_df=round(run_df),
         prior=prior,
         launch=math.sqrt(launch_var) if launch_var is not None else None,
         launch_df=launch_df,

@@ -8,6 +8,15 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from matrixrun.analysis.components import estimate_components, value_of
+
+__all__ = [
+    "WarmupGap",
+    "arm_sample",
+    "confirmed_warmup",
+    "estimate_sigma",
+    "value_of",
+    "warmup_gaps",
+]
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import higher_is_better
 from matrixrun.verdict import ArmSample, Sigma

@@ -61,7 +61,11 @@ BAND_Z = 1.96
 
 
 def _pair_sigma(
-    noise: Sigma | None, point: Mapping[str, object], axis: str, kind: RerunKind, sigma: float | None
+    noise: Sigma | None,
+    point: Mapping[str, object],
+    axis: str,
+    kind: RerunKind,
+    sigma: float | None,
 ) -> float | None:
     """σ of one run at this point as a pair of this kind sees it: run noise for a warm pair,
     run + launch noise for a fresh one (None: no noise estimate)."""

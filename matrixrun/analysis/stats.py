@@ -125,7 +125,11 @@ def runs_needed(
         extra_c = [f"+{k}" for k in range(n - len(candidate))]
         noise = cell_variance(sigma, x, [*baseline, *extra_b], [*candidate, *extra_c])
         assert noise is not None
-        df = None if noise.df is None or now.df is None else now.df + 2 * n - len(baseline) - len(candidate)
+        df = (
+            None
+            if noise.df is None or now.df is None
+            else now.df + 2 * n - len(baseline) - len(candidate)
+        )
         q = quantile(settings.level_for(n, n, settings.looks), df)
         return q * math.sqrt(noise.var) < gap
 
