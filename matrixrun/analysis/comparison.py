@@ -25,6 +25,9 @@ from matrixrun.verdict import (
     WarmupShift,
 )
 
+#: Largest half-width kept on the log scale (e^20: every verdict is inconclusive long before).
+MAX_HALF = 20.0
+
 _FAILED_RUNS = {
     "baseline": CellNote.BASELINE_FAILED_RUNS,
     "candidate": CellNote.CANDIDATE_FAILED_RUNS,
@@ -167,7 +170,8 @@ def _judged(
     ):
         notes.append(CellNote.ONE_SERVER)
     se = math.sqrt(noise.var)
-    half = quantile(level, noise.df) * se
+    # an interval wider than e^±20 says nothing more; capped so it stays a finite number
+    half = min(quantile(level, noise.df) * se, MAX_HALF)
     d_lo, d_hi = d - half, d + half
     verdict, small = judge(d_lo, d_hi, margin)
     lead: CellNote | None = None

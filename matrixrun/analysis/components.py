@@ -44,9 +44,11 @@ D0 = 4.0
 #: Tail-latency metrics (p95/p99/max) borrow less: at low concurrency a p99 is the maximum of
 #: a few requests and behaves unlike the same metric at high concurrency.
 D0_TAIL = 1.0
-#: A trend in log x is fitted only on at least three points with a df each and this many df
+#: A trend in log x is fitted only on at least three points with half a df each and this many df
 #: in all; it costs the points it lends to one df (its slope).
-TREND_MIN_DF = 6.0
+TREND_MIN_DF = 4.0
+#: The least the trend lends a point, however much the points disagree with it.
+D0_MIN = 1.0
 #: One-sided level of the upper confidence limit a declared prior is floored at.
 FLOOR_LEVEL = 0.95
 
@@ -148,7 +150,7 @@ def _trend(raw: dict[float | None, tuple[float, float]], pooled: float) -> dict[
     """s₀²(x): a weighted straight line of ln s² in ln x (bias-corrected for each df) when at
     least three positive points have df, kept within the range of the raw values; otherwise
     the pooled value at every point."""
-    pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df >= 1]
+    pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df >= 0.5]
     out: dict[float, float] = {}
     if len(pts) < 3 or sum(p[2] for p in pts) < TREND_MIN_DF or any(p[1] <= 0 for p in pts):
         return out
@@ -164,6 +166,37 @@ def _trend(raw: dict[float | None, tuple[float, float]], pooled: float) -> dict[
     for x in {x for x in raw if x is not None and x > 0}:
         out[x] = float(min(max(math.exp(icpt + slope * math.log(x)), lo), hi))
     return out
+
+
+def prior_df(
+    raw: dict[float | None, tuple[float, float]], centre: dict[float, float], cap: float
+) -> float:
+    """How many df the trend (or pooled value) is worth at one point: Smyth's moment estimate
+    (limma), trigamma(d₀/2) = Var(zₓ) − mean trigamma(dfₓ/2), zₓ the bias-corrected ln sₓ²
+    around the centre. Noise that truly changes along the axis shows as excess spread and
+    lends less; none lends `cap`. At least `D0_MIN`, never more than `cap`; `D0_MIN` when
+    fewer than three points have a df of their own (nothing shows the noise is the same along
+    the axis, and on real GPUs it is not)."""
+    zs = []
+    tri = []
+    for x, (s2, df) in raw.items():
+        if x is None or x not in centre or df < 1 or s2 <= 0:
+            continue
+        zs.append(math.log(s2) - _digamma_bias(df) - math.log(centre[x]))
+        tri.append(float(special.polygamma(1, df / 2)))
+    if len(zs) < 3:
+        return min(D0_MIN, cap)  # no evidence that the points agree: lend little
+    excess = float(np.var(zs, ddof=1)) - float(np.mean(tri))
+    if excess <= float(special.polygamma(1, cap / 2)):
+        return cap
+    lo, hi = 1e-3, cap
+    for _ in range(60):  # trigamma is decreasing: bisect trigamma(d/2) = excess
+        mid = (lo + hi) / 2
+        if float(special.polygamma(1, mid / 2)) > excess:
+            lo = mid
+        else:
+            hi = mid
+    return max(lo, D0_MIN)
 
 
 def estimate_components(
@@ -220,12 +253,13 @@ def estimate_components(
     raw = {x: (raw_ss[x] / df, df) for x, df in raw_df.items() if df > 0.1}
     run_df_total = sum(df for _, df in raw.values())
     pooled = sum(raw_ss[x] for x in raw) / run_df_total if run_df_total > 0 else None
-    d0 = D0_TAIL if is_tail(metric) else D0
     points = sorted({x for x in xs_of.values()}, key=lambda v: (v is None, v or 0.0))
     by_x: list[SigmaAt] = []
     run_at: dict[float | None, tuple[float, float]] = {}
     if pooled is not None:
         trend = _trend(raw, pooled)
+        cap = D0_TAIL if is_tail(metric) else D0
+        d0 = prior_df(raw, {x: trend.get(x, pooled) for x in raw if x is not None}, cap)
         for x in points:
             s0 = trend.get(x, pooled) if x is not None else pooled
             s2, df = raw.get(x, (0.0, 0.0))
