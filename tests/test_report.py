@@ -332,7 +332,10 @@ def test_inconclusive_cells_are_never_called_better(tmp_path: Path) -> None:
     cell = next(c for _, _, c in verdict.comparisons() if c.x == 1)
     assert cell.verdict == "inconclusive" and cell.limiting_arm == "both"
     assert cell.runs_needed is not None
-    assert line == f"- at concurrency 1: about {cell.runs_needed} runs per arm would settle it"
+    assert line == (
+        f"- at concurrency 1: about {cell.runs_needed} runs per arm in all, the extra ones each "
+        "on a fresh server, would settle it if the observed change and the noise estimate held"
+    )
 
 
 def test_rerun_log_gives_both_numbers_why_and_the_falsified_explanation(tmp_path: Path) -> None:

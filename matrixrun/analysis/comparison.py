@@ -25,8 +25,9 @@ from matrixrun.verdict import (
     WarmupShift,
 )
 
-#: Largest half-width kept on the log scale (e^20: every verdict is inconclusive long before).
-MAX_HALF = 20.0
+#: Largest half-width kept on the log scale (e^5 ≈ ×150: every verdict is inconclusive long
+#: before; beyond it an interval says nothing more and only prints absurd numbers).
+MAX_HALF = 5.0
 
 _FAILED_RUNS = {
     "baseline": CellNote.BASELINE_FAILED_RUNS,
@@ -170,7 +171,7 @@ def _judged(
     ):
         notes.append(CellNote.ONE_SERVER)
     se = math.sqrt(noise.var)
-    # an interval wider than e^±20 says nothing more; capped so it stays a finite number
+    # an interval wider than e^±5 says nothing more; capped so it stays a finite number
     half = min(quantile(level, noise.df) * se, MAX_HALF)
     d_lo, d_hi = d - half, d + half
     verdict, small = judge(d_lo, d_hi, margin)

@@ -377,14 +377,14 @@ def _legacy(sigma: Sigma) -> Sigma:
     """A σ given only as one number (built by hand, or read from an older verdict.json): a
     fresh-server one is all launch variance (so repeats on one server count once, as before),
     a warm one all run noise, a prior one the floor alone."""
+    if sigma.df is None and sigma.value is not None:  # known (infinite df): as a prior
+        return sigma.model_copy(update={"prior": math.expm1(sigma.value)})
     if sigma.source == SigmaSource.FRESH_SERVER:
         return sigma.model_copy(
             update={"launch": sigma.value, "launch_df": int(sigma.df or 0) or 1}
         )
     if sigma.source == SigmaSource.WARM:
         return sigma.model_copy(update={"run": sigma.value, "run_df": sigma.df or 0.0})
-    if sigma.source == SigmaSource.PRIOR and sigma.prior is None and sigma.value is not None:
-        return sigma.model_copy(update={"prior": math.expm1(sigma.value)})
     return sigma
 
 

@@ -36,9 +36,10 @@ class Pick:
 #: Futility only stops reruns, it never decides a cell, so it cannot make a verdict overclaim.
 FUTILITY = 0.25
 
-#: Fresh-server degrees of freedom a round tops σ up to (or every cell, in a small matrix).
-#: The analysis judges every cell with the fresh-server σ as soon as one exists, so a lone
-#: fresh replicate would leave σ with df = 1 (t ≈ 38 at 98.3%) and decide nothing.
+#: Fresh-server replicates a round tops up to (or every cell, in a small matrix). Under the
+#: noise model a relaunch adds one launch df however many cells it replicates; the replicates
+#: beyond the first add run-noise df (the fit's residuals) at their points, which is what the
+#: per-point run noise needs.
 MIN_FRESH_DF = 6
 
 #: Order in which picks claim the budget: checks of named explanations, σ, then the cells.

@@ -222,10 +222,10 @@ def undecided(c: Comparison) -> str:
     if c.small_change:
         parts.append("a change exists but is below the margin or not yet shown to exceed it")
     if c.runs_needed is not None:
-        who = {"baseline": "of the baseline", "candidate": "of the candidate"}.get(
-            c.limiting_arm or "both", "per arm"
+        parts.append(
+            f"about {c.runs_needed} runs per arm in all, the extra ones each on a fresh "
+            "server, would settle it if the observed change and the noise estimate held"
         )
-        parts.append(f"about {c.runs_needed} runs {who} would settle it")
     elif c.d is not None and CellNote.NO_NOISE not in c.notes:
         parts.append("the change sits on the margin: more runs alone may not settle it")
     parts += [cell_note(n, c) for n in c.notes if n != CellNote.SMALL_CHANGE]
@@ -265,8 +265,9 @@ def _inconclusive(ov: Overall, m: str, margin: str) -> str:
     text = f"inconclusive on {m}: no cell clears the ±{margin} margin"
     if ov.runs_needed is not None:
         text += (
-            f"; about {ov.runs_needed} runs per arm in the undecided cells would settle it "
-            f"(if σ = {fmt.percent(ov.sigma)} holds)"
+            f"; about {ov.runs_needed} runs per arm in all in the undecided cells, the extra "
+            f"ones each on a fresh server, would settle it (if the observed changes and "
+            f"σ = {fmt.percent(ov.sigma)} held)"
         )
     else:
         text += "; the observed changes sit on the margin, so more runs alone may not settle it"
