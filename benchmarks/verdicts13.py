@@ -302,6 +302,7 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
             row.append(f" {pct(c[1], c[0])} {_ci(vals) if c[0] else ''} (n={c[0]}) ")
         lines.append("|".join(row) + "|")
     gate_ok = True
+    sums = [_sum(pols, idx) for idx in idxs]
     for side in ("+m", "−m"):
         for j, what in ((1, "better" if side == "+m" else "worse"), (2, "same")):
             row = [f"| gate: {what} at {side} (≤ 3%) "]
@@ -309,15 +310,24 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
                 g = p.gate.get((side, cb), [0, 0, 0])
                 rate = g[j] / g[0] if g[0] else 0.0
                 gate_ok = gate_ok and rate <= 0.03
-                row.append(f" {pct(g[j], g[0])} (n={g[0]}) ")
+                vals = [
+                    b.gate.get((side, cb), [0, 0, 0])[j] / max(b.gate.get((side, cb), [1])[0], 1)
+                    for b in sums
+                ]
+                row.append(f" {pct(g[j], g[0])} {_ci(vals) if g[0] else ''} (n={g[0]}) ")
             lines.append("|".join(row) + "|")
     row = ["| gate: better/worse on ties (≤ 1%) "]
     for cb in CONC_BANDS:
         tr = p.ties.get(cb, [0, 0])
         gate_ok = gate_ok and (tr[1] / tr[0] if tr[0] else 0.0) <= 0.01
-        row.append(f" {pct(tr[1], tr[0])} (n={tr[0]}) ")
+        vals = [b.ties.get(cb, [0, 0])[1] / max(b.ties.get(cb, [1])[0], 1) for b in sums]
+        row.append(f" {pct(tr[1], tr[0])} {_ci(vals) if tr[0] else ''} (n={tr[0]}) ")
     lines.append("|".join(row) + "|")
-    lines += ["", f"Calibration gate: {'met' if gate_ok else 'not met'}.", ""]
+    lines += [
+        "",
+        f"Calibration gate (point estimates against the bars): {'met' if gate_ok else 'not met'}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
