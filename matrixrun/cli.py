@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from matrixrun import __version__
@@ -65,13 +65,47 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from matrixrun.render_plan import plan_text
     from matrixrun.spec import load_spec, spec_hash
 
+    if args.markdown:
+        return _plan_markdown(args)
     spec = load_spec(args.spec)
     plan = expand(spec, spec_hash(Path(args.spec).read_text()))
     if args.json:
         print(plan.model_dump_json(indent=2))
     else:
         print(plan_text(spec, plan))
+    _summary(_plan_summary(args.spec, args.history or ()))
     return EXIT_OK
+
+
+def _plan_markdown(args: argparse.Namespace) -> int:
+    """The proposal (proposal.py); an invalid spec still gets one, showing its errors, exit 2."""
+    from matrixrun.proposal import render_proposal
+
+    text, validation, _ = render_proposal(args.spec, args.history or ())
+    sys.stdout.write(text)
+    _summary(text)
+    for error in validation.errors:
+        print(error, file=sys.stderr)
+    return EXIT_OK if validation.ok else EXIT_INPUT
+
+
+def _plan_summary(spec: str, history: Sequence[str]) -> str | None:
+    """The proposal for the job summary, only when there is one to write to."""
+    import os
+
+    if not os.environ.get("GITHUB_STEP_SUMMARY"):
+        return None
+    from matrixrun.proposal import render_proposal
+
+    return render_proposal(spec, history)[0]
+
+
+def _summary(markdown: str | None) -> None:
+    """Append to GitHub Actions' job summary when GITHUB_STEP_SUMMARY is set (ci.py)."""
+    from matrixrun.ci import write_step_summary
+
+    if markdown is not None and (warning := write_step_summary(markdown)):
+        _err(f"warning: {warning}")
 
 
 # ------------------------------------------------------------------------------------ schema
@@ -118,6 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.report is not None:
         target = _publish(summary.report, args)
         print(f"report: {target}")
+        _summary(summary.report.read_text())
     return EXIT_FAILED if summary.failed else EXIT_OK
 
 
@@ -147,9 +182,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from matrixrun.stages import render_run, report_text
 
     if args.output == "-":
-        sys.stdout.write(report_text(args.run_dir, templates=args.templates))
-        return EXIT_OK
-    print(f"wrote {render_run(args.run_dir, args.output, templates=args.templates)}")
+        text = report_text(args.run_dir, templates=args.templates)
+        sys.stdout.write(text)
+    else:
+        path = render_run(args.run_dir, args.output, templates=args.templates)
+        text = path.read_text()
+        print(f"wrote {path}")
+    _summary(text)
     return EXIT_OK
 
 
@@ -180,27 +219,26 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_post(args: argparse.Namespace) -> int:
-    from matrixrun.github import post_comment
-    from matrixrun.results import RunDir
+    """The verdict of RUN_DIR, or with --plan the proposal of SPEC, as one PR comment each."""
+    from matrixrun.ci import post
 
-    rd = RunDir(args.run_dir)
-    report = rd.path / "report.md"
-    if not report.exists():
-        _err(f"{report} does not exist; render it first with `matrixrun report {rd.path}`")
-        return EXIT_INPUT
-    experiment = args.experiment
-    if experiment is None:
-        plan = rd.path / "plan.json"
-        experiment = json.loads(plan.read_text())["experiment"] if plan.exists() else rd.path.name
-    posted = post_comment(
-        report.read_text(),
+    outcome = post(
+        run_dir=args.run_dir,
+        plan=args.plan,
+        history=args.history or (),
         repo=args.repo,
         number=args.pr,
-        experiment=experiment,
+        experiment=args.experiment,
         token_env=args.token_env,
         api_url=args.api_url,
+        dry_run=args.dry_run,
+        fail_on=args.fail_on,
     )
-    print(f"{'updated' if posted.updated else 'posted'} {posted.url}")
+    print(outcome.message)
+    if outcome.failing:
+        which = ", ".join(f"{c} is {v}" for c, v in outcome.failing)
+        _err(f"--fail-on {args.fail_on}: {which} (see the verdict comment)")
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -229,6 +267,23 @@ def _add_validate(p: argparse.ArgumentParser) -> None:
 def _add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the proposal comment: hypothesis, differing flags, command lines, matrix, "
+        "cost, validation (exit 2 when the spec is invalid, after printing it)",
+    )
+    _add_history(p)
+
+
+def _add_history(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--history",
+        action="append",
+        metavar="DIR",
+        help="estimate times from earlier run directories under DIR with the same engine, "
+        "model and hardware (repeatable)",
+    )
 
 
 def _add_schema(p: argparse.ArgumentParser) -> None:
@@ -316,16 +371,37 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
 
 
 def _add_post(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help="post its verdict (report.md)")
+    p.add_argument("--plan", metavar="SPEC", help="post the proposal of SPEC instead")
+    _add_history(p)
     p.add_argument("--repo", required=True, metavar="OWNER/NAME")
     p.add_argument("--pr", required=True, type=int, metavar="N", help="pull request number")
-    p.add_argument("--experiment", help="comment key (default: the run's experiment name)")
+    p.add_argument(
+        "--experiment",
+        help="comment key (default: the spec's experiment; for an ingested run its arms)",
+    )
     p.add_argument(
         "--token-env",
         default="GITHUB_TOKEN",
         help="environment variable holding the token (default GITHUB_TOKEN)",
     )
-    p.add_argument("--api-url", default="https://api.github.com", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--api-url",
+        metavar="URL",
+        help="API root (default $GITHUB_API_URL, else https://api.github.com)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the request instead of sending it (the token is never printed)",
+    )
+    p.add_argument(
+        "--fail-on",
+        default="never",
+        metavar="VERDICTS",
+        help="exit 1 after posting when a candidate's overall verdict is one of these "
+        "(e.g. worse, or worse,mixed; default never)",
+    )
 
 
 def _add_bench_client(p: argparse.ArgumentParser) -> None:
@@ -351,7 +427,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         cmd_ingest,
     ),
     "post": (
-        "post the report on a pull request (one comment, updated by later runs)",
+        "post a run's verdict, or a spec's proposal, on a pull request (one comment each, "
+        "updated in place)",
         _add_post,
         cmd_post,
     ),

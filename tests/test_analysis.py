@@ -844,6 +844,12 @@ def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput()
     assert rate.candidate.capped == 3
 
 
+def test_a_note_that_decides_the_verdict_leads_once() -> None:
+    capped = {"capped": {"after_s": 40.0, "cut_requests": 28, "completed": 36}}
+    c = limited_cell("mean_ttft_ms", [50.0] * 3, **capped)
+    assert c.notes.count(CellNote.CAPPED) == 1 and c.notes[0] == CellNote.CAPPED
+
+
 # --------------------------------------------------------------------------- noise model (#13)
 
 

@@ -97,7 +97,8 @@ def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
     servers = env["servers"]
     assert len(servers) >= 2
     assert all("sim" in (s["version"] or "") for s in servers.values())
-    assert {s["args"].get("moe_runner_backend") for s in servers.values()} == {"slow", "fast"}
+    backends = {s["args"].get("moe_runner_backend") for s in servers.values()}
+    assert backends == {"flashinfer_cutlass", "flashinfer_cutedsl"}
     assert no_live_servers(run_dir)
     logs = list((run_dir / "logs").glob("*.log"))
     assert len(logs) == len(servers)
@@ -235,7 +236,7 @@ def test_server_dying_mid_run_is_relaunched_and_recorded(tmp_path: Path) -> None
     spec = _spec_with(
         tmp_path,
         "    rules:\n",
-        "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
+        "    effect_rules:\n      - when: {moe_runner_backend: flashinfer_cutedsl}\n"
         "        set: {crash_after_s: 4}\n    rules:\n",
     )
     spec.write_text(spec.read_text().replace("[[1, 10], [8, 12]]", "[[1, 1000], [8, 1000]]"))
@@ -304,7 +305,7 @@ def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
     spec.write_text(
         spec.read_text().replace(
             "    rules:\n",
-            "    effect_rules:\n      - when: {moe_runner_backend: fast}\n"
+            "    effect_rules:\n      - when: {moe_runner_backend: flashinfer_cutedsl}\n"
             "        set: {diverge_after_tokens: 4}\n    rules:\n",
         )
     )

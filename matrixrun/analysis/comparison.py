@@ -201,8 +201,8 @@ def _judged(
         verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CAPPED
     if small:
         notes.append(CellNote.SMALL_CHANGE)
-    if lead is not None:
-        notes.insert(0, lead)
+    if lead is not None:  # first, once (CAPPED may already be there as a plain note)
+        notes = [lead, *(n for n in notes if n != lead)]
     r_lo, r_hi = sorted((sign * d_lo, sign * d_hi))
     confident = verdict in (CellVerdict.BETTER, CellVerdict.WORSE)
     undecided = verdict == CellVerdict.INCONCLUSIVE

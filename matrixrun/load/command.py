@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from matrixrun.load.client import run_load_sync, validate_config
+from matrixrun.load.selfcheck import worst
 
 
 def _rate(text: str) -> float:
@@ -85,9 +86,7 @@ def client_warning(out: dict[str, Any]) -> str | None:
     check = out.get("client_check")
     if not isinstance(check, dict) or not check.get("client_bound"):
         return None
-    affected: dict[str, float] = check["affected"]
-    worst = sorted(affected.items(), key=lambda kv: -kv[1])[:4]
-    named = ", ".join(f"{k} (up to {v:.0%})" for k, v in worst)
+    named = ", ".join(f"{k} (up to {v:.0%})" for k, v in worst(check["affected"], 4))
     return (
         f"warning: the client fell behind (loop lag p99 {check['lag_p99_ms']:.1f} ms, "
         f"{check['coalesced_share']:.1%} of token gaps read together, CPU "

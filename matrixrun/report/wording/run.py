@@ -306,9 +306,11 @@ def short_outputs(arm: str, where: str, attempt: int, short: int) -> str:
 
 
 def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> str:
-    affected: dict[str, float] = check.get("affected", {})
-    worst = sorted(affected.items(), key=lambda kv: -kv[1])[:3]
-    named = ", ".join(f"{k} by up to {fmt.share(v)}" for k, v in worst)
+    from matrixrun.load.selfcheck import worst
+
+    named = ", ".join(
+        f"{k} by up to {fmt.share(v)}" for k, v in worst(check.get("affected", {}), 3)
+    )
     return (
         f"`{arm}` at {where}, attempt {attempt}: the load client fell behind (loop lag p99 "
         f"{fmt.x(check.get('lag_p99_ms', 0))} ms, {fmt.share(check.get('coalesced_share', 0))}"
