@@ -62,6 +62,8 @@ POLICY = "{threshold: 3%, surprise: 10%, max_runs: 3}"
 #: Confidence levels the reference is tried at, to match the policy's error rates.
 REF_LEVELS = (0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
 BANDS = ("tie", "below m", "at ±m", "m–2m", "2m–5m", "> 5m")
+#: `--spending` (tuning only): the policy's α spending instead of the spec-derived one.
+SPENDING: list[str] = []
 CONC_BANDS = {"1–4": (1, 4), "16–64": (16, 64), "256–1024": (256, 1024)}
 
 
@@ -204,6 +206,8 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
     world.rng = np.random.default_rng([seed, i, 4])
     lab = NoisyLab(world)
     policy = Policy(spec, plan)
+    if SPENDING:
+        policy.settings = policy.settings.model_copy(update={"spending": SPENDING[0]})
     drive(policy, lab.ms, lab.run_cells)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     pol = tally(verdicts_of(lab.ms, policy.settings, world), gpu)
@@ -342,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world", action="append", choices=WORLDS)
     ap.add_argument("--boots", type=int, default=400)
     ap.add_argument("--write", type=Path)
+    ap.add_argument("--spending", choices=["information", "power"])
     args = ap.parse_args(argv)
+    if args.spending:
+        SPENDING[:] = [args.spending]
     out = []
     t0 = time.perf_counter()
     for world in args.world or WORLDS:

@@ -156,12 +156,13 @@ class AnalysisSettings(_Model):
         description="Interim looks fixed in the plan (1 + stage-2 rounds = the most runs an "
         "arm may get in a cell, `verify.max_runs`).",
     )
-    spending: Literal["equal", "increasing", "information"] = Field(
+    spending: Literal["equal", "increasing", "information", "power"] = Field(
         "equal",
         description="How 1 − confidence is split: equally over the looks (Bonferroni), in "
         "proportion to k² for a cell's k-th look, or over every state a cell can stop in "
         "(its runs n_b + n_c) by the Lan–DeMets O'Brien–Fleming spending function of the "
-        "information fraction (n_b + n_c) / (2 · looks).",
+        "information fraction (n_b + n_c) / (2 · looks); `power` the same states with the "
+        "Kim–DeMets spending function α·t².",
     )
     margins: dict[str, float] = Field(
         default_factory=dict,
@@ -196,7 +197,8 @@ class AnalysisSettings(_Model):
     def states(self) -> int:
         """How many data states a cell's level is spent over: the looks, or with
         `information` spending every total n_b + n_c from 2 to 2 · looks."""
-        return 2 * self.looks - 1 if self.spending == "information" else self.looks
+        by_state = self.spending in ("information", "power")
+        return 2 * self.looks - 1 if by_state else self.looks
 
     @property
     def level(self) -> float:
@@ -206,7 +208,7 @@ class AnalysisSettings(_Model):
     def level_for(self, n_baseline: int, n_candidate: int, look: int = 1) -> float:
         """The level of a cell with these runs per arm (and, for the older spendings, this
         look): the state it is in decides."""
-        if self.spending == "information":
+        if self.spending in ("information", "power"):
             return self.level_at(max(n_baseline + n_candidate - 1, 1))
         return self.level_at(look)
 
@@ -226,7 +228,7 @@ class AnalysisSettings(_Model):
         `increasing`/`equal` (kept for settings written before): state = 1 + stage-2 rounds,
         α ∝ k² or equal; valid only if cells are re-measured only while inconclusive."""
         alpha = 1 - self.confidence
-        if self.spending == "information":
+        if self.spending in ("information", "power"):
             total = 2 * self.looks
             k = min(max(look, 1), total - 1)
             if self.looks == 1:
@@ -234,6 +236,8 @@ class AnalysisSettings(_Model):
             z = float(NormalDist().inv_cdf(1 - alpha / 2))
 
             def spent(t: float) -> float:
+                if self.spending == "power":
+                    return alpha * t * t
                 return 2 - 2 * NormalDist().cdf(z / math.sqrt(t)) if t > 0 else 0.0
 
             t_k, t_prev = (k + 1) / total, k / total
