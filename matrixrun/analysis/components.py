@@ -47,6 +47,7 @@ D0_TAIL = 1.0
 #: A trend in log x is fitted only on at least three points with half a df each and this many df
 #: in all; it costs the points it lends to one df (its slope).
 TREND_MIN_DF = 4.0
+TREND_MIN_POINTS = 3
 #: The least the trend lends a point, however much the points disagree with it.
 D0_MIN = 1.0
 #: One-sided level of the upper confidence limit a declared prior is floored at.
@@ -152,7 +153,9 @@ def _trend(raw: dict[float | None, tuple[float, float]], pooled: float) -> dict[
     the pooled value at every point."""
     pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df >= 0.5]
     out: dict[float, float] = {}
-    if len(pts) < 3 or sum(p[2] for p in pts) < TREND_MIN_DF or any(p[1] <= 0 for p in pts):
+    if len(pts) < TREND_MIN_POINTS or sum(p[2] for p in pts) < TREND_MIN_DF:
+        return out
+    if any(p[1] <= 0 for p in pts):
         return out
     lx = np.array([math.log(x) for x, _, _ in pts])
     ly = np.array([math.log(s2) - _digamma_bias(df) for _, s2, df in pts])
