@@ -374,7 +374,9 @@ class VerifySpec(_Model):
     threshold: Percent = Field(0.03, description="Practical margin: smaller changes are 'same'.")
     surprise: Percent = Field(0.10, description="|change| above this gets an explanation check.")
     noise: Percent | None = Field(
-        None, description="Declared run-to-run spread, used only when nothing is measured."
+        None,
+        description="Declared spread of one run (relative σ): a floor on the noise that a "
+        "few df of measured repeats cannot shrink.",
     )
     max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
