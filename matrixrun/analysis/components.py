@@ -213,7 +213,7 @@ def estimate_components(
     launch variance with df = launches − groups; the declared prior, if any, kept beside them
     (applied per cell by `cell_variance`, where it is a floor)."""
     groups: dict[str, _Group] = {}
-    cell_index: dict[tuple[str, str], dict[str, int]] = {}
+    cell_index: dict[str, dict[str, int]] = {}
     launch_index: dict[str, dict[str, int]] = {}
     within_ss: dict[float | None, float] = {}
     within_df: dict[float | None, float] = {}
@@ -231,7 +231,7 @@ def estimate_components(
     for (gid, sl, cid, inst), vals in per_cell.items():
         gkey = f"{sl}/{gid}"
         g = groups.setdefault(gkey, _Group())
-        ci = cell_index.setdefault((gkey, ""), {})
+        ci = cell_index.setdefault(gkey, {})
         if cid not in ci:
             ci[cid] = len(g.cells)
             g.cells.append((cid, xs_of[(gid, sl, cid, inst)]))
