@@ -19,14 +19,14 @@ PYTHON = "3.11"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the test suite (unit and end-to-end; the simulator runs as a real subprocess)."""
-    session.install("-e", ".[test,fast]")
+    session.install("-e", ".[test,fast,slurm]")
     session.run("pytest", *(session.posargs or ["-q"]))
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (lint + format check) and mypy --strict."""
-    session.install("-e", ".[lint,test,fast]")
+    session.install("-e", ".[lint,test,fast,slurm]")
     paths = ["matrixrun", "tests", "benchmarks", "scripts", "noxfile.py"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
@@ -77,3 +77,11 @@ def bench_verdicts(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/verdicts.py", "--write", "docs/benchmarks.md", *session.posargs
     )
+
+
+@nox.session(name="bench-client", python=PYTHON)
+def bench_client(session: nox.Session) -> None:
+    """The load client's self-check against a ground-truth server, quiet / CPU shared /
+    squeezed (nox -s bench-client -- --write docs/benchmarks.md)."""
+    session.install("-e", ".[fast]")
+    session.run("python", "benchmarks/client.py", *session.posargs)

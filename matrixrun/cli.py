@@ -12,9 +12,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from matrixrun import __version__
 from matrixrun.errors import MatrixError, SpecError
+
+if TYPE_CHECKING:
+    from matrixrun.executors.jobs import JobRecord
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -133,9 +137,23 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from matrixrun.executors import make_executor, refuse_local_resume
     from matrixrun.progress import observer_for
     from matrixrun.runner import run_experiment
 
+    executor = None
+    if args.executor != "local" or args.partition or args.max_parallel or args.slurm_arg:
+        executor = make_executor(
+            args.executor,
+            args.spec,
+            partition=args.partition,
+            max_parallel=args.max_parallel,
+            slurm_args=args.slurm_arg or (),
+            ignore_hardware=args.ignore_hardware,
+            on_interrupt=_ask_cancel_jobs,
+        )
+    elif args.resume:
+        refuse_local_resume(args.resume)
     summary = run_experiment(
         args.spec,
         out=args.out,
@@ -143,6 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rehearse=args.rehearse,
         observer=observer_for(),
         ignore_hardware=args.ignore_hardware,
+        executor=executor,
     )
     print(f"run directory: {summary.run_dir}")
     print(
@@ -154,6 +173,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"report: {target}")
         _summary(summary.report.read_text())
     return EXIT_FAILED if summary.failed else EXIT_OK
+
+
+def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:
+    """Ctrl-C during `run --executor slurm`: cancel the jobs still queued or running, or leave
+    them? Without a terminal to ask, they are left running (and the message says so)."""
+    ids = " ".join(j.job_id for j in jobs)
+    if not sys.stdin.isatty():
+        _err(f"interrupted; no terminal to ask, so Slurm jobs {ids} are left running")
+        return False
+    try:
+        answer = input(
+            f"\ncancel the {len(jobs)} Slurm jobs still queued or running ({ids})? [y/N] "
+        )
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _publish(report: Path, args: argparse.Namespace) -> Path:
@@ -210,7 +245,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         fresh_server=args.fresh_server,
         server_mode=args.servers,
         argv=sys.argv,
+        format=args.format,
+        mix_formats=args.mix_formats,
+        sweep_serve=args.sweep_serve,
+        dry_run=args.dry_run,
+        show=print,
     )
+    if out is None:
+        print("dry run: nothing written")
+        return EXIT_OK
     print(f"wrote {out} and its report {out / 'report.md'}")
     return EXIT_OK
 
@@ -310,6 +353,23 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run even if nvidia-smi does not match the spec's hardware (recorded)",
     )
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "slurm"],
+        help="where server groups run: here one after another (local), or as Slurm jobs "
+        "(slurm; needs matrixrun[slurm] and a run directory on a shared file system)",
+    )
+    p.add_argument("--partition", metavar="P", help="Slurm partition for the jobs")
+    p.add_argument(
+        "--max-parallel", type=int, metavar="N", help="at most N Slurm jobs queued or running"
+    )
+    p.add_argument(
+        "--slurm-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="another sbatch option for every job (repeatable), e.g. account=lab",
+    )
 
 
 def _add_analyse(p: argparse.ArgumentParser) -> None:
@@ -328,8 +388,14 @@ def _add_report(p: argparse.ArgumentParser) -> None:
 
 
 def _add_ingest(p: argparse.ArgumentParser) -> None:
+    from matrixrun.ingest_formats.run import FORMATS
+
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="sglang.bench_serving --output-file JSONL files"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="result files or folders: sglang.bench_serving JSONL, vllm bench serve JSON, a vllm "
+        "bench sweep directory, guidellm JSON, aiperf exports; see docs/ingest.md",
     )
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
@@ -367,6 +433,28 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         "--fresh-server",
         action="store_true",
         help="the same as --servers fresh",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="read every input as this format (default: detect each one)",
+    )
+    p.add_argument(
+        "--mix-formats",
+        action="store_true",
+        help="compare files of different clients anyway (metrics they define differently "
+        "are left out)",
+    )
+    p.add_argument(
+        "--sweep-serve",
+        choices=("arms", "launches"),
+        default="arms",
+        help="vllm bench sweep: serve combinations are arms (default) or launches of one arm",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what was understood (arms, points, repeats, servers) and write nothing",
     )
 
 
@@ -422,7 +510,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     ),
     "report": ("render an analysed run directory's verdict document", _add_report, cmd_report),
     "ingest": (
-        "build a run directory from the output files of sglang.bench_serving",
+        "build a run directory from result files of bench_serving, vLLM, guidellm or aiperf",
         _add_ingest,
         cmd_ingest,
     ),

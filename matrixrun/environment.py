@@ -91,6 +91,12 @@ class ServerRecord(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     argv: list[str] | None = Field(None, description="As launched, secrets redacted.")
     source: str | None = Field(None, description="Ingested runs: the bench_serving file.")
+    #: Where the instance ran (`--executor slurm`: arms may run on different nodes at once,
+    #: so the node is part of the instance, and its σ is part of fresh-server σ).
+    node: str | None = None
+    gpu_serials: list[str] = Field(
+        default_factory=list, description="nvidia-smi serials of the GPUs it was given."
+    )
 
 
 class HardwareGate(HardwareCheck):

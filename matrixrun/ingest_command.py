@@ -1,16 +1,19 @@
-"""`matrixrun ingest`: write a run directory from bench_serving files run by hand, so
-it can be analysed and rendered like any run (it ends by doing both). The mapping itself
-(lines -> Measurements) is `ingest.py`; this module only does the writing."""
+"""`matrixrun ingest`: write a run directory from benchmark result files run by hand, so it
+can be analysed and rendered like any run (it ends by doing both). Reading the formats is
+`ingest_formats/`, the mapping (runs -> Measurements) `ingest.py`; this module only writes."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from matrixrun import stages
 from matrixrun.environment import Environment, ServerRecord
 from matrixrun.errors import InputError
-from matrixrun.ingest import ServerMode, measurements_from_files
+from matrixrun.ingest import ServerMode
+from matrixrun.ingest_formats import Format, load
+from matrixrun.ingest_formats.vllm_sweep import SweepServe
 from matrixrun.results import RunDir
 from matrixrun.settings import RunSettings
 from matrixrun.units import parse_percent
@@ -40,7 +43,14 @@ def ingest(
     noise: str | None = None,
     server_mode: str | None = None,
     argv: list[str] | None = None,
-) -> Path:
+    format: Format | None = None,
+    mix_formats: bool = False,
+    sweep_serve: SweepServe = "arms",
+    dry_run: bool = False,
+    show: Callable[[str], None] | None = None,
+) -> Path | None:
+    """Map the files and write the run directory; `show` gets what was understood before
+    anything is written, and `dry_run` stops there (returns None)."""
     try:
         margin = parse_percent(threshold)
         prior = parse_percent(noise) if noise is not None else None
@@ -52,9 +62,12 @@ def ingest(
             f"{rd.path} already holds results; give a new --out directory so "
             "nothing measured is overwritten"
         )
-    result = measurements_from_files(
+    ingested = load(
         files,
         baseline,
+        format=format,
+        mix_formats=mix_formats,
+        sweep_serve=sweep_serve,
         arm_field=arm_field,
         axis_field=axis_field,
         point_fields=point_fields or (),
@@ -62,6 +75,11 @@ def ingest(
         margin=margin,
         noise=prior,
     )
+    if show is not None:
+        show(ingested.summary())
+    if dry_run:
+        return None
+    result = ingested.result
     rd.create()
     stages.write_settings(rd, RunSettings(analysis=result.settings))
     servers: dict[str, ServerRecord] = {}
@@ -78,13 +96,14 @@ def ingest(
                 source=record.source,
             ),
         )
-    env = Environment(simulated=False, client="bench_serving", servers=servers)
+    env = Environment(simulated=False, client=ingested.client, servers=servers)
     rd.write_json("env.json", env.model_dump(mode="json"))
     command = shlex.join(["matrixrun", *(argv[1:] if argv else [])]) if argv else None
     rd.write_json(
         "ingest.json",
         {
             "files": [str(Path(f)) for f in files],
+            "formats": {path: fmt for path, fmt in ingested.inputs},
             "command": command,
             "baseline": baseline,
             "margin": margin,

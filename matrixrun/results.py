@@ -13,6 +13,10 @@
       logs/<instance>.log      server logs
       pids/<instance>.pid      one per live server (removed when it stops)
       report.md
+      results.d/<group>.jsonl  events.d/<group>.jsonl   a run spread over several nodes
+                               (`--executor slurm`): each group's job appends only to its own
+                               files, and reading merges them with results.jsonl/events.jsonl
+      jobs.json  slurm/        the Slurm jobs (executors/slurm.py) and submitit's files
 
 A crash loses at most the measurement in flight; `--resume` reads results.jsonl back and skips
 what is there. Lines are never rewritten: a rerun is a new line. (A last line torn by a crash
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,10 +48,16 @@ def _safe(name: str) -> str:
 
 
 class RunDir:
-    """One run's directory. Methods that write flush (and fsync results) before returning."""
+    """One run's directory. Methods that write flush (and fsync results) before returning.
 
-    def __init__(self, path: str | Path) -> None:
+    `shard` (a group id) is for a process that shares the directory with others on other
+    nodes (a Slurm job): its measurements and events go to results.d/<shard>.jsonl and
+    events.d/<shard>.jsonl, files no other process writes, so no lock is needed on a network
+    file system (docs/cluster.md says why not one shared file). Reading always merges."""
+
+    def __init__(self, path: str | Path, shard: str | None = None) -> None:
         self.path = Path(path)
+        self.shard = _safe(shard) if shard else None
 
     # -- layout -------------------------------------------------------------------------
     @property
@@ -66,20 +77,34 @@ class RunDir:
     def requests_file(self, cell_id: str, attempt: int) -> Path:
         return self.path / "requests" / f"{cell_id}-{attempt}.jsonl"
 
+    def _own(self, main: Path, folder: str) -> Path:
+        """The file this process appends to: the main one, or its shard's."""
+        return main if self.shard is None else self.path / folder / f"{self.shard}.jsonl"
+
+    def _all(self, main: Path, folder: str) -> list[Path]:
+        """The main file, then every shard's (sorted by name): what reading merges."""
+        return [main, *sorted((self.path / folder).glob("*.jsonl"))]
+
     def create(self) -> RunDir:
         for sub in ("logs", "pids", "requests"):
             (self.path / sub).mkdir(parents=True, exist_ok=True)
         return self
 
     def exists(self) -> bool:
-        return (self.path / "plan.json").exists() or self.results_file.exists()
+        return (
+            (self.path / "plan.json").exists()
+            or self.results_file.exists()
+            or (self.path / "results.d").is_dir()
+        )
 
     # -- writing ------------------------------------------------------------------------
     def write_text(self, name: str, text: str) -> Path:
         """Write a whole file atomically (temp file + rename): readers never see half of it."""
         target = self.path / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
+        # a temp name of this host and process: two writers (nodes of a Slurm run) never
+        # share one, so the rename is always of a whole file written by one of them
+        tmp = target.with_name(f".{target.name}.{socket.gethostname()}.{os.getpid()}.tmp")
         tmp.write_text(text)
         tmp.replace(target)
         return target
@@ -91,18 +116,19 @@ class RunDir:
         """Append one measurement and make it durable before returning. A torn last line (a
         crash mid-write) is dealt with first, so the new record never glues onto it."""
         line = measurement.model_dump_json() + "\n"
-        self._mend_torn_tail()
-        with self.results_file.open("a") as fh:
+        path = self._own(self.results_file, "results.d")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._mend_torn_tail(path)
+        with path.open("a") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
 
-    def _mend_torn_tail(self) -> None:
+    def _mend_torn_tail(self, path: Path) -> None:
         """If results.jsonl does not end in a newline, its last write was cut off. A tail that
         is a whole record (only the newline was lost) gets its newline; a partial record is cut
         away: it is not a line (nothing ever read it as a measurement, see `measurements`) and
         the cell it belonged to is measured again. The only write that is not an append."""
-        path = self.results_file
         try:
             with path.open("rb") as fh:
                 if fh.seek(0, os.SEEK_END) == 0:
@@ -128,18 +154,29 @@ class RunDir:
     def event(self, kind: str, **fields: Any) -> None:
         """Append to the audit log (launch, healthy, stop, flush, verify decisions)."""
         record = {"t": now_iso(), "event": kind, **fields}
-        with self.events_file.open("a") as fh:
+        path = self._own(self.events_file, "events.d")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as fh:
             fh.write(json.dumps(record, default=str) + "\n")
             fh.flush()
 
     # -- reading ------------------------------------------------------------------------
     def measurements(self) -> list[Measurement]:
-        """Every measurement in file order. A truncated last line (a crash mid-write) is
-        skipped; any other bad line is an error naming file and line."""
-        if not self.results_file.exists():
+        """Every measurement: results.jsonl in file order, then (a run on several nodes) every
+        shard's, the merge ordered by start time. A truncated last line of a file (a crash
+        mid-write) is skipped; any other bad line is an error naming file and line."""
+        files = self._all(self.results_file, "results.d")
+        out = [m for path in files for m in self._read_measurements(path)]
+        if len(files) > 1:
+            out.sort(key=lambda m: m.started_at or "")  # stable: one file's order is kept
+        return out
+
+    @staticmethod
+    def _read_measurements(path: Path) -> list[Measurement]:
+        if not path.exists():
             return []
         out: list[Measurement] = []
-        lines = self.results_file.read_text().splitlines()
+        lines = path.read_text().splitlines()
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -149,21 +186,26 @@ class RunDir:
                 if number == len(lines):
                     break  # torn final write: the cell will be measured again
                 raise InputError(
-                    f"{self.results_file}:{number}: not a measurement record "
+                    f"{path}:{number}: not a measurement record "
                     f"({exc.errors()[0]['msg']}); was the file edited by "
                     "hand?"
                 ) from exc
         return out
 
     def events(self) -> list[dict[str, Any]]:
-        if not self.events_file.exists():
-            return []
+        """The audit log: events.jsonl, then every shard's, the merge ordered by time."""
+        files = self._all(self.events_file, "events.d")
         out = []
-        for line in self.events_file.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+        for path in files:
+            if not path.exists():
                 continue
+            for line in path.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        if len(files) > 1:
+            out.sort(key=lambda e: str(e.get("t", "")))
         return out
 
     def read_json(self, name: str) -> Any:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from matrixrun import stages
 from matrixrun.engines.base import (
@@ -46,6 +46,9 @@ from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir, now_iso
 from matrixrun.resume import launch_counts, new_run_dir, resumed_run_dir
 from matrixrun.spec import Spec, spec_hash
+
+if TYPE_CHECKING:
+    from matrixrun.executors import Executor
 
 HOST = "127.0.0.1"
 #: How long a server whose requests failed may take to be seen exiting (see Runner._died).
@@ -483,9 +486,10 @@ def run_experiment(
     rehearse: bool = False,
     observer: Observer | None = None,
     ignore_hardware: bool = False,
+    executor: Executor | None = None,
 ) -> RunSummary:
     """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
-    hardware (real launches only), run."""
+    hardware (real launches only), run (here, or through `executor`: executors/)."""
     from matrixrun.engines import for_spec
     from matrixrun.spec import load_spec
 
@@ -504,10 +508,10 @@ def run_experiment(
         engine = rehearsal_engine(spec, spec.experiment)
     else:
         engine = for_spec(spec.engine)
-        if engine.launches:
+        if engine.launches and (executor is None or executor.gates_here):
             hardware = hardware_gate(spec, ignore_hardware)
     options = RunOptions(rehearse=rehearse, observer=observer or NullObserver())
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
-    return runner.run()
+    return runner.run() if executor is None else executor.run(runner)

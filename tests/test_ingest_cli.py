@@ -92,6 +92,58 @@ def test_the_advised_point_field_option_exists_and_makes_an_axis(tmp_path: Path)
     assert (tmp_path / "b" / "report.md").exists()  # ingest ends by analysing and rendering
 
 
+VLLM = GOLDEN.parent / "vllm"
+
+
+def test_dry_run_prints_what_it_understood_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    files = [str(VLLM / f"{arm}-c{c}.json") for arm in ("base", "cutedsl") for c in (1, 4)]
+    res = mr("ingest", *files, "--baseline", "base", "--out", str(out), "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "read 4 runs from 4 inputs: 4 × vllm bench serve --save-result JSON" in res.stdout
+    assert "arms: base (baseline), cutedsl" in res.stdout
+    assert "points (concurrency): 1, 4" in res.stdout
+    assert "servers: base#1 (2 runs), cutedsl#1 (2 runs)" in res.stdout
+    assert "dry run: nothing written" in res.stdout
+    assert not out.exists()
+
+
+def test_vllm_files_to_a_report_that_names_the_client(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    files = [str(VLLM / f"{arm}-c{c}.json") for arm in ("base", "cutedsl") for c in (1, 4)]
+    res = mr("ingest", *files, "--baseline", "base", "--out", str(out), "--noise", "2%")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.index("arms:") < res.stdout.index("wrote ")  # understood, then written
+    ingest = json.loads((out / "ingest.json").read_text())
+    assert set(ingest["formats"].values()) == {"vllm"}
+    assert json.loads((out / "env.json").read_text())["client"] == "vllm"
+    text = mr("report", str(out), "-o", "-").stdout
+    assert "`vllm bench serve`" in text and "sglang.bench_serving" not in text
+
+
+def test_mixed_clients_refused_in_one_sentence(tmp_path: Path) -> None:
+    res = mr("ingest", str(VLLM / "base-c1.json"), str(GOLDEN / "fast_decode.jsonl"),
+             "--baseline", "base", "--out", str(tmp_path / "r"))  # fmt: skip
+    assert res.returncode == 2
+    assert "--mix-formats" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_vllm_sweep_directory_to_a_decided_report(tmp_path: Path) -> None:
+    """Two runs per cell on one launch: the warm spread is measured, so cells can be decided
+    without a declared noise (cutedsl's decode steps are shorter: TPOT better)."""
+    out = tmp_path / "run"
+    sweep = GOLDEN.parent / "vllm_sweep" / "golden"
+    res = mr("ingest", str(sweep), "--baseline", "base", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "repeats (runs per arm @ point): base @ 1: 2" in res.stdout
+    report = mr("report", str(out), "-o", "-")
+    assert report.returncode == 0, report.stderr
+    assert "`vllm bench serve`" in report.stdout
+    verdict = json.loads((out / "verdict.json").read_text())
+    metrics = {m["metric"]: m for m in verdict["slices"][0]["candidates"][0]["metrics"]}
+    assert metrics["median_tpot_ms"]["overall"]["verdict"] == "better"
+
+
 def test_servers_per_file_makes_each_file_one_launch(tmp_path: Path) -> None:
     """`--servers per-file`: two files of one arm are two launches (instances ARM@STEM), so
     the repeat is a fresh-server replicate; `--fresh-server` with another mode is refused."""

@@ -164,6 +164,34 @@ def test_openai_stream_chunks_and_usage_last(sim: str) -> None:
     assert len({c["id"] for c in chunks}) == 1
 
 
+def test_chat_stream_deltas_and_whole_response(sim: str) -> None:
+    """Clients that speak only chat (genai-bench): the messages' words are the prompt."""
+    words = " ".join(f"t{i}" for i in range(1000, 1010))
+    body = {
+        "model": "sim/m",
+        "messages": [{"role": "system", "content": "t1 t2"}, {"role": "user", "content": words}],
+        "max_completion_tokens": 4,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    payloads = sse(httpx.post(sim + "/v1/chat/completions", json=body, timeout=10).text)
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] == 12
+    deltas = chunks[:-1]
+    assert len(deltas) == 4 and all(c["object"] == "chat.completion.chunk" for c in deltas)
+    assert [c["choices"][0]["finish_reason"] for c in deltas] == [None] * 3 + ["length"]
+    text = "".join(c["choices"][0]["delta"]["content"] for c in deltas)
+    assert len(text.split()) == 4
+    whole = httpx.post(sim + "/v1/chat/completions", json={**body, "stream": False}).json()
+    assert whole["object"] == "chat.completion"
+    assert whole["choices"][0]["message"]["content"] == text  # greedy: the same tokens
+    assert whole["usage"]["completion_tokens"] == 4
+    bad = httpx.post(sim + "/v1/chat/completions", json={"messages": []}, timeout=10)
+    assert bad.status_code == 400
+
+
 @pytest.mark.parametrize(
     "prompt",
     [" ".join(f"t{i}" for i in range(1000, 1010)), [list(range(10))], ["a b c d e f g h i j"]],

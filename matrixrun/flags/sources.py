@@ -56,7 +56,7 @@ class Source:
 
 def family(kind: str) -> str | None:
     """The flag list family of an engine kind; None where matrixrun passes no flags."""
-    return {"sglang": "sglang", "sim": "sglang", "vllm": "vllm", "command": "command"}.get(kind)
+    return {"sglang": "sglang", "vllm": "vllm", "command": "command"}.get(kind)
 
 
 _cache: dict[tuple[str, ...], Source] = {}
@@ -95,14 +95,23 @@ def source_for(engine: EngineSpec, launch: list[str] | None = None) -> Source:
             f"{installed}; generate the list with scripts/flag_lists.py or set "
             "engine.help_command",
         )
-    local = _local(kind, launch or engine.launch) if use_local else None
-    if local is not None and local.flags is not None:
-        return local
+    # unpinned: the newest shipped list, so a laptop, a GPU node and the CI job that
+    # validates PRs all check against the same release; an installed engine only where
+    # nothing is shipped
     newest = shipped(kind)
+    local = _local(kind, launch or engine.launch) if use_local else None
     if newest is None:
+        if local is not None and local.flags is not None:
+            return local
         return local or Source(None, f"no flag list is shipped for {kind} and none is installed")
-    why = f"; {local.says}" if local is not None else "; pin engine.version to choose"
-    return Source(newest, f"{newest.label} (newest shipped list{why})")
+    if local is not None and local.flags is not None and local.flags.version == newest.version:
+        return local  # the target release itself, installed: its own --help
+    also = ""
+    if local is not None and local.flags is not None:
+        also = f"; the installed one is {local.flags.version or 'of unknown version'}"
+    return Source(
+        newest, f"{newest.label} (newest shipped list; pin engine.version to choose{also})"
+    )
 
 
 def _local(kind: str, launch: list[str] | None) -> Source | None:

@@ -238,7 +238,17 @@ def correctness_of(verdict: Verdict) -> list[list[str]]:
 def _servers(env: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     infos = {k: v for k, v in (env.get("servers") or {}).items() if isinstance(v, dict)}
     sliced = any(info.get("slice") for info in infos.values())
-    header = ["server instance", "arm", *(["slice"] if sliced else []), "engine version", "startup"]
+    # issue 16 (--executor slurm), the one addition here: a node column when instances say
+    # where they ran (arms may run on different nodes at once); jobs.json has the rest
+    noded = any(info.get("node") for info in infos.values())
+    header = [
+        "server instance",
+        "arm",
+        *(["slice"] if sliced else []),
+        *(["node"] if noded else []),
+        "engine version",
+        "startup",
+    ]
     rows = []
     for name, info in infos.items():
         startup = info.get("startup_s")
@@ -247,6 +257,7 @@ def _servers(env: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
                 f"`{name}`",
                 f"`{info.get('arm', '?')}`",
                 *([fmt.table_cell(str(info.get("slice") or "—"))] if sliced else []),
+                *([fmt.table_cell(str(info.get("node") or "—"))] if noded else []),
                 fmt.table_cell(str(info.get("version") or "n/a")),
                 fmt.seconds(float(startup)) if isinstance(startup, int | float) else "n/a",
             ]

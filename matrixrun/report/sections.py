@@ -299,9 +299,11 @@ def ingested_setup(
                 f"{seen('random_input_len')} / {seen('random_output_len')} tokens",
             ),
             ("request rate", seen("request_rate")),
-            ("bench_serving backend", seen("backend")),
+            ("client backend", seen("backend")),
             ("server version", seen("server_version")),
         ],
-        client=wording.CLIENT_WORDS["bench_serving"],
+        client="; ".join(
+            wording.CLIENT_WORDS.get(c, c) for c in dict.fromkeys(m.client for m in measurements)
+        ),
         metrics=Metrics(settings.primary, list(settings.secondary)),
     )

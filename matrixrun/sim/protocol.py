@@ -1,4 +1,5 @@
-"""The wire formats the simulator speaks: SGLang's native `/generate` and OpenAI `/v1/completions`.
+"""The wire formats the simulator speaks: SGLang's native `/generate` and OpenAI `/v1/completions`
+and `/v1/chat/completions`.
 
 Facts taken from SGLang's server (`entrypoints/http_server.py`, `tokenizer_manager`'s output
 processing, `openai/serving_completions.py`), not its code:
@@ -11,6 +12,11 @@ processing, `openai/serving_completions.py`), not its code:
 * OpenAI stream chunks carry the text delta in `choices[0].text`, `finish_reason` "length" on
   the last; with `stream_options.include_usage` a final chunk with `choices: []` and `usage`
   (`prompt_tokens`, `total_tokens`, `completion_tokens`) precedes `data: [DONE]`.
+* chat (`/v1/chat/completions`, for clients that speak only chat, e.g. genai-bench): the
+  prompt is the messages' text contents joined by spaces (no chat template: the simulator's
+  tokens are words), `max_completion_tokens` or `max_tokens` bounds the output; stream chunks
+  are `chat.completion.chunk` objects with the text in `choices[0].delta.content`, a whole
+  response is a `chat.completion` with `choices[0].message`; usage as for completions.
 * errors are `{"object": "error", "message", "type", "param", "code"}`.
 
 Stream events are rendered by hand into bytes: they are the server's hot path (thousands per
@@ -52,6 +58,8 @@ class GenRequest:
     return_token_ids: bool = False
     #: False: the stream ends after the last chunk without `data: [DONE]` (transformers serve).
     done_event: bool = True
+    #: True: an OpenAI chat request (`delta.content` chunks, a `message` response).
+    chat: bool = False
 
 
 def error_body(message: str, code: int) -> dict[str, Any]:
@@ -187,6 +195,29 @@ def parse_openai(body: Any) -> GenRequest:
     )
 
 
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    raise BadRequest("message content must be a string or a list of text parts")
+
+
+def parse_chat(body: Any) -> GenRequest:
+    """`POST /v1/chat/completions`: the messages' text contents, joined, are the prompt."""
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    if not all(isinstance(m, dict) for m in messages):
+        raise BadRequest("each message must be an object")
+    prompt = " ".join(_message_text(m.get("content", "")) for m in messages)
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    as_completion = {**body, "prompt": prompt, "max_tokens": limit}
+    return replace(parse_openai(as_completion), chat=True)
+
+
 def finish_reason(length: int) -> dict[str, Any]:
     return {"type": "length", "length": length}
 
@@ -248,6 +279,23 @@ def openai_chunk(
     )
 
 
+def chat_chunk(head: bytes, text: bytes, finished: bool, usage: bytes | None) -> bytes:
+    """One OpenAI chat chunk; `head` as for `openai_chunk`, with the chat object type."""
+    return b"".join(
+        (
+            b'data: {"id":',
+            head,
+            b',"choices":[{"index":0,"delta":{"role":"assistant","content":"',
+            text,
+            b'"},"logprobs":null,"finish_reason":',
+            b'"length"' if finished else b"null",
+            b'}],"usage":',
+            b"null" if usage is None else usage,
+            b"}\n\n",
+        )
+    )
+
+
 def openai_usage(prompt_tokens: int, completion_tokens: int) -> bytes:
     return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
         prompt_tokens,
@@ -261,9 +309,11 @@ def openai_usage_chunk(head: bytes, prompt_tokens: int, completion_tokens: int) 
     return b'data: {"id":' + head + b',"choices":[],"usage":' + usage + b"}\n\n"
 
 
-def openai_head(cid: str, created: int, model: str) -> bytes:
-    return b'%s,"object":"text_completion","created":%d,"model":%s' % (
+def openai_head(cid: str, created: int, model: str, *, chat: bool = False) -> bytes:
+    kind = b"chat.completion.chunk" if chat else b"text_completion"
+    return b'%s,"object":"%s","created":%d,"model":%s' % (
         json.dumps(cid).encode(),
+        kind,
         created,
         json.dumps(model).encode(),
     )
@@ -298,6 +348,8 @@ def openai_response(
     completion_tokens: int,
     text: str,
     ids: list[int] | None,
+    *,
+    chat: bool = False,
 ) -> dict[str, Any]:
     n = completion_tokens
     choice: dict[str, Any] = {
@@ -309,9 +361,11 @@ def openai_response(
     }
     if ids is not None:
         choice["token_ids"] = ids
+    if chat:
+        choice["message"] = {"role": "assistant", "content": choice.pop("text")}
     return {
         "id": cid,
-        "object": "text_completion",
+        "object": "chat.completion" if chat else "text_completion",
         "created": created,
         "model": model,
         "choices": [choice],

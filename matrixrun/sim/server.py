@@ -13,7 +13,7 @@ process, i.e. modelled time divided by `time_scale`; the harness converts them b
 Endpoints: GET /health (200 once the process serves: liveness), GET /health_generate (503
 while starting or hung, else 200), GET /get_server_info and /server_info, GET /get_model_info,
 GET /v1/models, GET|POST /flush_cache (also resets the lateness window), POST /generate,
-POST /v1/completions.
+POST /v1/completions, POST /v1/chat/completions.
 """
 
 from __future__ import annotations
@@ -105,7 +105,9 @@ class Channel:
         self.src = src
         self.rid = rid
         self.rid_json = json.dumps(rid).encode()
-        self.head = protocol.openai_head(rid, created, model) if req.api == "openai" else b""
+        self.head = (
+            protocol.openai_head(rid, created, model, chat=req.chat) if req.api == "openai" else b""
+        )
         self.incremental = incremental
         self.malformed = malformed
         self.arrival = now()
@@ -150,9 +152,12 @@ class Channel:
                 usage = (
                     protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
                 )
-                event = protocol.openai_chunk(
-                    self.head, text, ids if req.return_token_ids else None, finished, usage
-                )
+                if req.chat:
+                    event = protocol.chat_chunk(self.head, text, finished, usage)
+                else:
+                    event = protocol.openai_chunk(
+                        self.head, text, ids if req.return_token_ids else None, finished, usage
+                    )
             self.pending.append(event)
             self.deadlines.append(deadline)
             if self.malformed:
@@ -227,6 +232,7 @@ class SimServer:
             ("POST", "/generate"): self._generate,
             ("PUT", "/generate"): self._generate,
             ("POST", "/v1/completions"): self._completions,
+            ("POST", "/v1/chat/completions"): self._chat_completions,
         }
 
     # -- ASGI -----------------------------------------------------------------------------
@@ -373,6 +379,9 @@ class SimServer:
         parse = protocol.parse_openai_strict if self.strict_openai else protocol.parse_openai
         await self._serve_generation(receive, send, parse)
 
+    async def _chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._serve_generation(receive, send, protocol.parse_chat)
+
     async def _serve_generation(
         self, receive: Receive, send: Send, parse: Callable[[Any], GenRequest]
     ) -> None:
@@ -477,7 +486,7 @@ class SimServer:
         else:
             out = protocol.openai_response(
                 ch.rid, int(time.time()), req.model or self.model, len(req.prompt_ids),
-                len(ids), text, ids if req.return_token_ids else None,
+                len(ids), text, ids if req.return_token_ids else None, chat=req.chat,
             )  # fmt: skip
         await _send_json(send, 200, out)
         self.write_lateness.record((now() - ch.finished_at) * 1000.0)
