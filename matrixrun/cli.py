@@ -270,6 +270,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         axis_field=args.axis_field,
         point_fields=args.point_field or [],
         fresh_server=args.fresh_server,
+        server_mode=args.servers,
         argv=sys.argv,
         format=args.format,
         mix_formats=args.mix_formats,
@@ -469,10 +470,17 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         help="a further line field that tells sweep points apart (repeatable)",
     )
     p.add_argument(
+        "--servers",
+        choices=["same", "fresh", "per-file"],
+        default=None,
+        help="where repeated lines ran: same (one server per arm, repeats are warm reruns; "
+        "the default), fresh (each repeat on a freshly launched server), per-file (each file "
+        "is one server launch: how sweeps are run by hand)",
+    )
+    p.add_argument(
         "--fresh-server",
         action="store_true",
-        help="repeated lines came from freshly launched servers (default: the same "
-        "server, i.e. warm reruns)",
+        help="the same as --servers fresh",
     )
     p.add_argument(
         "--format",

@@ -116,14 +116,15 @@ def analysis_settings(
         primary=spec.metrics.primary,
         secondary=list(spec.metrics.secondary),
         margin=v.threshold,
+        margins=spec.metrics.margins(),
         surprise=v.surprise,
         noise=v.noise,
         confidence=v.confidence,
         looks=looks(spec),
-        # A cell re-measured until it decides spends α over its data states, more on the later
-        # ones (AnalysisSettings.level_at): valid like Bonferroni, and a cell judged at its last
-        # state (the close calls) gets 96.8% intervals rather than 98.3% (3 looks).
-        spending="increasing" if looks(spec) > 1 else "equal",
+        # α is spent over every state a cell can stop in (its runs n_b + n_c), Lan–DeMets
+        # O'Brien–Fleming on the information fraction (AnalysisSettings.level_at): valid by
+        # Bonferroni whatever the policy re-measures or re-analyses.
+        spending="information" if looks(spec) > 1 else "equal",
         failure_limit=v.failure_rate,
         axis=plan.axis,
         correctness=dict(correctness or {}),

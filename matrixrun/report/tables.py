@@ -132,7 +132,7 @@ def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]
                             "n (baseline/candidate)",
                         ],
                         rows=[[fmt.table_cell(v) for v in row] for row in rows],
-                        regimes=wording.regimes(series, axis, settings.margin),
+                        regimes=wording.regimes(series, axis, settings.margin_for(mr.metric)),
                         undecided=[
                             f"at {axis} {fmt.join_words(xs)}: {words}"
                             for words, xs in undecided.items()

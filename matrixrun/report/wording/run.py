@@ -69,7 +69,8 @@ def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSetti
         f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
     )
     delta = fmt.change(r.change_vs_first or 0.0, 2)
-    within = f"within {margin}" if r.matches_first else f"beyond {margin}"
+    band = f"±{fmt.percent(r.noise_band)}" if r.noise_band is not None else margin
+    within = f"within noise, {band}" if r.matches_first else f"beyond noise, {band}"
     effect = f"the {_effect(cell, r.metric)} at {where}"
     alone = (
         f"; on its own the rerun gives {fmt.change(r.alone)} vs `{s.baseline}`"
