@@ -79,6 +79,15 @@ def bench_verdicts(session: nox.Session) -> None:
     )
 
 
+@nox.session(python=PYTHON)
+def reports(session: nox.Session) -> None:
+    """Re-analyse and re-render the committed example reports (reports/*.md, and chart.png
+    beside each run) from their run directories under reports/runs/; `-- --check` only
+    says which are stale."""
+    session.install("-e", ".[plot]")
+    session.run("python", "scripts/example_reports.py", *session.posargs)
+
+
 @nox.session(name="bench-client", python=PYTHON)
 def bench_client(session: nox.Session) -> None:
     """The load client's self-check against a ground-truth server, quiet / CPU shared /

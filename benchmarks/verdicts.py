@@ -478,11 +478,21 @@ def apply_what_if(names: list[str]) -> None:
     if "sigma-known" in names:
         real = analysis.estimate_sigma
 
-        def known(ms: Any, metric: str, prior: float | None = None) -> Any:
-            s = real(ms, metric, prior)
+        def known(ms: Any, metric: str, prior: float | None = None, axis: str = "") -> Any:
+            s = real(ms, metric, prior, axis or "concurrency")
             if metric != "output_throughput" or not _TRUE_SIGMA:
                 return s
-            return s.model_copy(update={"value": _TRUE_SIGMA[-1], "df": None})
+            # one number with infinite df: the cell is judged as with a known launch σ
+            return s.model_copy(
+                update={
+                    "value": _TRUE_SIGMA[-1],
+                    "df": None,
+                    "source": "fresh_server",
+                    "launch": None,
+                    "run": None,
+                    "by_x": [],
+                }
+            )
 
         analysis.estimate_sigma = known  # type: ignore[assignment]
     if "no-look-correction" in names:

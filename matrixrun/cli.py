@@ -232,7 +232,34 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = path.read_text(encoding="utf-8")
         print(f"wrote {path}")
     _summary(text)
-    return EXIT_OK
+    return _gate(args.run_dir, args.fail_on)
+
+
+def _gate(run_dir: str, fail_on: str) -> int:
+    """--fail-on: exit 1 when a candidate's overall verdict is one of those named, so CI can
+    stop on it (the same verdict list as `post --fail-on`)."""
+    from matrixrun.ci import failing_candidates, parse_fail_on
+
+    failing = failing_candidates(run_dir, parse_fail_on(fail_on))
+    for cand, verdict in failing:
+        _err(f"--fail-on {fail_on}: {cand} is {verdict}")
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import shlex
+
+    from matrixrun.compare import compare_runs
+
+    out = compare_runs(
+        args.run_a,
+        args.run_b,
+        args.out,
+        labels=(args.labels[0], args.labels[1]) if args.labels else None,
+        command=shlex.join(["matrixrun", *sys.argv[1:]]),
+    )
+    print(f"wrote {out} and its report {out / 'report.md'}")
+    return _gate(str(out), args.fail_on)
 
 
 # ------------------------------------------------------------------------------------ ingest
@@ -251,6 +278,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         axis_field=args.axis_field,
         point_fields=args.point_field or [],
         fresh_server=args.fresh_server,
+        server_mode=args.servers,
         argv=sys.argv,
         format=args.format,
         mix_formats=args.mix_formats,
@@ -396,6 +424,27 @@ def _add_report(p: argparse.ArgumentParser) -> None:
         help="write here (default RUN_DIR/report.md; - for stdout)",
     )
     p.add_argument("--templates", metavar="DIR", help="override templates from this directory")
+    _add_fail_on(p)
+
+
+def _add_fail_on(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fail-on",
+        default="never",
+        metavar="VERDICTS",
+        help="exit 1 when a candidate's overall verdict is one of these (e.g. worse, "
+        "worse,mixed or worse,mixed,inconclusive; default never)",
+    )
+
+
+def _add_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_a", metavar="RUN_A", help="the run to compare against (baseline)")
+    p.add_argument("run_b", metavar="RUN_B", help="the run judged; arms matched by name")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
+    p.add_argument(
+        "--labels", nargs=2, metavar=("A", "B"), help="names of the two runs (default: dir names)"
+    )
+    _add_fail_on(p)
 
 
 def _add_ingest(p: argparse.ArgumentParser) -> None:
@@ -433,10 +482,17 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         help="a further line field that tells sweep points apart (repeatable)",
     )
     p.add_argument(
+        "--servers",
+        choices=["same", "fresh", "per-file"],
+        default=None,
+        help="where repeated lines ran: same (one server per arm, repeats are warm reruns; "
+        "the default), fresh (each repeat on a freshly launched server), per-file (each file "
+        "is one server launch: how sweeps are run by hand)",
+    )
+    p.add_argument(
         "--fresh-server",
         action="store_true",
-        help="repeated lines came from freshly launched servers (default: the same "
-        "server, i.e. warm reruns)",
+        help="the same as --servers fresh",
     )
     p.add_argument(
         "--format",
@@ -513,6 +569,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         cmd_analyse,
     ),
     "report": ("render an analysed run directory's verdict document", _add_report, cmd_report),
+    "compare": (
+        "the verdict document for two runs of one experiment, arms matched by name",
+        _add_compare,
+        cmd_compare,
+    ),
     "ingest": (
         "build a run directory from result files of bench_serving, vLLM, guidellm or aiperf",
         _add_ingest,

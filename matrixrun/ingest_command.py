@@ -11,11 +11,23 @@ from pathlib import Path
 from matrixrun import stages
 from matrixrun.environment import Environment, ServerRecord
 from matrixrun.errors import InputError
+from matrixrun.ingest import ServerMode
 from matrixrun.ingest_formats import Format, load
 from matrixrun.ingest_formats.vllm_sweep import SweepServe
 from matrixrun.results import RunDir
 from matrixrun.settings import RunSettings
 from matrixrun.units import parse_percent
+
+
+def _server_mode(servers: str | None, fresh_server: bool) -> ServerMode:
+    """`--servers same|fresh|per-file` (`--fresh-server` is `--servers fresh`)."""
+    if servers is not None and fresh_server and servers != "fresh":
+        raise InputError(f"--fresh-server contradicts --servers {servers}")
+    if servers == "per-file":
+        return "per_file"
+    if servers == "fresh" or fresh_server:
+        return "fresh"
+    return "same"
 
 
 def ingest(
@@ -29,6 +41,7 @@ def ingest(
     point_fields: list[str] | None = None,
     fresh_server: bool = False,
     noise: str | None = None,
+    server_mode: str | None = None,
     argv: list[str] | None = None,
     format: Format | None = None,
     mix_formats: bool = False,
@@ -58,7 +71,7 @@ def ingest(
         arm_field=arm_field,
         axis_field=axis_field,
         point_fields=point_fields or (),
-        servers="fresh" if fresh_server else "same",
+        servers=_server_mode(server_mode, fresh_server),
         margin=margin,
         noise=prior,
     )

@@ -47,11 +47,21 @@ class WorkloadFacts(_Model):
     strict_openai: bool = False
 
 
+class SloBound(_Model):
+    """One service-level bound from the spec's `slo:` (a metric and its max and/or min)."""
+
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+
 class SpecFacts(_Model):
     """What the report says about the experiment beyond plan.json (which holds the models,
     hardware, arms' merged flags, launch prefixes and environments per server group)."""
 
     hypothesis: str | None = None
+    notes: str | None = Field(None, description="The author's notes, rendered as written.")
+    slo: list[SloBound] = Field(default_factory=list, description="The spec's slo: bounds.")
     engine: str
     client: str
     launch: list[str] | None = Field(None, description="engine.launch, the default prefix.")
@@ -106,14 +116,15 @@ def analysis_settings(
         primary=spec.metrics.primary,
         secondary=list(spec.metrics.secondary),
         margin=v.threshold,
+        margins=spec.metrics.margins(),
         surprise=v.surprise,
         noise=v.noise,
         confidence=v.confidence,
         looks=looks(spec),
-        # A cell re-measured until it decides spends α over its data states, more on the later
-        # ones (AnalysisSettings.level_at): valid like Bonferroni, and a cell judged at its last
-        # state (the close calls) gets 96.8% intervals rather than 98.3% (3 looks).
-        spending="increasing" if looks(spec) > 1 else "equal",
+        # α is spent over every state a cell can stop in (its runs n_b + n_c), Lan–DeMets
+        # O'Brien–Fleming on the information fraction (AnalysisSettings.level_at): valid by
+        # Bonferroni whatever the policy re-measures or re-analyses.
+        spending="information" if looks(spec) > 1 else "equal",
         failure_limit=v.failure_rate,
         axis=plan.axis,
         correctness=dict(correctness or {}),
@@ -131,6 +142,8 @@ def spec_facts(spec: Spec, spec_sha256: str | None = None) -> SpecFacts:
     asked |= {k for hw in spec.hardwares for k in hw.args}
     return SpecFacts(
         hypothesis=" ".join(spec.hypothesis.split()) if spec.hypothesis else None,
+        notes=spec.notes.strip() if spec.notes else None,
+        slo=[SloBound(metric=b.metric, max=b.max, min=b.min) for b in spec.slo],
         engine=spec.engine.kind,
         client=spec.engine.client,
         launch=list(spec.engine.launch) if spec.engine.launch else None,

@@ -65,6 +65,15 @@ def report_text(run_dir: str | Path | RunDir, templates: str | Path | None = Non
     return render_run_dir(_run_dir(run_dir), templates)
 
 
+def write_chart(rd: RunDir) -> Path | None:
+    """RUN_DIR/chart.png beside the report, when the optional plotting extra is installed."""
+    from matrixrun.report.chart_png import CHART_FILE, write_chart
+    from matrixrun.verdict import Verdict
+
+    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    return write_chart(verdict, rd.path / CHART_FILE)
+
+
 def render_run(
     run_dir: str | Path | RunDir,
     out: str | Path | None = None,
@@ -73,6 +82,7 @@ def render_run(
     """Render the document to `out` (default RUN_DIR/report.md) and return its path."""
     rd = _run_dir(run_dir)
     text = report_text(rd, templates)
+    write_chart(rd)
     if out is None:
         return rd.write_text("report.md", text)
     target = Path(out)

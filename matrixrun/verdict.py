@@ -15,7 +15,9 @@ declared prior, are `None`).
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
+from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -148,11 +150,24 @@ class AnalysisSettings(_Model):
         None, gt=0, description="Declared relative σ of one measurement (prior), e.g. 0.02."
     )
     confidence: float = Field(0.95, gt=0.5, lt=1)
-    looks: int = Field(1, ge=1, description="Interim looks fixed in the plan (Bonferroni).")
-    spending: Literal["equal", "increasing"] = Field(
+    looks: int = Field(
+        1,
+        ge=1,
+        description="Interim looks fixed in the plan (1 + stage-2 rounds = the most runs an "
+        "arm may get in a cell, `verify.max_runs`).",
+    )
+    spending: Literal["equal", "increasing", "information", "power"] = Field(
         "equal",
-        description="How 1 − confidence is split over the looks: equally (Bonferroni), or in "
-        "proportion to k² for a cell's k-th data state (more for later, larger samples).",
+        description="How 1 − confidence is split: equally over the looks (Bonferroni), in "
+        "proportion to k² for a cell's k-th look, or over every state a cell can stop in "
+        "(its runs n_b + n_c) by the Lan–DeMets O'Brien–Fleming spending function of the "
+        "information fraction (n_b + n_c) / (2 · looks); `power` the same states with the "
+        "Kim–DeMets spending function α·t².",
+    )
+    margins: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-metric practical margins (spec `metrics: {name: {margin: …}}`); "
+        "a metric not listed uses `margin`.",
     )
     failure_limit: float = Field(0.01, ge=0, lt=1, description="Share of failed requests.")
     axis: str = Field("concurrency", description="Main sweep axis: point[axis] is x.")
@@ -174,45 +189,98 @@ class AnalysisSettings(_Model):
         out += [m for m in self.secondary if m not in out]
         return out
 
+    def margin_for(self, metric: str) -> float:
+        """The practical margin of `metric`: its own from the spec, else the common one."""
+        return self.margins.get(metric, self.margin)
+
+    @property
+    def states(self) -> int:
+        """How many data states a cell's level is spent over: the looks, or with
+        `information` spending every total n_b + n_c from 2 to 2 · looks."""
+        by_state = self.spending in ("information", "power")
+        return 2 * self.looks - 1 if by_state else self.looks
+
     @property
     def level(self) -> float:
-        """Confidence level at the last look (the widest a cell can be judged at): equal
-        Bonferroni over the plan's looks, or the last share of the increasing split."""
-        return self.level_at(self.looks)
+        """Confidence level at the last state (the widest a cell can be judged at)."""
+        return self.level_at(self.states)
+
+    def level_for(self, n_baseline: int, n_candidate: int, look: int = 1) -> float:
+        """The level of a cell with these runs per arm (and, for the older spendings, this
+        look): the state it is in decides."""
+        if self.spending in ("information", "power"):
+            return self.level_at(max(n_baseline + n_candidate - 1, 1))
+        return self.level_at(look)
 
     def level_at(self, look: int) -> float:
-        """Confidence level for a cell whose data are in their `look`-th state (1 = stage 1
-        only; each stage-2 round that added runs to the cell is one more).
+        """Confidence level for a cell in its `look`-th data state.
 
-        Why this is valid: a cell's verdict is a test on one of at most `looks` successive
-        data states, and it is re-measured only while inconclusive, so a false verdict needs
-        at least one of those tests to err; their levels are split so they sum to the spec's
-        1 − confidence (Bonferroni's inequality holds whatever the correlation between
-        states). `increasing` gives state k a share ∝ k² (3 looks: 0.36%, 1.43%, 3.21% of a
-        5% α), like O'Brien–Fleming spending: early decisions on n = 1 need a large effect
-        anyway, the last state decides the close cells. The weights are nondecreasing, so a
-        look index that undercounts a cell's states (see `analysis.look_of`) only makes its
-        interval wider."""
-        k = min(max(look, 1), self.looks)
+        `information` (what the spec-driven runs use): state k is a cell with n_b + n_c =
+        k + 1 runs, whichever rounds, reruns or re-analyses brought them; its share of α is
+        the Lan–DeMets O'Brien–Fleming increment α(t_k) − α(t_{k−1}), α(t) = 2 − 2Φ(z/√t),
+        z = Φ⁻¹(1 − α/2), t_k = (k + 1) / (2 · looks). Why valid whatever the policy does: a
+        cell's reported verdict is its test at the state it ends in; every state it can end in
+        has a level and the levels sum to 1 − confidence, so by Bonferroni's inequality a false
+        verdict has probability at most α however the policy chose to rerun it (re-measuring
+        confident cells, analysing after every run). The shape puts little α where n = 1 (an
+        early decision needs a large effect anyway) and most on the close cells' last states.
+
+        `increasing`/`equal` (kept for settings written before): state = 1 + stage-2 rounds,
+        α ∝ k² or equal; valid only if cells are re-measured only while inconclusive."""
         alpha = 1 - self.confidence
+        if self.spending in ("information", "power"):
+            total = 2 * self.looks
+            k = min(max(look, 1), total - 1)
+            if self.looks == 1:
+                return self.confidence
+            z = float(NormalDist().inv_cdf(1 - alpha / 2))
+
+            def spent(t: float) -> float:
+                if self.spending == "power":
+                    return alpha * t * t
+                return 2 - 2 * NormalDist().cdf(z / math.sqrt(t)) if t > 0 else 0.0
+
+            t_k, t_prev = (k + 1) / total, k / total
+            share = spent(t_k) - (spent(t_prev) if k > 1 else 0.0)
+            return 1 - share
+        k = min(max(look, 1), self.looks)
         if self.spending == "equal":
             return 1 - alpha / self.looks
         weights = [j * j for j in range(1, self.looks + 1)]
         return 1 - alpha * weights[k - 1] / sum(weights)
 
 
+class SigmaAt(_Model):
+    """Run noise (within a launch) at one sweep point: the moderated estimate the cells there
+    are judged with, and the raw one it was shrunk from."""
+
+    x: float | None
+    run: float = Field(description="σ_w at this point, log scale, moderated.")
+    run_df: float = Field(description="Its df: the point's own plus what the trend lends.")
+    raw: float | None = Field(None, description="The point's own estimate; None = no df here.")
+    raw_df: float = 0.0
+
+
 class Sigma(_Model):
-    """Noise σ of one measurement's log value for one metric, pooled over the run."""
+    """Noise of one measurement's log value for one metric: the launch part σ_b shared by every
+    cell of a server instance, run noise σ_w within one (per sweep point in `by_x`), and the
+    declared prior (docs/verdicts.md, "The noise model"). `value`/`df` summarise it as σ of one
+    run on a fresh launch, √(σ_b² + σ_w²), with Satterthwaite df."""
 
     metric: str
     value: float | None = Field(description="σ on the log scale (≈ relative σ); None = none.")
     df: float | None = Field(description="Degrees of freedom; None = infinite (prior) or none.")
     source: SigmaSource
     fresh_value: float | None = None
-    fresh_df: int = 0
+    fresh_df: int = Field(0, description="Launches − groups: the df of the launch part.")
     warm_value: float | None = None
     warm_df: int = 0
     prior: float | None = None
+    launch: float | None = Field(None, description="σ_b; None = not estimable (no relaunch).")
+    launch_df: int = 0
+    run: float | None = Field(None, description="σ_w pooled over the points.")
+    run_df: float = 0.0
+    by_x: list[SigmaAt] = Field(default_factory=list)
 
 
 class ArmSample(_Model):
@@ -270,7 +338,15 @@ class Comparison(_Model):
     small_change: bool = Field(False, description="Inconclusive but the interval excludes 0.")
     surprise: bool = Field(False, description="|change| > the surprise threshold.")
     limiting_arm: LimitingArm | None = None
-    runs_needed: int | None = Field(None, description="≈ n per arm that would settle it.")
+    runs_needed: int | None = Field(
+        None,
+        description="Runs per arm in all (the extra ones each on a fresh launch) at which the "
+        "interval would decide if the observed change were the true one and the noise model "
+        "held (Student's t on the df it would then have).",
+    )
+    se: float | None = Field(None, description="Standard error of d under the noise model.")
+    df: float | None = Field(None, description="Satterthwaite df of `se`; None = infinite.")
+    floored: bool = Field(False, description="The declared prior's floor raised the noise.")
     notes: list[CellNote] = Field(default_factory=list, description="Leading notes first.")
     warmup: list[WarmupShift] = Field(default_factory=list, description="For CellNote.WARMUP.")
 
@@ -299,6 +375,15 @@ class Crossover(_Model):
     x_lo: float
     x_hi: float
     estimate: float | None = Field(description="Interpolated in log space; None if x ≤ 0.")
+    estimate_lo: float | None = Field(
+        None,
+        description="Model-conditional interval of the interpolated point (parametric "
+        "bootstrap keeping the shared launch effects), clipped to the bracket.",
+    )
+    estimate_hi: float | None = None
+    bracket_share: float | None = Field(
+        None, description="Share of bootstrap draws that cross inside the bracket at all."
+    )
 
 
 class Series(_Model):
@@ -395,7 +480,13 @@ class Rerun(_Model):
     value: float | None
     first_value: float | None
     change_vs_first: float | None
-    matches_first: bool | None = Field(description="Within ±margin of the first run.")
+    matches_first: bool | None = Field(
+        description="Within what noise explains for one pair (z·√2·σ at the point: run noise "
+        "for a warm rerun, run + launch noise for a fresh one), i.e. `noise_band`."
+    )
+    noise_band: float | None = Field(
+        None, description="z·√2·σ as a relative change: the largest difference noise explains."
+    )
     tests: Explanation
     outcome: CheckOutcome | None = None
     alone: float | None = None

@@ -508,12 +508,17 @@ def test_sigma_source_preference(fresh: bool, warm: bool, prior: float | None, s
     s = estimate_sigma(ms, "output_throughput", prior)
     assert s.source == source
     if source == "fresh_server":
-        # instance means: mean-log of (100, 100.5) on #1 vs 104 on #2, df = 1
+        # one cell on two launches (2 runs on #1, 1 on #2): run noise from the warm pair,
+        # launch variance by moments from the launch contrast, SS = (2·1/3)·Δ², whose
+        # expectation is σ_w² + (4/3)·σ_b²; the launch part has df = launches − groups = 1
         m1 = (math.log(100.0) + math.log(100.5)) / 2
-        assert s.df == 1
-        assert s.value == pytest.approx(abs(m1 - math.log(104.0)) / math.sqrt(2))
+        run2 = math.log(100.5 / 100.0) ** 2 / 2
+        launch2 = (2 / 3 * (m1 - math.log(104.0)) ** 2 - run2) / (4 / 3)
+        assert s.launch_df == 1 and s.run_df == pytest.approx(1)
+        assert s.launch == pytest.approx(math.sqrt(launch2))
+        assert s.value == pytest.approx(math.sqrt(launch2 + run2))
         assert s.warm_df == 1  # still reported beside it
-        assert wording.sigma_text(s).endswith("(df = 1, fresh-server replicates)")
+        assert s.df is not None and 1 <= s.df <= 2  # Satterthwaite of two 1-df parts
     if source == "prior":
         assert s.value == pytest.approx(math.log1p(0.05)) and s.df is None
 
@@ -613,14 +618,24 @@ def test_overall_verdicts(cands: dict[int, float], expected: str) -> None:
 
 
 def test_runs_needed_estimate() -> None:
+    """Runs per arm in all, from Student's t on the df the cell would have: with a prior
+    (known σ, normal quantile) and one run per arm on its own server it is the normal-theory
+    n; repeats on one server are not counted as independent; never ≤ what the arms have."""
     m = math.log1p(0.03)
+    s = AnalysisSettings(baseline="b")
+    prior = Sigma(metric="x", value=math.log1p(0.01), df=None, source="prior", prior=0.01)
     z = quantile(0.95, None)
-    assert runs_needed(0.01, 0.01, 0.03, 0.95) == math.ceil(2 * (z * 0.01 / (m - 0.01)) ** 2)
-    assert runs_needed(0.05, 0.01, 0.03, 0.95) == max(
-        2, math.ceil(2 * (z * 0.01 / (0.05 - m)) ** 2)
-    )
-    assert runs_needed(0.01, None, 0.03, 0.95) is None
-    assert runs_needed(m, 0.01, 0.03, 0.95) is None  # on the margin: more runs do not settle it
+    sig = math.log1p(0.01)
+    expect = math.ceil(2 * (z * sig / (m - 0.01)) ** 2)
+    assert runs_needed(0.01, prior, None, ["b1"], ["c1"], 0.03, s) == max(expect, 2)
+    assert runs_needed(m, prior, None, ["b1"], ["c1"], 0.03, s) is None  # on the margin
+    none = Sigma(metric="x", value=None, df=None, source="none")
+    assert runs_needed(0.01, none, None, ["b1"], ["c1"], 0.03, s) is None
+    # a launch-only σ with 2/2 runs on one server each: more runs on that server would not
+    # help, so the estimate counts fresh launches and exceeds the 2 runs already there
+    fresh = Sigma(metric="x", value=0.01, df=4, source="fresh_server", launch=0.01, launch_df=4)
+    n = runs_needed(0.06, fresh, None, ["b1", "b1"], ["c1", "c1"], 0.03, s)
+    assert n is not None and n > 2
 
 
 def test_bonferroni_over_looks_widens_the_interval() -> None:
@@ -770,17 +785,24 @@ def test_a_cells_look_counts_its_extra_server_instances() -> None:
     assert look_of(arm("b#1", "b#2", "b#3", "b#4"), arm("c#1"), 3) == 3  # capped at looks
 
 
-def test_rerun_within_margin_is_judged_on_the_printed_change() -> None:
-    """−2.95% against a first run reads as within ±3%: the judgement uses the change as
-    printed (rerun / first − 1), not the log ratio (whose bound is ±2.956%)."""
+def test_rerun_is_judged_against_its_noise_not_the_margin() -> None:
+    """A replicate is set against what noise explains for one pair, z·√2·σ (here σ = 2%
+    declared: ±5.7%), on the change as printed: −3.17% is within noise, though beyond ±3%;
+    with a 0.5% σ the same rerun is beyond noise. No σ at all: no judgement."""
     from matrixrun.analysis.reruns import reruns
 
     first = meas("cand", 1, 250.83, instance="g#1")
-    again = meas("cand", 1, 243.43, instance="g#2", attempt=2, reason="fresh_server")
-    (r,) = reruns([first, again], "output_throughput", baseline=BASE, margin=0.03, surprise=0.1,
-                  sigma=None, cells={})  # fmt: skip
-    assert r.change_vs_first == pytest.approx(-0.0295, abs=1e-4)
+    again = meas("cand", 1, 242.88, instance="g#2", attempt=2, reason="fresh_server")
+    kw: dict[str, Any] = {"baseline": BASE, "margin": 0.03, "surprise": 0.1, "cells": {}}
+    (r,) = reruns([first, again], "output_throughput", sigma=None, **kw)
+    assert r.change_vs_first == pytest.approx(-0.0317, abs=1e-4)
+    assert r.matches_first is None and r.noise_band is None
+    prior = Sigma(metric="output_throughput", value=None, df=None, source="prior", prior=0.02)
+    (r,) = reruns([first, again], "output_throughput", sigma=None, noise=prior, **kw)
+    assert r.noise_band == pytest.approx(math.expm1(1.96 * math.sqrt(2) * math.log1p(0.02)))
     assert r.matches_first is True
+    (r,) = reruns([first, again], "output_throughput", sigma=0.005, **kw)
+    assert r.matches_first is False
 
 
 def limited_cell(metric: str, cand_values: list[float], **extra: Any) -> Comparison:
@@ -826,3 +848,81 @@ def test_a_note_that_decides_the_verdict_leads_once() -> None:
     capped = {"capped": {"after_s": 40.0, "cut_requests": 28, "completed": 36}}
     c = limited_cell("mean_ttft_ms", [50.0] * 3, **capped)
     assert c.notes.count(CellNote.CAPPED) == 1 and c.notes[0] == CellNote.CAPPED
+
+
+# --------------------------------------------------------------------------- noise model (#13)
+
+
+def _launch_world(
+    seed: int, launches: int, cells: int, sigma_b: float, sigma_w: float
+) -> list[Measurement]:
+    """One group measured on `launches` servers, every cell once per launch: the launch offset
+    is shared by all cells of a launch."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ms = []
+    for i in range(launches):
+        b = rng.normal(0, sigma_b)
+        for c in range(cells):
+            x = 2**c
+            v = 100.0 * math.exp(b + rng.normal(0, sigma_w))
+            m = meas(BASE, x, v, instance=f"g#{i}", attempt=i + 1)
+            ms.append(m.model_copy(update={"group_id": "g"}))
+    return ms
+
+
+def test_launch_df_counts_launches_not_cells() -> None:
+    """Six cells on three launches of one group: σ_b has df = launches − groups = 2, however
+    many cells share them (the old pooling counted 12)."""
+    s = estimate_sigma(_launch_world(1, 3, 6, 0.03, 0.002), "output_throughput")
+    assert s.launch_df == 2 and s.fresh_df == 2
+    assert s.source == "fresh_server"
+    assert s.df is not None and s.df < 4  # the launch part dominates: about its 2 df
+    assert s.launch is not None and 0.005 < s.launch < 0.1
+
+
+def test_prior_floor_holds_against_one_warm_pair() -> None:
+    """The write-up's numbers ingested with --noise 2%: one warm pair (515.58, 515.77) must not
+    set σ for every cell; the cell at concurrency 1 keeps about √2·2% per run pair."""
+    ms = [meas(BASE, x, b) for x, b in zip(X, BASELINE, strict=True)]
+    ms += [meas(CAND, x, c) for x, c in zip(X, CANDIDATE, strict=True)]
+    ms.append(meas(CAND, 256, 515.77, attempt=2, reason="surprise"))
+    v = analyse(ms, settings(noise=0.02))
+    cell = next(c for _, _, c in v.comparisons() if c.x == 1)
+    assert cell.floored
+    assert cell.se == pytest.approx(math.sqrt(2) * math.log1p(0.02), rel=0.02)
+    assert cell.verdict == "inconclusive"  # −2.8% with ±5.5%: not a verdict
+
+
+def test_information_spending_sums_to_alpha_over_every_state() -> None:
+    s = AnalysisSettings(baseline="b", looks=3, spending="information")
+    alphas = [1 - s.level_at(k) for k in range(1, s.states + 1)]
+    assert s.states == 5 and sum(alphas) == pytest.approx(0.05)
+    assert alphas == sorted(alphas)  # O'Brien–Fleming shape: later states get more
+    assert s.level_for(1, 1) == s.level_at(1) and s.level_for(3, 3) == s.level
+
+
+def test_calibration_at_the_margin_in_a_launch_dominant_world() -> None:
+    """Simulated check (seed 5, 300 cells): true effect exactly +margin, launch spread 3%,
+    run noise 0.3%, 3 launches per arm and 4 cells: 'better' may not exceed 2.5% + 2.5 points
+    of simulation error (the old cell-counting σ gave about 8%)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    wrong = total = 0
+    m = math.log1p(0.03)
+    for _ in range(75):
+        ms = []
+        for arm, shift in ((BASE, 0.0), (CAND, m)):
+            for i in range(3):
+                b = rng.normal(0, 0.03)
+                for x in (1, 4, 16, 64):
+                    v = 100.0 * math.exp(shift + b + rng.normal(0, 0.003))
+                    ms.append(meas(arm, x, v, instance=f"{arm}#{i}", attempt=i + 1).model_copy(
+                        update={"group_id": arm}))  # fmt: skip
+        for _, _, c in analyse(ms, settings()).comparisons():
+            total += 1
+            wrong += c.verdict == "better"
+    assert total == 300
+    assert wrong / total <= 0.05

@@ -46,3 +46,36 @@ def test_oracle_spends_its_share() -> None:
     assert everything.oracle >= everything.fixed3 - 1e-9
     sixty = verdicts.ceiling(20, seed=3, share=0.6)
     assert first_pass.oracle < sixty.oracle < everything.oracle
+
+
+def test_noise_worlds_draw_what_their_docstring_says() -> None:
+    """verdicts13's worlds: launch-dominant has σ_b ≥ 1% ≥ 5·σ_w; heteroscedastic run noise
+    grows 12× from concurrency 1 to 1024; a fifth of the cells sit at exactly ±margin; the
+    band of such a cell is the gate's."""
+    import verdicts13
+
+    world, _, _ = verdicts13.draw("launch", np.random.default_rng(3))
+    assert world.sigma_b >= 0.01 and world.sigma_w <= 0.005
+    for seed in range(20):
+        world, points, _ = verdicts13.draw("hetero", np.random.default_rng(seed))
+        if 1024 in points:
+            ratio = world.sigma_w_at[1024] / world.sigma_w_at[1]
+            assert ratio == pytest.approx(12.0)
+            break
+    effects = [
+        e
+        for seed in range(40)
+        for arm, row in verdicts13.draw("today", np.random.default_rng(seed))[0].effect.items()
+        if arm != "base"
+        for e in row.values()
+    ]
+    at_margin = sum(1 for e in effects if verdicts13.band(e) == "at ±m") / len(effects)
+    assert 0.1 < at_margin < 0.3
+    assert verdicts13.band(-0.03) == "at ±m" and verdicts13.band(0.0) == "tie"
+
+
+def test_power_spending_also_sums_to_alpha() -> None:
+    from matrixrun.verdict import AnalysisSettings
+
+    s = AnalysisSettings(baseline="b", looks=4, spending="power")
+    assert sum(1 - s.level_at(k) for k in range(1, s.states + 1)) == pytest.approx(0.05)

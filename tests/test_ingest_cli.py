@@ -71,7 +71,8 @@ def test_declared_noise_lets_one_run_per_cell_decide(tmp_path: Path) -> None:
     assert json.loads((out / "settings.json").read_text())["analysis"]["noise"] == 0.02
     text = mr("report", str(out), "-o", "-").stdout
     # +26% against a declared 2% spread: decided, but provisional (n = 1, σ declared)
-    assert "better (provisional)" in text and "declared" in text
+    assert "| better (n=1) | 1/1 |" in text and "declared" in text
+    assert "Provisional: some of these cells rest on one run per arm." in text
 
 
 def test_the_advised_point_field_option_exists_and_makes_an_axis(tmp_path: Path) -> None:
@@ -142,3 +143,24 @@ def test_vllm_sweep_directory_to_a_decided_report(tmp_path: Path) -> None:
     verdict = json.loads((out / "verdict.json").read_text())
     metrics = {m["metric"]: m for m in verdict["slices"][0]["candidates"][0]["metrics"]}
     assert metrics["median_tpot_ms"]["overall"]["verdict"] == "better"
+
+
+def test_servers_per_file_makes_each_file_one_launch(tmp_path: Path) -> None:
+    """`--servers per-file`: two files of one arm are two launches (instances ARM@STEM), so
+    the repeat is a fresh-server replicate; `--fresh-server` with another mode is refused."""
+    lines = (GOLDEN / "fast_decode.jsonl").read_text()
+    second = tmp_path / "fast_decode_again.jsonl"
+    second.write_text(lines)
+    out = tmp_path / "run"
+    res = mr("ingest", str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl"),
+             str(second), "--baseline", "fast_prefill", "--out", str(out),
+             "--servers", "per-file")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ms = [
+        Measurement.model_validate_json(x) for x in (out / "results.jsonl").read_text().splitlines()
+    ]
+    decode = {m.instance for m in ms if m.arm == "fast_decode"}
+    assert decode == {"fast_decode@fast_decode", "fast_decode@fast_decode_again"}
+    bad = mr("ingest", str(GOLDEN / "fast_decode.jsonl"), "--baseline", "fast_decode",
+             "--out", str(tmp_path / "r2"), "--servers", "same", "--fresh-server")  # fmt: skip
+    assert bad.returncode == 2 and "contradicts" in bad.stderr

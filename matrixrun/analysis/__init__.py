@@ -3,15 +3,19 @@
 Pure functions only: no files, clocks, printing or words (the report's `wording` module says
 what the numbers mean). The verify policy calls `analyse` between stages, `stages.analyse_run`
 writes its result as verdict.json, and `ingest` feeds it measurements built from bench_serving
-files. Submodules: `stats` (primitives), `noise` (σ and warmup), `comparison` (one cell),
+files. Submodules: `stats` (primitives), `components` (the noise model), `noise` (arm samples,
+σ and warmup), `comparison` (one cell),
 `axis` (series, regimes, crossovers, overall), `reruns`.
 
 Why it is built this way: n per cell is 1 to 5, so rank tests and bootstraps cannot decide.
 Every comparison is a log ratio d = ln(candidate / baseline) of geometric means, signed so + is
-better; its interval uses one noise σ per metric pooled over the whole run on the log scale
-(best source first: fresh-server replicates, then warm repeats, then the declared prior) with
-Student's t at the pooled degrees of freedom; the verdict is TOST-style against the practical
-margin m, taken as ±ln(1 + m) on the log scale so the band is symmetric in ratio terms.
+better; its interval comes from a variance-components noise model per metric on the log scale
+(`components`: a launch effect shared by every cell of a server instance, with df from the
+number of launches; run noise within a launch per sweep point, moderated toward a trend; the
+declared prior as a floor) with Student's t at the cell's Satterthwaite df, at the level of
+the cell's state (α spent over every state it can stop in); the verdict is TOST-style against
+the metric's practical margin m, taken as ±ln(1 + m) on the log scale so the band is
+symmetric in ratio terms.
 Multiplicity: with many cells, about (1 − confidence) of them may flag by chance; we state that
 (`CaveatKind.MULTIPLICITY`) rather than apply Holm, because the margin test already demands
 more than significance and the verify policy re-measures isolated flags.
@@ -32,6 +36,7 @@ from matrixrun.analysis.noise import (
     arm_sample,
     confirmed_warmup,
     estimate_sigma,
+    value_of,
     warmup_gaps,
 )
 from matrixrun.analysis.reruns import reruns
@@ -84,6 +89,7 @@ __all__ = [
     "pooled_sigma",
     "quantile",
     "runs_needed",
+    "value_of",
     "warmup_gaps",
 ]
 
@@ -139,7 +145,9 @@ def _start(measurements: Sequence[Measurement], settings: AnalysisSettings) -> _
     """σ, warmup and the run-level caveats that come before any cell is judged."""
     arms = _first_seen([m.arm for m in measurements])
     candidates = settings.candidates or [a for a in arms if a != settings.baseline]
-    sigmas = {m: estimate_sigma(measurements, m, settings.noise) for m in settings.metrics}
+    sigmas = {
+        m: estimate_sigma(measurements, m, settings.noise, settings.axis) for m in settings.metrics
+    }
     run = _Run(
         settings=settings,
         candidates=candidates,
@@ -203,7 +211,7 @@ def _metric(
         found = _series(run, slice_name, cand, metric, pids)
         if not found:
             continue
-        cross, nm = crossovers(found)
+        cross, nm = crossovers(found, run.sigmas[metric])
         series_list.append(
             Series(
                 fixed=json.loads(key),
@@ -345,10 +353,12 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
             measurements,
             settings.primary,
             baseline=settings.baseline,
-            margin=settings.margin,
+            margin=settings.margin_for(settings.primary),
             surprise=settings.surprise,
             sigma=run.sigmas[settings.primary].value,
             cells=by_cell,
+            noise=run.sigmas[settings.primary],
+            axis=settings.axis,
         ),
         caveats=run.caveats,
     )

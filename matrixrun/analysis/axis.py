@@ -9,6 +9,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from matrixrun.analysis.stats import crossover_estimate
 from matrixrun.verdict import (
     CellVerdict,
@@ -49,9 +51,65 @@ def regimes(cells: Sequence[Comparison]) -> list[Regime]:
     return out
 
 
-def crossovers(cells: Sequence[Comparison]) -> tuple[list[Crossover], bool]:
+#: Parametric-bootstrap draws for a crossover's interval, and the seed (fixed: the same
+#: measurements always give the same report).
+BOOT_DRAWS = 4000
+BOOT_SEED = 20261201
+
+
+def _shared(a: Sequence[str], b: Sequence[str]) -> float:
+    """Σᵢ (nᵢᵃ/nᵃ)(nᵢᵇ/nᵇ): how much launch variance two cells' arm means share."""
+    if not a or not b:
+        return 0.0
+    return sum((a.count(i) / len(a)) * (b.count(i) / len(b)) for i in set(a) & set(b))
+
+
+def crossover_interval(
+    a: Comparison, b: Comparison, sigma: Sigma | None, level: float = 0.95
+) -> tuple[float | None, float | None, float | None]:
+    """A model-conditional interval for the interpolated crossover between cells a and b (x
+    ascending): draw (d_a, d_b) from their joint normal under the noise model — correlated,
+    because the same launches served both cells of an arm, and scaled by one χ² draw on the
+    cells' df for σ's own uncertainty — interpolate each draw that still crosses in the same
+    direction, and take the central `level` range. Returns (lo, hi, share of draws that
+    cross). It is conditional on the straight line in log x being right: the only way to
+    check that is to measure the bracket's midpoint."""
+    if None in (a.x, b.x, a.d, b.d, a.se, b.se) or not a.x or not b.x or a.x <= 0 or b.x <= 0:
+        return None, None, None
+    if sigma is not None and sigma.launch is None and sigma.prior is None:
+        return None, None, None  # warm repeats only: the launch part is unknown, no interval
+    assert a.x is not None and b.x is not None and a.d is not None and b.d is not None
+    assert a.se is not None and b.se is not None
+    cov = 0.0
+    if sigma is not None and sigma.launch:
+        cov = sigma.launch**2 * (
+            _shared(a.baseline.instances, b.baseline.instances)
+            + _shared(a.candidate.instances, b.candidate.instances)
+        )
+    cov = min(cov, 0.999 * a.se * b.se)
+    rng = np.random.default_rng(BOOT_SEED)
+    z = rng.multivariate_normal([0.0, 0.0], [[a.se**2, cov], [cov, b.se**2]], BOOT_DRAWS)
+    dfs = [df for df in (a.df, b.df) if df is not None]
+    if dfs:
+        df = max(min(dfs), 0.25)
+        z *= np.sqrt(df / rng.chisquare(df, BOOT_DRAWS))[:, None]
+    da, db = a.d + z[:, 0], b.d + z[:, 1]
+    keep = (np.sign(da) == np.sign(a.d)) & (np.sign(db) == np.sign(b.d))
+    share = float(keep.mean())
+    if keep.sum() < 20:
+        return None, None, share
+    la, lb = math.log(a.x), math.log(b.x)
+    cx = np.exp(la + (lb - la) * da[keep] / (da[keep] - db[keep]))
+    q = (1 - level) / 2
+    return float(np.quantile(cx, q)), float(np.quantile(cx, 1 - q)), share
+
+
+def crossovers(
+    cells: Sequence[Comparison], sigma: Sigma | None = None
+) -> tuple[list[Crossover], bool]:
     """Sign changes among confident cells along the axis: brackets between the last confident
-    cell of one sign and the first of the other, with the log-interpolated estimate.
+    cell of one sign and the first of the other, with the log-interpolated estimate and its
+    model-conditional interval (`crossover_interval`).
     Returns (crossovers, non_monotone) — more than one sign change means re-measure."""
     confident = [c for c in cells if c.confident and c.x is not None and c.d is not None]
     out: list[Crossover] = []
@@ -59,12 +117,16 @@ def crossovers(cells: Sequence[Comparison]) -> tuple[list[Crossover], bool]:
         if a.verdict == b.verdict:
             continue
         assert a.x is not None and b.x is not None and a.d is not None and b.d is not None
+        lo, hi, share = crossover_interval(a, b, sigma)
         out.append(
             Crossover(
                 direction="better_to_worse" if a.verdict == "better" else "worse_to_better",
                 x_lo=a.x,
                 x_hi=b.x,
                 estimate=crossover_estimate(a.x, b.x, a.d, b.d),
+                estimate_lo=lo,
+                estimate_hi=hi,
+                bracket_share=share,
             )
         )
     return out, len(out) > 1

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matrixrun.analysis.components import cell_variance
 from matrixrun.analysis.noise import WarmupGap, confirmed_warmup
 from matrixrun.analysis.stats import (
-    effective_n,
-    interval,
     judge,
     limiting_arm,
     look_of,
+    quantile,
     runs_needed,
 )
 from matrixrun.metrics import higher_is_better
@@ -22,9 +22,12 @@ from matrixrun.verdict import (
     CellVerdict,
     Comparison,
     Sigma,
-    SigmaSource,
     WarmupShift,
 )
+
+#: Largest half-width kept on the log scale (e^5 ≈ ×150: every verdict is inconclusive long
+#: before; beyond it an interval says nothing more and only prints absurd numbers).
+MAX_HALF = 5.0
 
 _FAILED_RUNS = {
     "baseline": CellNote.BASELINE_FAILED_RUNS,
@@ -123,7 +126,7 @@ def compare(
             limiting_arm=limiting_arm(n_b, n_c),
             notes=[CellNote.NO_NOISE, *notes],
         )
-    return _judged(common, sign, sigma, settings, notes, warmup or {})
+    return _judged(common, sign, sigma, settings, notes, warmup or {}, metric)
 
 
 def _capped_notes(baseline: ArmSample, candidate: ArmSample) -> list[CellNote]:
@@ -150,23 +153,28 @@ def _judged(
     settings: AnalysisSettings,
     notes: list[CellNote],
     warmup: dict[str, WarmupGap],
+    metric: str,
 ) -> Comparison:
     """A cell with σ: its interval at its look's level, the verdict, and what may take the
     verdict's confidence away (§7 failing arms, confirmed warmup)."""
     baseline: ArmSample = common["baseline"]
     candidate: ArmSample = common["candidate"]
     d: float = common["d"]
-    assert sigma.value is not None
     n_b, n_c = baseline.n, candidate.n
     look = look_of(baseline, candidate, settings.looks)
-    level = settings.level_at(look)
-    e_b, e_c = float(n_b), float(n_c)
-    if sigma.source == SigmaSource.FRESH_SERVER:
-        e_b, e_c = effective_n(baseline.instances), effective_n(candidate.instances)
-        if (e_b, e_c) != (n_b, n_c):
-            notes.append(CellNote.ONE_SERVER)
-    d_lo, d_hi = interval(d, sigma.value, sigma.df, e_b, e_c, level)
-    verdict, small = judge(d_lo, d_hi, settings.margin)
+    level = settings.level_for(n_b, n_c, look)
+    margin = settings.margin_for(metric)
+    noise = cell_variance(sigma, common["x"], baseline.instances, candidate.instances)
+    assert noise is not None
+    if noise.launch > 0 and (
+        len(set(baseline.instances)) < n_b or len(set(candidate.instances)) < n_c
+    ):
+        notes.append(CellNote.ONE_SERVER)
+    se = math.sqrt(noise.var)
+    # an interval wider than e^±5 says nothing more; capped so it stays a finite number
+    half = min(quantile(level, noise.df) * se, MAX_HALF)
+    d_lo, d_hi = d - half, d + half
+    verdict, small = judge(d_lo, d_hi, margin)
     lead: CellNote | None = None
     limit = settings.failure_limit
 
@@ -178,13 +186,13 @@ def _judged(
         verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
     elif verdict == CellVerdict.WORSE and failing(baseline):
         verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
-    shift, evidence = warmup_shift(baseline, candidate, warmup, settings.margin, sigma.value)
+    shift, evidence = warmup_shift(baseline, candidate, warmup, margin, sigma.value)
     if shift and verdict != CellVerdict.INCONCLUSIVE:
-        moved, _ = judge(d_lo + shift, d_hi + shift, settings.margin)
+        moved, _ = judge(d_lo + shift, d_hi + shift, margin)
         if moved != verdict:
             verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.WARMUP
     if verdict != CellVerdict.INCONCLUSIVE and _client_could_explain(
-        baseline, candidate, d_lo, d_hi, settings.margin
+        baseline, candidate, d_lo, d_hi, margin
     ):
         verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CLIENT_BOUND
     if (verdict == CellVerdict.BETTER and candidate.capped and sign < 0) or (
@@ -211,10 +219,15 @@ def _judged(
         small_change=small,
         limiting_arm=None if confident or verdict == CellVerdict.SAME else limiting_arm(n_b, n_c),
         runs_needed=(
-            runs_needed(d, sigma.value, settings.margin, settings.level)
+            runs_needed(
+                d, sigma, common["x"], baseline.instances, candidate.instances, margin, settings
+            )
             if undecided and lead not in (CellNote.CLIENT_BOUND, CellNote.CAPPED)
             else None
         ),
+        se=se,
+        df=noise.df,
+        floored=noise.floored,
         notes=notes,
         warmup=evidence if lead == CellNote.WARMUP else [],
     )

@@ -7,10 +7,19 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from matrixrun.analysis.stats import pooled_sigma
+from matrixrun.analysis.components import estimate_components, value_of
+
+__all__ = [
+    "WarmupGap",
+    "arm_sample",
+    "confirmed_warmup",
+    "estimate_sigma",
+    "value_of",
+    "warmup_gaps",
+]
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import higher_is_better
-from matrixrun.verdict import ArmSample, Sigma, SigmaSource
+from matrixrun.verdict import ArmSample, Sigma
 
 #: One-sided 95% normal quantile: a warmup gap must exceed what noise explains at this level.
 WARMUP_Z = 1.645
@@ -21,17 +30,6 @@ class WarmupGap(NamedTuple):
 
     gap: float
     pairs: int
-
-
-def value_of(m: Measurement, metric: str) -> float | None:
-    """The metric of a successful measurement, when it is a positive finite number (the
-    analysis works on logs); None otherwise."""
-    if not m.ok or m.metrics is None:
-        return None
-    v = m.metrics.get(metric)
-    if v is None or not math.isfinite(v) or v <= 0:
-        return None
-    return v
 
 
 def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> ArmSample:
@@ -77,56 +75,15 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
 
 
 def estimate_sigma(
-    measurements: Iterable[Measurement], metric: str, prior: float | None = None
+    measurements: Iterable[Measurement],
+    metric: str,
+    prior: float | None = None,
+    axis: str = "concurrency",
 ) -> Sigma:
-    """σ of one measurement's log value for `metric`, pooled over every (slice, point, arm) of
-    the run, from the best source available (VERDICTS.md §2):
-
-    - fresh-server: per (slice, point, arm), the log means of its distinct server instances
-      (fresh-server reruns and A/A runs land on new instances) — the right variance, because
-      arms are always compared across instances;
-    - warm: per (slice, point, arm, instance), repeats on the same server — within-instance
-      only, so it may understate;
-    - prior: the declared relative σ, as ln(1 + noise), with infinite df.
-    """
-    by_cell: dict[tuple[str, str, str], dict[str, list[float]]] = {}
-    for m in measurements:
-        v = value_of(m, metric)
-        if v is None:
-            continue
-        cell = by_cell.setdefault((m.slice, m.point_id, m.arm), {})
-        cell.setdefault(m.instance, []).append(math.log(v))
-    warm_groups = [vals for cell in by_cell.values() for vals in cell.values()]
-    fresh_groups = [
-        [sum(vals) / len(vals) for vals in cell.values()]
-        for cell in by_cell.values()
-        if len(cell) >= 2
-    ]
-    warm, warm_df = pooled_sigma(warm_groups)
-    fresh, fresh_df = pooled_sigma(fresh_groups)
-    prior_log = math.log1p(prior) if prior is not None else None
-    value: float | None
-    df: float | None
-    source: SigmaSource
-    if fresh is not None:
-        value, df, source = fresh, fresh_df, SigmaSource.FRESH_SERVER
-    elif warm is not None:
-        value, df, source = warm, warm_df, SigmaSource.WARM
-    elif prior_log is not None:
-        value, df, source = prior_log, None, SigmaSource.PRIOR
-    else:
-        value, df, source = None, None, SigmaSource.NONE
-    return Sigma(
-        metric=metric,
-        value=value,
-        df=df,
-        source=source,
-        fresh_value=fresh,
-        fresh_df=fresh_df,
-        warm_value=warm,
-        warm_df=warm_df,
-        prior=prior,
-    )
+    """The noise model for `metric` (`components.estimate_components`): a launch part σ_b with
+    df from the number of launches, run noise σ_w per point along `axis`, moderated, and the
+    declared prior (a floor, applied per cell)."""
+    return estimate_components(measurements, metric, axis=axis, prior=prior)
 
 
 def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, WarmupGap]:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from matrixrun.analysis.components import one_run_sigma
 from matrixrun.analysis.noise import WarmupGap, confirmed_warmup, value_of
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import higher_is_better
-from matrixrun.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind
+from matrixrun.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind, Sigma
 
 #: Reasons whose rerun tests a named explanation; the others are replicates.
 _CHECKS = ("surprise", "fresh_server", "manual")
@@ -35,13 +36,12 @@ def judge_rerun(
     its own still beyond the surprise threshold, same sign, falsifies it; within the margin of
     the baseline confirms it; in between settles nothing. Inconclusive/crossover/A/A reruns are
     replicates and test no story."""
-    if r.reason not in _CHECKS or r.matches_first is None:
+    if r.reason not in _CHECKS or r.change_vs_first is None:
         return Explanation.REPLICATE, None
     if r.kind == RerunKind.WARM:
-        improved = r.change_vs_first is not None and (
-            (r.change_vs_first > 0) == higher_is_better(r.metric)
-        )
-        if r.matches_first or not improved:
+        improved = (r.change_vs_first > 0) == higher_is_better(r.metric)
+        within_margin = abs(r.change_vs_first) <= margin
+        if within_margin or not improved:
             return Explanation.WARMUP, CheckOutcome.FALSIFIED
         gain = WarmupGap(gap=abs(math.log1p(r.change_vs_first or 0.0)), pairs=1)
         settled = confirmed_warmup(gain, margin, sigma)
@@ -56,6 +56,26 @@ def judge_rerun(
     return Explanation.INSTANCE, CheckOutcome.NOT_SETTLED
 
 
+#: Two-sided 95% normal quantile of the rerun log's noise band.
+BAND_Z = 1.96
+
+
+def _pair_sigma(
+    noise: Sigma | None,
+    point: Mapping[str, object],
+    axis: str,
+    kind: RerunKind,
+    sigma: float | None,
+) -> float | None:
+    """σ of one run at this point as a pair of this kind sees it: run noise for a warm pair,
+    run + launch noise for a fresh one (None: no noise estimate)."""
+    raw = point.get(axis)
+    x = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+    if noise is None:
+        return sigma
+    return one_run_sigma(noise, x, fresh=kind == RerunKind.FRESH_SERVER)
+
+
 def reruns(
     measurements: Sequence[Measurement],
     metric: str,
@@ -65,11 +85,16 @@ def reruns(
     surprise: float,
     sigma: float | None,
     cells: Mapping[tuple[str, str, str], Comparison],
+    noise: Sigma | None = None,
+    axis: str = "concurrency",
 ) -> list[Rerun]:
     """Every repeat (attempt > first) of a cell on `metric`, against that cell's first run.
     `cells` maps (slice, candidate, point id) to the comparison on `metric` a rerun belongs to
     (a baseline rerun belongs to every candidate's cell at its point: the first is taken).
-    Nothing is replaced: this only says what each rerun showed."""
+    Nothing is replaced: this only says what each rerun showed. `matches_first` sets the
+    difference against what noise explains for one pair, z·√2·σ at the point (`noise`: run
+    noise for a warm rerun, run + launch noise for a fresh one), not against the margin: a
+    replicate 3.2% off its first run is unremarkable where σ is 4%."""
     groups: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in measurements:
         groups.setdefault((m.slice, m.point_id, m.arm), []).append(m)
@@ -87,6 +112,9 @@ def reruns(
             change: float | None = None
             if value is not None and first_value is not None:
                 change = math.expm1(math.log(value / first_value))
+            kind = RerunKind.WARM if m.instance == first.instance else RerunKind.FRESH_SERVER
+            pair = _pair_sigma(noise, m.point, axis, kind, sigma)
+            band = None if pair is None else math.expm1(BAND_Z * math.sqrt(2) * pair)
             r = Rerun(
                 slice=slice_name,
                 arm=arm,
@@ -97,18 +125,19 @@ def reruns(
                 attempt=m.attempt,
                 reason=m.reason,
                 instance=m.instance,
-                kind=RerunKind.WARM if m.instance == first.instance else RerunKind.FRESH_SERVER,
+                kind=kind,
                 metric=metric,
                 value=value,
                 first_value=first_value,
                 change_vs_first=change,
-                # judged on the change as printed (rerun / first − 1), so "within ±3%" never
-                # sits beside a printed −2.95%
-                matches_first=None if change is None else abs(change) <= margin,
+                # judged on the change as printed (rerun / first − 1) against the band as
+                # printed, so "within ±x%" never sits beside a printed change beyond it
+                matches_first=None if change is None or band is None else abs(change) <= band,
+                noise_band=band,
                 tests=Explanation.REPLICATE,
                 alone=_alone(arm, baseline, value, cell),
                 error=m.error,
             )
-            r.tests, r.outcome = judge_rerun(r, cell, margin, surprise, sigma)
+            r.tests, r.outcome = judge_rerun(r, cell, margin, surprise, pair)
             out.append(r)
     return out

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from scipy import stats
 
-from matrixrun.verdict import ArmSample, CellVerdict, LimitingArm
+from matrixrun.verdict import AnalysisSettings, ArmSample, CellVerdict, LimitingArm, Sigma
 
 #: Beyond this many runs per arm a cell is "at the margin": more runs are not the answer.
 MAX_RUNS_ESTIMATE = 1000
@@ -21,7 +21,7 @@ def quantile(level: float, df: float | None) -> float:
     p = 1 - (1 - level) / 2
     if df is None:
         return float(stats.norm.ppf(p))
-    return float(stats.t.ppf(p, df))
+    return float(stats.t.ppf(p, max(df, 0.25)))
 
 
 def pooled_sigma(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
@@ -96,18 +96,56 @@ def limiting_arm(n_baseline: int, n_candidate: int) -> LimitingArm:
     return "both"
 
 
-def runs_needed(d: float, sigma: float | None, margin: float, level: float) -> int | None:
-    """About how many runs per arm (both arms at n) would make the interval decide, if σ holds
-    and the observed change is the true one (normal quantile: more runs also bring df).
-    None when there is no σ, or the change sits (practically) on the margin."""
-    if sigma is None or sigma <= 0:
-        return None
+def runs_needed(
+    d: float,
+    sigma: Sigma,
+    x: float | None,
+    baseline: Sequence[str],
+    candidate: Sequence[str],
+    margin: float,
+    settings: AnalysisSettings,
+) -> int | None:
+    """Runs per arm in all — the ones it has plus extra ones, each on a fresh launch — at which
+    the cell's interval would decide, if the observed change were the true one and the noise
+    model held: Student's t at the level of that state, on the df the cell would then have
+    (its Satterthwaite df now plus one per extra run). Counted with the instances the arms
+    really have, so repeats on one server are not taken for independent runs. None when there
+    is no noise estimate, the change sits (practically) on the margin, or it would take more
+    than `MAX_RUNS_ESTIMATE`."""
+    from matrixrun.analysis.components import cell_variance
+
     gap = abs(abs(d) - math.log1p(margin))
-    if gap <= 0:
+    now = cell_variance(sigma, x, baseline, candidate)
+    if now is None or gap <= 0:
         return None
-    n = math.ceil(2 * (quantile(level, None) * sigma / gap) ** 2)
-    n = max(n, 2)
-    return n if n <= MAX_RUNS_ESTIMATE else None
+    start = max(len(baseline), len(candidate))
+
+    def decides(n: int) -> bool:
+        extra_b = [f"+{k}" for k in range(n - len(baseline))]
+        extra_c = [f"+{k}" for k in range(n - len(candidate))]
+        noise = cell_variance(sigma, x, [*baseline, *extra_b], [*candidate, *extra_c])
+        assert noise is not None
+        df = (
+            None
+            if noise.df is None or now.df is None
+            else now.df + 2 * n - len(baseline) - len(candidate)
+        )
+        q = quantile(settings.level_for(n, n, settings.looks), df)
+        return q * math.sqrt(noise.var) < gap
+
+    hi = start + 1
+    while not decides(hi):
+        hi *= 2
+        if hi > MAX_RUNS_ESTIMATE:
+            return None
+    lo = max(start, hi // 2)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if decides(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def crossover_estimate(x1: float, x2: float, d1: float, d2: float) -> float | None:

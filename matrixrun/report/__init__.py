@@ -89,7 +89,11 @@ def render(
             f"\n\n---\n\n*Cut at {limit:,} characters (GitHub's comment limit). The full "
             f"document: `matrixrun report {context.run_dir}`.*\n"
         )
-        text = text[: limit - len(tail)].rsplit("\n", 1)[0] + tail
+        head = text[: limit - len(tail) - 40].rsplit("\n", 1)[0]
+        unclosed = head.count("\n<details>") - head.count("\n</details>")
+        if head.count("```") % 2:  # inside a code block: close it first
+            head += "\n```"
+        text = head + "\n\n</details>" * max(unclosed, 0) + tail
     problems = check_markdown(text, limit)
     if problems:
         note = (
@@ -148,6 +152,13 @@ def _drop_undecided(ctx: Context) -> str | None:
     return "the per-cell notes on what would settle undecided cells" if dropped else None
 
 
+def _drop_charts(ctx: Context, keep: int = 2) -> str | None:
+    if len(ctx.charts) <= keep:
+        return None
+    ctx.charts = ctx.charts[:keep]
+    return f"the charts after the first {keep}"
+
+
 def _trim_reruns(ctx: Context, keep: int = 20) -> str | None:
     if len(ctx.reruns) <= keep:
         return None
@@ -169,6 +180,7 @@ TRIM_STEPS: list[Callable[[Context], str | None]] = [
     _drop_servers,
     _drop_latency,
     _drop_undecided,
+    _drop_charts,
     _trim_reruns,
     _drop_last_slice_tables,
 ]

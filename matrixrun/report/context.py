@@ -22,7 +22,7 @@ from matrixrun.errors import InputError
 from matrixrun.measurement import Measurement
 from matrixrun.metrics import higher_is_better, unit
 from matrixrun.plan import Plan
-from matrixrun.report import fmt, run_sections, sections, tables, wording
+from matrixrun.report import decision, fmt, run_sections, sections, summary, tables, wording
 from matrixrun.report.markdown_check import COMMENT_LIMIT
 from matrixrun.results import RunDir
 from matrixrun.settings import RunSettings
@@ -108,6 +108,15 @@ class Context:
     correctness: list[list[str]]
     environment: run_sections.Environment
     reproduce: Reproduce
+    decision: summary.DecisionBlock
+    charts: list[summary.Chart]
+    folded: list[str]
+    secondary: list[str]
+    slo: summary.SloView | None
+    rerun_checks: list[run_sections.RerunEntry]
+    rerun_routine: str | None
+    simulated_hardware: bool = False
+    compared: str | None = None
     latency_summary: list[LatencySummary] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
     limit: int = COMMENT_LIMIT
@@ -192,7 +201,10 @@ def reproduce_of(inputs: RunInputs, simulated: bool) -> Reproduce:
 
 def _latency(verdict: Verdict, labels: dict[str, str]) -> list[Latency]:
     out = []
+    folded = decision.folded_metrics(verdict)
     for metric in verdict.settings.metrics[1:]:
+        if metric in folded:  # said in one line instead (`summary.folded_lines`)
+            continue
         found = tables.metric_tables(verdict, metric, labels)
         if found:
             out.append(
@@ -231,7 +243,18 @@ def _setup(
     rows = [sections.DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
     arm_diff = sections.arm_diff(arms, rows, "", settings.baseline)
     title = wording.ingested_title(arms[1:], settings.baseline)
+    pair = _compared(inputs)
+    if pair is not None:
+        title = wording.compare_title(pair[0], pair[1])
     return title, setup, arm_diff
+
+
+def _compared(inputs: RunInputs) -> tuple[str, str, list[str]] | None:
+    """(label A, label B, arms) of a `matrixrun compare` directory, else None."""
+    info = (inputs.ingest or {}).get("compare")
+    if not isinstance(info, dict):
+        return None
+    return str(info.get("a")), str(info.get("b")), [str(x) for x in info.get("arms", [])]
 
 
 def context_from(inputs: RunInputs) -> Context:
@@ -255,8 +278,38 @@ def context_from(inputs: RunInputs) -> Context:
     )
     reruns = run_sections.rerun_entries(verdict, inputs.events)
     heads = tables.headline(verdict)
+    reproduce = reproduce_of(inputs, simulation is not None)
+    stem = spec_stem(inputs.run_dir)
+    settle = (
+        None
+        if _compared(inputs)
+        else summary.settle_command(
+            inputs.settings,
+            inputs.run_dir,
+            f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
+            inputs.ingest,
+            [c.runs_needed for _, _, c in verdict.comparisons() if c.runs_needed is not None],
+        )
+    )
+    tested = [i for i, r in enumerate(verdict.reruns) if r.outcome is not None]
+    routine = [r for r in verdict.reruns if r.outcome is None]
     return Context(
-        title=title,
+        title=fmt.user(title),
+        decision=summary.decision_of(
+            verdict, inputs.settings, simulated=simulation is not None, settle_command=settle
+        ),
+        charts=summary.charts_of(verdict),
+        folded=summary.folded_lines(verdict),
+        secondary=summary.secondary_lines(verdict),
+        slo=summary.slo_of(verdict, inputs.settings),
+        rerun_checks=[reruns[i] for i in tested if i < len(reruns)],
+        rerun_routine=wording.decision.rerun_summary(
+            routine, f"±{fmt.setting_percent(settings.margin)}"
+        )
+        if routine
+        else None,
+        simulated_hardware=simulation is not None,
+        compared=wording.compared(*pair) if (pair := _compared(inputs)) else None,
         run_dir=inputs.run_dir,
         simulated=simulation is not None,
         simulation=simulation,
@@ -287,7 +340,7 @@ def context_from(inputs: RunInputs) -> Context:
         failures=run_sections.failures_of(ms, settings.axis),
         correctness=run_sections.correctness_of(verdict),
         environment=run_sections.environment_of(inputs.env, inputs.settings),
-        reproduce=reproduce_of(inputs, simulation is not None),
+        reproduce=reproduce,
     )
 
 

@@ -129,3 +129,10 @@ def shorten(text: str, limit: int = 400) -> str:
         return text
     half = (limit - 3) // 2
     return text[:half] + " … " + text[-half:]
+
+
+def user(text: str) -> str:
+    """Every user- or server-supplied string (titles, arm names, hypothesis, notes, versions,
+    errors) passes through here before it reaches Markdown: the one place to escape them
+    (wire `markdown_safe` in here, and nowhere else)."""
+    return text

@@ -12,6 +12,18 @@ COMMENT_LIMIT = 65_536
 _PIPE = re.compile(r"(?<!\\)\|")
 
 
+#: The only HTML the document may hold: GitHub's collapsible sections, one tag per line, the
+#: summary as plain text (GitHub renders no Markdown inside it).
+_COLLAPSIBLE = re.compile(r"(<details>|</details>|<summary>[^<>]*</summary>)")
+
+
+def _collapsible(block: str) -> bool:
+    """An HTML block made only of `<details>`, `</details>` and `<summary>text</summary>`
+    lines (what `<details>` needs to collapse detail on GitHub)."""
+    lines = [x.strip() for x in block.strip().splitlines()]
+    return bool(lines) and all(_COLLAPSIBLE.fullmatch(x) for x in lines)
+
+
 def table_cells(line: str) -> int:
     """Cells in one GFM table line: split on unescaped pipes, outer pipes optional."""
     text = line.strip()
@@ -22,7 +34,8 @@ def table_cells(line: str) -> int:
 
 
 def check_markdown(text: str, limit: int = COMMENT_LIMIT) -> list[str]:
-    """Problems GitHub would not complain about but readers would see: raw HTML, table rows
+    """Problems GitHub would not complain about but readers would see: raw HTML (other than
+    `<details>`/`<summary>` lines), unbalanced `<details>`, table rows
     whose cell count differs from the header, lines that look like table rows but are not part
     of any table, and a body over the comment limit. Empty when the document is fine."""
     from markdown_it import MarkdownIt
@@ -35,7 +48,9 @@ def check_markdown(text: str, limit: int = COMMENT_LIMIT) -> list[str]:
     in_table: set[int] = set()
     in_code: set[int] = set()
     for tok in tokens:
-        if tok.type == "html_block" or any(c.type == "html_inline" for c in (tok.children or [])):
+        if (tok.type == "html_block" and not _collapsible(tok.content)) or any(
+            c.type == "html_inline" for c in (tok.children or [])
+        ):
             line = tok.map[0] + 1 if tok.map else "?"
             problems.append(f"line {line}: raw HTML")
         if tok.type in ("fence", "code_block") and tok.map:
@@ -50,6 +65,10 @@ def check_markdown(text: str, limit: int = COMMENT_LIMIT) -> list[str]:
                     problems.append(
                         f"line {number + 1}: table row has {got} cells, the header {want}"
                     )
+    opened = sum(1 for x in lines if x.strip() == "<details>")
+    closed = sum(1 for x in lines if x.strip() == "</details>")
+    if opened != closed:
+        problems.append(f"{opened} <details> but {closed} </details>")
     for number, line in enumerate(lines):
         stripped = line.lstrip("> ").strip()
         if stripped.startswith("|") and number not in in_table and number not in in_code:

@@ -272,7 +272,7 @@ def environment_of(env: Mapping[str, Any], settings: RunSettings | None) -> Envi
         ("harness", f"{harness.get('name', 'matrixrun')} {harness.get('version') or ''}".strip()),
         ("python", env.get("python")),
         ("platform", env.get("platform")),
-        ("git", env.get("git_sha")),
+        ("matrixrun commit", env.get("git_sha")),
         ("engine", env.get("engine") or (facts.engine if facts else None)),
     ]
     gpus: dict[tuple[str, str, str], int] = {}

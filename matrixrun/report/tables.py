@@ -9,6 +9,7 @@ from typing import Any
 
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
+from matrixrun.report.wording import decision as dwords
 from matrixrun.verdict import ArmSample, Verdict
 
 
@@ -103,8 +104,14 @@ def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]
                 for c in series.cells:
                     x = fmt.x(c.x) if c.x is not None else _fixed_label(c.point, set(c.point))
                     change = "n/a" if c.change is None else fmt.change(c.change)
+                    if c.change_lo is not None and c.change_hi is not None:
+                        change += " " + fmt.change_interval(c.change_lo, c.change_hi)
                     cells = [x, _sample_text(c.baseline), _sample_text(c.candidate), change]
-                    rows.append([*cells, wording.cell_text(c)])
+                    lead = c.leading_note
+                    word = dwords.verdict_short(c)
+                    if lead is not None:
+                        word += f" ({wording.cell_note(lead, c, short=True)})"
+                    rows.append([*cells, word, dwords.n_text(c)])
                     if c.verdict == "inconclusive":
                         undecided.setdefault(wording.undecided(c), []).append(x)
                 last = index == len(mr.series) - 1
@@ -120,11 +127,12 @@ def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]
                             axis,
                             f"`{settings.baseline}`{u}",
                             f"`{cand.candidate}`{u}",
-                            "change",
+                            "change [interval]",
                             "verdict",
+                            "n (baseline/candidate)",
                         ],
                         rows=[[fmt.table_cell(v) for v in row] for row in rows],
-                        regimes=wording.regimes(series, axis, settings.margin),
+                        regimes=wording.regimes(series, axis, settings.margin_for(mr.metric)),
                         undecided=[
                             f"at {axis} {fmt.join_words(xs)}: {words}"
                             for words, xs in undecided.items()

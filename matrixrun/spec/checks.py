@@ -40,6 +40,16 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             )
         )
     found += _command_issues(spec)
+    measured = [spec.metrics.primary, *spec.metrics.secondary]
+    for i, bound in enumerate(spec.slo):
+        if bound.metric not in measured:
+            found.append(
+                (
+                    ("slo", i, "metric"),
+                    f"{bound.metric} is not among the metrics ({', '.join(measured)}); "
+                    "add it to metrics.secondary so the SLO can be judged",
+                )
+            )
     axes = spec.axis_values()
     known = sorted(axes)
     for kind, combos in (("exclude", spec.exclude), ("include", spec.include)):

@@ -304,9 +304,68 @@ class WorkloadSpec(_Model):
         return max(per * concurrency, self.min_prompts)
 
 
+class MetricOptions(_Model):
+    """Per-metric settings (issue 13): tail latencies need a wider margin than throughput."""
+
+    margin: Percent | None = Field(
+        None, description="This metric's practical margin (default: verify.threshold)."
+    )
+
+
+_METRICS_KEYS = ("primary", "secondary", "options")
+
+
+def _metric_keys_schema(schema: dict[str, Any]) -> None:
+    """JSON Schema of the shorthand `metrics: {p99_ttft_ms: {margin: 10%}}`: other keys take
+    the same options as `options` entries, and `secondary` may be a mapping."""
+    props = schema.get("properties", {})
+    options = props.get("options", {}).get("additionalProperties")
+    if options is not None:
+        schema["additionalProperties"] = options
+        secondary = props.get("secondary")
+        if secondary is not None:
+            props["secondary"] = {"anyOf": [secondary, {"type": "object"}]}
+
+
 class MetricsSpec(_Model):
+    """Primary and secondary metrics. Per-metric options may be given three ways: `options:
+    {p99_ttft_ms: {margin: 10%}}`, `secondary` as a mapping instead of a list, or directly
+    as a key, `metrics: {p99_ttft_ms: {margin: 10%}}` (such a metric is also a secondary
+    one unless it is the primary). The list form stays valid."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_metric_keys_schema)
+
     primary: MetricName = "output_throughput"
     secondary: list[MetricName] = Field(default_factory=list)
+    options: dict[MetricName, MetricOptions] = Field(
+        default_factory=dict, description="Per-metric options, e.g. {p99_ttft_ms: {margin: 10%}}."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_metric(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        options = dict(data.get("options") or {})
+        secondary = data.get("secondary")
+        if isinstance(secondary, dict):
+            options.update({k: v for k, v in secondary.items() if v is not None})
+            data["secondary"] = list(secondary)
+        primary = data.get("primary", "output_throughput")
+        for key in [k for k in data if k not in _METRICS_KEYS]:
+            if isinstance(data[key], dict):
+                options[key] = data.pop(key)
+                listed = list(data.get("secondary") or [])
+                if key != primary and key not in listed:
+                    data["secondary"] = [*listed, key]
+        if options:
+            data["options"] = options
+        return data
+
+    def margins(self) -> dict[str, float]:
+        """Metric → its own margin, for those that set one."""
+        return {k: o.margin for k, o in self.options.items() if o.margin is not None}
 
 
 class VerifySpec(_Model):
@@ -315,7 +374,9 @@ class VerifySpec(_Model):
     threshold: Percent = Field(0.03, description="Practical margin: smaller changes are 'same'.")
     surprise: Percent = Field(0.10, description="|change| above this gets an explanation check.")
     noise: Percent | None = Field(
-        None, description="Declared run-to-run spread, used only when nothing is measured."
+        None,
+        description="Declared spread of one run (relative σ): a floor on the noise that a "
+        "few df of measured repeats cannot shrink.",
     )
     max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
@@ -375,6 +436,21 @@ class RehearsalSpec(_Model):
     note: str | None = Field(None, description="Where the profile's numbers come from.")
 
 
+class SloSpec(_Model):
+    """A service-level bound: the report gives each arm's best throughput at the points where
+    its mean meets every bound (e.g. mean_tpot_ms max 200 is 5 tok/s per user)."""
+
+    metric: MetricName
+    max: float | None = Field(None, description="Upper bound, in the metric's unit.")
+    min: float | None = Field(None, description="Lower bound, in the metric's unit.")
+
+    @model_validator(mode="after")
+    def _a_bound(self) -> SloSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("give max or min")
+        return self
+
+
 Combination = dict[str, Any]
 
 
@@ -386,6 +462,13 @@ class Spec(_Model):
     experiment: Slug
     title: str
     hypothesis: str | None = None
+    notes: str | None = Field(
+        None, description="Your explanation and next steps: the report shows them as written."
+    )
+    slo: list[SloSpec] = Field(
+        default_factory=list,
+        description="Service-level bounds; each must be the primary or a secondary metric.",
+    )
     model: Annotated[list[ModelSpec], BeforeValidator(_one_or_list), Field(min_length=1)]
     hardware: Annotated[list[HardwareSpec], BeforeValidator(_one_or_list), Field(min_length=1)]
     engine: EngineSpec = Field(default_factory=EngineSpec)

@@ -5,8 +5,9 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
 
 - stage 1 (while a group's server is still up): cells whose |change| exceeds `surprise` get
   one warm rerun of the arm on that server — the test of "first-time JIT compile / warmup";
-- stage 2, in at most `max_runs − 1` planned rounds (the number of looks is fixed here and the
-  analysis widens its intervals for it: α split over a cell's data states, ∝ k²):
+- stage 2, in at most `max_runs − 1` planned rounds (the analysis spends α over every state a
+  cell can stop in, n_b + n_c runs, so whatever this policy re-measures — confident cells
+  included — and however often it re-analyses, the verdicts keep their level):
   * surprising cells get a rerun of the candidate on a freshly launched server (tests "this
     server instance was odd"; also the right replicate for σ),
   * cells whose confident verdicts flip sign (crossover brackets) get a fresh replicate of

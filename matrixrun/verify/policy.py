@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from matrixrun.analysis import analyse, quantile
+from matrixrun.analysis.components import one_run_sigma
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup
 from matrixrun.rerun_reason import RerunWhy, WhyKind
@@ -35,9 +36,10 @@ class Pick:
 #: Futility only stops reruns, it never decides a cell, so it cannot make a verdict overclaim.
 FUTILITY = 0.25
 
-#: Fresh-server degrees of freedom a round tops σ up to (or every cell, in a small matrix).
-#: The analysis judges every cell with the fresh-server σ as soon as one exists, so a lone
-#: fresh replicate would leave σ with df = 1 (t ≈ 38 at 98.3%) and decide nothing.
+#: Fresh-server replicates a round tops up to (or every cell, in a small matrix). Under the
+#: noise model a relaunch adds one launch df however many cells it replicates; the replicates
+#: beyond the first add run-noise df (the fit's residuals) at their points, which is what the
+#: per-point run noise needs.
 MIN_FRESH_DF = 6
 
 #: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
@@ -100,18 +102,20 @@ class Policy:
         """Predicted chance that more runs settle `res` within max_runs (1 with no σ yet:
         then runs are needed to measure σ at all)."""
         sigma = next(s for s in verdict.sigma if s.metric == self.settings.primary)
-        if sigma.value is None or res.d is None:
+        one = one_run_sigma(sigma, res.x)
+        if one is None or res.d is None:
             return 1.0
         # Optimistic on purpose (normal quantile: df grows with the runs; a warm σ may
-        # understate): futility should stop only what cannot be settled.
+        # understate): futility should stop only what cannot be settled. σ is the cell's
+        # own point's (run noise there plus the launch part), at the last state's level.
         q = quantile(self.settings.level, None)
         return decide_chance(
             res.d,
-            sigma.value,
+            one,
             max(res.baseline.n, 1),
             max(res.candidate.n, 1),
             self.spec.verify.max_runs,
-            self.settings.margin,
+            self.settings.margin_for(self.settings.primary),
             q,
         )
 

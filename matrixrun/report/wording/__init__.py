@@ -9,6 +9,7 @@ says SIMULATED with the simulator's time scale. `verdicts`: sentences about the 
 `run`: about how the run went.
 """
 
+from matrixrun.report.wording import decision
 from matrixrun.report.wording.run import (
     CLIENT_WORDS,
     HARDWARE_SKIPPED,
@@ -18,6 +19,8 @@ from matrixrun.report.wording.run import (
     cache_flushes,
     capped_cell,
     client_bound,
+    compare_title,
+    compared,
     failed_requests,
     hardware_sentence,
     ingested_title,
@@ -61,7 +64,10 @@ __all__ = [
     "cell_note",
     "cell_text",
     "client_bound",
+    "compare_title",
+    "compared",
     "crossover",
+    "decision",
     "failed_requests",
     "hardware_sentence",
     "ingested_title",

@@ -69,7 +69,8 @@ def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSetti
         f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
     )
     delta = fmt.change(r.change_vs_first or 0.0, 2)
-    within = f"within {margin}" if r.matches_first else f"beyond {margin}"
+    band = f"±{fmt.percent(r.noise_band)}" if r.noise_band is not None else margin
+    within = f"within noise, {band}" if r.matches_first else f"beyond noise, {band}"
     effect = f"the {_effect(cell, r.metric)} at {where}"
     alone = (
         f"; on its own the rerun gives {fmt.change(r.alone)} vs `{s.baseline}`"
@@ -121,7 +122,7 @@ def rerun_why(w: RerunWhy) -> str:
     """Why the verify policy asked for a rerun (from the verify event's numbers)."""
     if w.kind == WhyKind.WARM_CHECK:
         return (
-            f"change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
+            f"first-run change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
             f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
             "tests first-run JIT compile/warmup"
         )
@@ -141,7 +142,7 @@ def rerun_why(w: RerunWhy) -> str:
         )
     if w.kind == WhyKind.INSTANCE_CHECK:
         return (
-            f"change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
+            f"first-run change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
             "launched server tests whether the first server was odd"
         )
     if w.kind == WhyKind.SIGMA_REPLICATE:
@@ -322,3 +323,15 @@ def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> s
 
 def ingested_title(candidates: Sequence[str], baseline: str) -> str:
     return f"{' vs '.join(candidates)} against {baseline} (ingested)"
+
+
+def compare_title(a: str, b: str) -> str:
+    return f"{b} against {a} (two runs compared)"
+
+
+def compared(a: str, b: str, arms: Sequence[str]) -> str:
+    return (
+        f"Built with `matrixrun compare` from two run directories: each arm of `{b}` is judged "
+        f"against the arm of the same name in `{a}` (the baseline), one slice per arm "
+        f"({', '.join(f'`{x}`' for x in arms)})."
+    )

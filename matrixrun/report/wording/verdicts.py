@@ -73,7 +73,13 @@ def crossover(c: Crossover, axis: str) -> str:
     the one wording of a crossover, in the headline and under every table."""
     text = f"crossover between {axis} {fmt.x(c.x_lo)} and {fmt.x(c.x_hi)}"
     if c.estimate is not None:
-        text += f" (≈ {fmt.approx(c.estimate)}, interpolated in log {axis})"
+        text += f" (≈ {fmt.approx(c.estimate)}, interpolated in log {axis}"
+        if c.estimate_lo is not None and c.estimate_hi is not None:
+            text += (
+                f"; {fmt.approx(c.estimate_lo)}–{fmt.approx(c.estimate_hi)} if the change is "
+                f"a straight line in log {axis} between them"
+            )
+        text += ")"
     return text
 
 
@@ -95,6 +101,14 @@ def level_text(s: AnalysisSettings) -> str:
     head = f"{fmt.setting_percent(s.confidence)} confidence over {s.looks} planned looks"
     if s.spending == "equal":
         return f"{head} (Bonferroni): each interval is a {100 * s.level:.4g}% interval"
+    if s.spending == "information":
+        levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.states + 1))
+        totals = ", ".join(str(k + 1) for k in range(1, s.states + 1))
+        return (
+            f"{fmt.setting_percent(s.confidence)} confidence spent over every state a cell "
+            f"can stop in (Lan–DeMets O'Brien–Fleming on the share of its planned runs): a "
+            f"cell's interval is at {levels} with {totals} runs in both arms together"
+        )
     levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.looks + 1))
     return (
         f"{head} (α split over each cell's data states, more to later ones): a cell's "
@@ -208,10 +222,10 @@ def undecided(c: Comparison) -> str:
     if c.small_change:
         parts.append("a change exists but is below the margin or not yet shown to exceed it")
     if c.runs_needed is not None:
-        who = {"baseline": "of the baseline", "candidate": "of the candidate"}.get(
-            c.limiting_arm or "both", "per arm"
+        parts.append(
+            f"about {c.runs_needed} runs per arm in all, the extra ones each on a fresh "
+            "server, would settle it if the observed change and the noise estimate held"
         )
-        parts.append(f"about {c.runs_needed} runs {who} would settle it")
     elif c.d is not None and CellNote.NO_NOISE not in c.notes:
         parts.append("the change sits on the margin: more runs alone may not settle it")
     parts += [cell_note(n, c) for n in c.notes if n != CellNote.SMALL_CHANGE]
@@ -251,8 +265,9 @@ def _inconclusive(ov: Overall, m: str, margin: str) -> str:
     text = f"inconclusive on {m}: no cell clears the ±{margin} margin"
     if ov.runs_needed is not None:
         text += (
-            f"; about {ov.runs_needed} runs per arm in the undecided cells would settle it "
-            f"(if σ = {fmt.percent(ov.sigma)} holds)"
+            f"; about {ov.runs_needed} runs per arm in all in the undecided cells, the extra "
+            f"ones each on a fresh server, would settle it (if the observed changes and "
+            f"σ = {fmt.percent(ov.sigma)} held)"
         )
     else:
         text += "; the observed changes sit on the margin, so more runs alone may not settle it"
@@ -261,7 +276,7 @@ def _inconclusive(ov: Overall, m: str, margin: str) -> str:
 
 def overall(ov: Overall, s: AnalysisSettings) -> str:
     """A candidate's verdict on one metric in one sentence (VERDICTS.md §8)."""
-    m, axis, margin = ov.metric, s.axis, fmt.setting_percent(s.margin)
+    m, axis, margin = ov.metric, s.axis, fmt.setting_percent(s.margin_for(ov.metric))
     better, worse = ov.better_at, ov.worse_at
     rest = ov.cells - len(better) - len(worse)
     if ov.verdict == OverallVerdict.MIXED:

@@ -1,0 +1,387 @@
+"""Issue 13's scoring: the verify policy in four noise worlds, by |effect| band and
+concurrency band, with cluster-bootstrap intervals, the calibration gate and the efficiency
+target at matched error (docs/benchmarks.md, "Noise worlds").
+
+Worlds (drawn per matrix, seeded; effects as in `verdicts.draw_world` but a fifth of the cells
+at exactly ±margin, so the gate can be measured there):
+
+- ``today``: run noise σ_w 1–8%, launch spread σ_b = σ_w·U(0, 1) (the older benchmark's);
+- ``launch``: launch-dominant, σ_b 1–4%, σ_w 0.1–0.5%;
+- ``hetero``: σ_w 1–8% scaled from ×0.25 at concurrency 1 to ×3 at 1024 (log-linear),
+  σ_b = 1%·U(0, 1);
+- ``h200``: fitted to shared/data (one H200, transformers serve, 3 launches): σ_w by
+  concurrency 12%, 9%, 9%, 6%, 4%, 4% at 1, 4, 16, 64, 256, 1024 (the within-launch spread of
+  its second passes, interpolated), σ_b 3%, and a first pass on a new server 30–70% slower at
+  concurrency 4 and 16 for every arm (its +36%/+109% warm-up at new batch shapes).
+
+Calibration gate (issue 13), every world and concurrency band: at true effect exactly ±margin
+the wrong verdicts — better at +m, worse at −m, same at either — ≤ 3% each; on exact ties
+better/worse ≤ 1%. Efficiency at matched error: against fixed 3 runs per cell on one server
+with its confidence raised until its wrong-decisive and tie false-alarm shares are at or below
+the policy's, the policy decides ≥ 2.0 points more cells correctly at ≤ 0.75× its GPU time
+per correct verdict (launches counted).
+
+    python benchmarks/verdicts13.py --matrices 200 --seed 2      # tuning seed
+    python benchmarks/verdicts13.py --matrices 1000 --seed 7 --write docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from verdicts import (
+    CELL_S,
+    CONCURRENCY,
+    LAUNCH_S,
+    MARGIN,
+    Lab,
+    World,
+    spec_for,
+)
+
+from matrixrun.analysis import analyse
+from matrixrun.measurement import Measurement, Reason
+from matrixrun.plan import Cell, expand
+from matrixrun.settings import analysis_settings
+from matrixrun.verify import Policy, drive
+
+WORLDS = ("today", "launch", "hetero", "h200")
+H200_SIGMA_W = {1: 0.12, 4: 0.09, 16: 0.09, 64: 0.06, 256: 0.04, 1024: 0.04}
+POLICY = "{threshold: 3%, surprise: 10%, max_runs: 3}"
+#: Confidence levels the reference is tried at, to match the policy's error rates.
+REF_LEVELS = (0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
+BANDS = ("tie", "below m", "at ±m", "m–2m", "2m–5m", "> 5m")
+#: `--spending` (tuning only): the policy's α spending instead of the spec-derived one.
+SPENDING: list[str] = []
+CONC_BANDS = {"1–4": (1, 4), "16–64": (16, 64), "256–1024": (256, 1024)}
+
+
+@dataclass
+class NoisyWorld(World):
+    """`verdicts.World` with run noise per concurrency and a warm-up on every arm."""
+
+    sigma_w_at: dict[int, float] = field(default_factory=dict)
+    warmup_at: dict[int, float] = field(default_factory=dict)
+
+
+class NoisyLab(Lab):
+    def measure(self, group, inst, cell, reason):  # type: ignore[no-untyped-def]
+        w = self.world
+        assert isinstance(w, NoisyWorld)
+        x = int(cell.point["concurrency"])
+        saved = w.sigma_w
+        w.sigma_w = w.sigma_w_at.get(x, saved)
+        cold = cell.cell_id not in inst.seen
+        super().measure(group, inst, cell, reason)
+        w.sigma_w = saved
+        if cold and x in w.warmup_at:
+            m = self.ms[-1]
+            assert m.metrics is not None
+            slow = m.metrics.model_copy(
+                update={"output_throughput": m.metrics.output_throughput * (1 - w.warmup_at[x])}
+            )
+            self.ms[-1] = m.model_copy(update={"metrics": slow})
+
+
+def draw(world: str, rng: np.random.Generator) -> tuple[NoisyWorld, list[int], list[str]]:
+    points = CONCURRENCY[: int(rng.integers(3, 7))]
+    candidates = ["cand_a"] if rng.random() < 0.7 else ["cand_a", "cand_b"]
+    effect: dict[str, dict[int, float]] = {"base": dict.fromkeys(points, 0.0)}
+    for cand in candidates:
+        lo, hi = rng.uniform(-0.6, 0.6, size=2)
+        row = {}
+        for i, x in enumerate(points):
+            u = rng.random()
+            if u < 0.25:
+                row[x] = 0.0
+            elif u < 0.45:
+                row[x] = MARGIN if rng.random() < 0.5 else -MARGIN
+            else:
+                row[x] = float(lo + (hi - lo) * i / (len(points) - 1))
+        effect[cand] = row
+    sw_at: dict[int, float] = {}
+    warm: dict[int, float] = {}
+    if world == "today":
+        sw = float(rng.uniform(0.01, 0.08))
+        sb = sw * float(rng.uniform(0, 1))
+    elif world == "launch":
+        sw = float(rng.uniform(0.001, 0.005))
+        sb = float(rng.uniform(0.01, 0.04))
+    elif world == "hetero":
+        sw = float(rng.uniform(0.01, 0.08))
+        sb = 0.01 * float(rng.uniform(0, 1))
+        for x in points:
+            t = math.log(x) / math.log(1024)
+            sw_at[x] = sw * math.exp(math.log(0.25) + t * (math.log(3) - math.log(0.25)))
+    else:
+        sw, sb = 0.06, 0.03
+        sw_at = {x: H200_SIGMA_W[x] for x in points}
+        warm = {x: float(rng.uniform(0.3, 0.7)) for x in (4, 16) if x in points}
+    w = NoisyWorld(effect, sw, sb, None, 0.0, rng, sigma_w_at=sw_at, warmup_at=warm)
+    return w, points, candidates
+
+
+def band(effect: float) -> str:
+    a = abs(effect)
+    if a == 0:
+        return "tie"
+    if math.isclose(a, MARGIN):
+        return "at ±m"
+    if a < MARGIN:
+        return "below m"
+    if a <= 2 * MARGIN:
+        return "m–2m"
+    return "2m–5m" if a <= 5 * MARGIN else "> 5m"
+
+
+def conc_band(x: float) -> str:
+    return next(k for k, (lo, hi) in CONC_BANDS.items() if lo <= x <= hi)
+
+
+@dataclass
+class Tally:
+    """Counts of one strategy on one matrix (the bootstrap's unit)."""
+
+    cells: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # → [n, correct]
+    gate: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # → [n, wrong-dir, same]
+    ties: dict[str, list[int]] = field(default_factory=dict)  # conc band → [n, alarms]
+    n: int = 0
+    correct: int = 0
+    wrong: int = 0
+    tie_n: int = 0
+    tie_alarm: int = 0
+    gpu_s: float = 0.0
+
+
+def tally(verdicts: Iterable[tuple[float, float, str]], gpu_s: float) -> Tally:
+    t = Tally(gpu_s=gpu_s)
+    for true, x, v in verdicts:
+        b, cb = band(true), conc_band(x)
+        want = "same" if abs(true) <= MARGIN else "better" if true > 0 else "worse"
+        ok = v == want and b != "at ±m"
+        t.n += 1
+        t.correct += ok
+        t.wrong += v != "inconclusive" and v != want and b != "at ±m"
+        row = t.cells.setdefault((b, cb), [0, 0])
+        row[0] += 1
+        row[1] += ok
+        if b == "at ±m":
+            g = t.gate.setdefault(("+m" if true > 0 else "−m", cb), [0, 0, 0])
+            g[0] += 1
+            g[1] += v == ("better" if true > 0 else "worse")
+            g[2] += v == "same"
+        if b == "tie":
+            tr = t.ties.setdefault(cb, [0, 0])
+            tr[0] += 1
+            tr[1] += v in ("better", "worse")
+            t.tie_n += 1
+            t.tie_alarm += v in ("better", "worse")
+    return t
+
+
+def verdicts_of(ms: list[Measurement], settings, world: World) -> list[tuple[float, float, str]]:  # type: ignore[no-untyped-def]
+    out = []
+    for _, cand, cell in analyse(ms, settings).comparisons(settings.primary):
+        assert cell.x is not None
+        out.append((world.effect[cand][int(cell.x)], cell.x, cell.verdict.value))
+    return out
+
+
+def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, Tally]]:
+    """The policy, and the one-server fixed-3 reference at each of `REF_LEVELS`."""
+    world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
+    spec = spec_for(points, cands, POLICY)
+    plan = expand(spec)
+    world.rng = np.random.default_rng([seed, i, 4])
+    lab = NoisyLab(world)
+    policy = Policy(spec, plan)
+    if SPENDING:
+        policy.settings = policy.settings.model_copy(update={"spending": SPENDING[0]})
+    drive(policy, lab.ms, lab.run_cells)
+    gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
+    pol = tally(verdicts_of(lab.ms, policy.settings, world), gpu)
+    world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
+    world.rng = np.random.default_rng([seed, i, 99])
+    ref_spec = spec_for(points, cands, "{threshold: 3%, max_runs: 1}")
+    ref_plan = expand(ref_spec)
+    lab = NoisyLab(world)
+    for g in ref_plan.groups:
+        queue: list[tuple[Cell, Reason]] = [
+            (c, "first" if k == 0 else "manual") for c in g.cells for k in range(3)
+        ]
+        lab.run_cells(g, queue, None)
+    gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
+    base = analysis_settings(ref_spec, ref_plan)
+    refs = {
+        level: tally(verdicts_of(lab.ms, base.model_copy(update={"confidence": level}), world), gpu)
+        for level in REF_LEVELS
+    }
+    return pol, refs
+
+
+def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
+    pick = ts if idx is None else [ts[k] for k in idx]
+    out = Tally()
+    for t in pick:
+        out.n += t.n
+        out.correct += t.correct
+        out.wrong += t.wrong
+        out.tie_n += t.tie_n
+        out.tie_alarm += t.tie_alarm
+        out.gpu_s += t.gpu_s
+        for src, dst in ((t.cells, out.cells), (t.gate, out.gate), (t.ties, out.ties)):
+            for k, v in src.items():
+                row = dst.setdefault(k, [0] * len(v))  # type: ignore[arg-type]
+                for j, c in enumerate(v):
+                    row[j] += c
+    return out
+
+
+def _ci(values: list[float]) -> str:
+    lo, hi = np.quantile(values, [0.025, 0.975])
+    return f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots: int) -> str:
+    rng = np.random.default_rng(13)
+    p = _sum(pols)
+    n = len(pols)
+    idxs = [rng.integers(0, n, n) for _ in range(boots)]
+    lines = [f"### World `{world}` ({n} matrices, {p.n} candidate cells)", ""]
+    # matched-error reference: the lowest confidence whose error rates are ≤ the policy's
+    p_wrong = p.wrong / max(p.n, 1)
+    p_alarm = p.tie_alarm / max(p.tie_n, 1)
+    chosen = REF_LEVELS[-1]
+    matched = False
+    for level in REF_LEVELS:
+        r = _sum([x[level] for x in refs])
+        if r.wrong / max(r.n, 1) <= p_wrong and r.tie_alarm / max(r.tie_n, 1) <= p_alarm:
+            chosen, matched = level, True
+            break
+    r = _sum([x[chosen] for x in refs])
+    gain = (p.correct / p.n - r.correct / r.n) * 100
+    per_p = p.gpu_s / max(p.correct, 1)
+    per_r = r.gpu_s / max(r.correct, 1)
+    boot_gain = []
+    boot_ratio = []
+    for idx in idxs:
+        bp, br = _sum(pols, idx), _sum([refs[k][chosen] for k in idx])
+        boot_gain.append(bp.correct / bp.n - br.correct / br.n)
+        boot_ratio.append((bp.gpu_s / max(bp.correct, 1)) / (br.gpu_s / max(br.correct, 1)))
+    lines += [
+        f"Policy: {100 * p.correct / p.n:.1f}% decided correctly (cells at exactly ±m "
+        f"excluded from 'correct': no verdict is right there), wrong-decisive "
+        f"{100 * p_wrong:.2f}%, better/worse on ties {100 * p_alarm:.2f}%. Reference (fixed 3 "
+        f"runs, one server) "
+        + (
+            f"matched at {100 * chosen:g}% confidence: "
+            if matched
+            else f"cannot be matched (its errors stay above the policy's even at "
+            f"{100 * chosen:g}%, shown): "
+        )
+        + f"{100 * r.correct / r.n:.1f}% correct, wrong {100 * r.wrong / r.n:.2f}%, ties "
+        f"{100 * r.tie_alarm / max(r.tie_n, 1):.2f}%. Gain {gain:+.1f} points "
+        f"{_ci(boot_gain)}; GPU time per correct verdict {per_p / per_r:.2f}× "
+        f"[{np.quantile(boot_ratio, 0.025):.2f}, {np.quantile(boot_ratio, 0.975):.2f}] "
+        f"(target ≥ +2.0 points at ≤ 0.75×: "
+        f"{'met' if matched and gain >= 2.0 and per_p / per_r <= 0.75 else 'not met'}"
+        f"{'' if matched else ', no matched reference'}).",
+        "",
+        "| |" + "|".join(f" {cb} " for cb in CONC_BANDS) + "|",
+        "|---|" + "---:|" * len(CONC_BANDS),
+    ]
+    for b in BANDS:
+        if b == "at ±m":
+            continue
+        row = [f"| correct, {b} "]
+        for cb in CONC_BANDS:
+            c = p.cells.get((b, cb), [0, 0])
+            vals = [
+                (s.cells.get((b, cb), [0, 0])[1] / max(s.cells.get((b, cb), [0, 0])[0], 1))
+                for s in (_sum(pols, idx) for idx in idxs[: max(boots // 4, 20)])
+            ]
+            row.append(f" {pct(c[1], c[0])} {_ci(vals) if c[0] else ''} (n={c[0]}) ")
+        lines.append("|".join(row) + "|")
+    gate_ok = True
+    sums = [_sum(pols, idx) for idx in idxs]
+    for side in ("+m", "−m"):
+        for j, what in ((1, "better" if side == "+m" else "worse"), (2, "same")):
+            row = [f"| gate: {what} at {side} (≤ 3%) "]
+            for cb in CONC_BANDS:
+                g = p.gate.get((side, cb), [0, 0, 0])
+                rate = g[j] / g[0] if g[0] else 0.0
+                gate_ok = gate_ok and rate <= 0.03
+                vals = [
+                    b.gate.get((side, cb), [0, 0, 0])[j] / max(b.gate.get((side, cb), [1])[0], 1)
+                    for b in sums
+                ]
+                row.append(f" {pct(g[j], g[0])} {_ci(vals) if g[0] else ''} (n={g[0]}) ")
+            lines.append("|".join(row) + "|")
+    row = ["| gate: better/worse on ties (≤ 1%) "]
+    for cb in CONC_BANDS:
+        tr = p.ties.get(cb, [0, 0])
+        gate_ok = gate_ok and (tr[1] / tr[0] if tr[0] else 0.0) <= 0.01
+        vals = [b.ties.get(cb, [0, 0])[1] / max(b.ties.get(cb, [1])[0], 1) for b in sums]
+        row.append(f" {pct(tr[1], tr[0])} {_ci(vals) if tr[0] else ''} (n={tr[0]}) ")
+    lines.append("|".join(row) + "|")
+    lines += [
+        "",
+        f"Calibration gate (point estimates against the bars): {'met' if gate_ok else 'not met'}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}%" if b else "—"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--matrices", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=2)
+    ap.add_argument("--world", action="append", choices=WORLDS)
+    ap.add_argument("--boots", type=int, default=400)
+    ap.add_argument("--write", type=Path)
+    ap.add_argument("--spending", choices=["information", "power"])
+    args = ap.parse_args(argv)
+    if args.spending:
+        SPENDING[:] = [args.spending]
+    out = []
+    t0 = time.perf_counter()
+    for world in args.world or WORLDS:
+        pols, refs = [], []
+        for i in range(args.matrices):
+            pt, rt = run_matrix(world, args.seed, i)
+            pols.append(pt)
+            refs.append(rt)
+        text = report(world, pols, refs, args.boots)
+        print(text, flush=True)
+        out.append(text)
+    head = (
+        f"`python benchmarks/verdicts13.py --matrices {args.matrices} --seed {args.seed}`: "
+        f"{time.perf_counter() - t0:.0f} s, policy `{POLICY}`, intervals: 95% cluster "
+        f"bootstrap over matrices ({args.boots} resamples)."
+    )
+    if args.write:
+        section = "## Noise worlds (issue 13)\n\n" + head + "\n\n" + "\n".join(out)
+        old = args.write.read_text()
+        pattern = re.compile(r"## Noise worlds \(issue 13\)\n.*?(?=\n## |\Z)", re.S)
+        new = pattern.sub(section, old) if pattern.search(old) else old.rstrip() + "\n\n" + section
+        args.write.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

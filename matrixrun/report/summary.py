@@ -1,0 +1,267 @@
+"""The document's first screen as plain data for the templates: the decision block, the charts
+(Mermaid `xychart-beta`, which GitHub renders), the SLO table and the folded-metric lines.
+Pure functions of the `Verdict` and `settings.json`'s facts; derivations come from
+`report.decision`, sentences from `wording.decision`, numbers from `fmt`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from matrixrun.metrics import unit
+from matrixrun.report import decision, fmt
+from matrixrun.report.wording import decision as words
+from matrixrun.settings import RunSettings
+from matrixrun.verdict import Comparison, Series, Verdict
+
+#: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
+#: charts is read less than one.
+MAX_CHARTS = 4
+
+#: More (candidate, series) pairs than this get one advice line per candidate.
+MAX_ADVICE_LINES = 4
+
+
+@dataclass
+class DecisionBlock:
+    """What a reviewer reads first: the verdict and the advice, the hypothesis against the
+    data, the checks with their numbers, what moved with the primary metric, the notes."""
+
+    verdict: str
+    metric: str
+    recommendations: list[str]
+    settle: str
+    hypothesis: str | None
+    checks: str
+    why: list[str]
+    notes: str | None
+
+
+@dataclass
+class Chart:
+    """One `xychart-beta`: categorical x (the sweep values), bars and/or lines."""
+
+    title: str
+    caption: str
+    x_label: str
+    x_values: list[str]
+    y_label: str
+    bars: list[list[str]] = field(default_factory=list)
+    lines: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class SloView:
+    bounds: str
+    header: list[str]
+    rows: list[list[str]]
+
+
+def _quote(text: str) -> str:
+    """Mermaid titles are double-quoted strings: no double quotes or line breaks inside."""
+    return " ".join(fmt.user(text).replace('"', "'").split())
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def change_chart(
+    series: Series, metric: str, candidate: str, baseline: str, axis: str, margin: float
+) -> Chart | None:
+    """Change (%) per point as bars with the ±margin as two lines; the crossover bracket in
+    the title. None when a point lacks a change (a chart with holes misleads)."""
+    cells = [c for c in series.cells if c.x is not None]
+    if len(cells) < 2 or any(c.change is None for c in cells):
+        return None
+    m = fmt.setting_percent(margin)
+    bracket = (
+        "; ".join(f"{fmt.x(c.x_lo)}–{fmt.x(c.x_hi)}" for c in series.crossovers)
+        if not series.non_monotone
+        else ""
+    )
+    pct = [_num(100 * (c.change or 0.0)) for c in cells]
+    return Chart(
+        title=_quote(words.change_chart_title(metric, candidate, baseline, f"±{m}", bracket)),
+        caption=words.change_chart_caption(f"±{m}"),
+        x_label=axis,
+        x_values=[fmt.x(c.x) for c in cells],
+        y_label="change (%)",
+        bars=[pct],
+        lines=[[_num(100 * margin)] * len(cells), [_num(-100 * margin)] * len(cells)],
+    )
+
+
+def arms_chart(
+    series: Series, metric: str, baseline: str, candidate: str, axis: str
+) -> Chart | None:
+    """The primary metric per arm (geometric means), one line each, named in the title:
+    GitHub's xychart has no reliable legend."""
+    cells: list[Comparison] = [c for c in series.cells if c.x is not None]
+    if len(cells) < 2 or any(c.baseline.mean is None or c.candidate.mean is None for c in cells):
+        return None
+    u = unit(metric)
+    arms = [f"{baseline} (baseline)", candidate]
+    return Chart(
+        title=_quote(words.arms_chart_title(metric, u, arms)),
+        caption="",
+        x_label=axis,
+        x_values=[fmt.x(c.x) for c in cells],
+        y_label=u or metric,
+        lines=[
+            [_num(c.baseline.mean or 0.0) for c in cells],
+            [_num(c.candidate.mean or 0.0) for c in cells],
+        ],
+    )
+
+
+def charts_of(verdict: Verdict) -> list[Chart]:
+    s = verdict.settings
+    out: list[Chart] = []
+    pairs = 0
+    for sl in verdict.slices:
+        for cand in sl.candidates:
+            mr = decision.primary_result(cand.metrics, s.primary)
+            if mr is None:
+                continue
+            for series in mr.series:
+                if pairs >= MAX_CHARTS:
+                    return out
+                found = [
+                    change_chart(series, s.primary, cand.candidate, s.baseline, s.axis, s.margin),
+                    arms_chart(series, s.primary, s.baseline, cand.candidate, s.axis),
+                ]
+                if any(found):
+                    pairs += 1
+                out += [c for c in found if c is not None]
+    return out
+
+
+def decision_of(
+    verdict: Verdict,
+    settings: RunSettings,
+    *,
+    simulated: bool,
+    settle_command: str | None,
+) -> DecisionBlock:
+    s = verdict.settings
+    recs = decision.recommendations(verdict)
+    margin = f"±{fmt.setting_percent(s.margin)}"
+    facts = settings.spec
+    several = len({r.candidate for r in recs}) > 1 or len(recs) > 1
+    lines = []
+    if len(recs) > MAX_ADVICE_LINES:  # a line per candidate; the tables have each series
+        by_candidate: dict[str, list[decision.Recommendation]] = {}
+        for r in recs:
+            by_candidate.setdefault(r.candidate, []).append(r)
+        lines = [words.candidate_summary(c, rs, s.primary) for c, rs in by_candidate.items()]
+    for r in recs if len(recs) <= MAX_ADVICE_LINES else []:
+        text = words.recommendation(r, s.axis, s.primary, margin)
+        if several:
+            where = " · ".join(x for x in (r.slice, r.series) if x)
+            text = f"`{fmt.user(r.candidate)}`" + (f" ({where})" if where else "") + ": " + text
+        lines.append(text)
+    # the command leads only when nothing is decided; an undecided point beside decided
+    # regimes says what would settle it under the table
+    undecided = [r for r in recs if r.advice == decision.Advice.UNDECIDED]
+    if len(undecided) < len(recs):
+        undecided = []
+    needed = [r.runs_needed for r in undecided if r.runs_needed is not None]
+    verdict_words = sorted(
+        {words.verdict_word(r) for r in recs},
+        key=[w for w in ("mixed", "better", "worse", "same", "undecided")].index,
+    )
+    folded = decision.folded_metrics(verdict)
+    suspect = any(r.suspect for r in recs)
+    return DecisionBlock(
+        verdict=(", ".join(verdict_words) or "undecided")
+        + (" on speed, but the outputs disagree" if suspect else ""),
+        metric=s.primary,
+        recommendations=lines,
+        settle=words.settle(settle_command, max(needed) if needed else None) if undecided else "",
+        hypothesis=words.hypothesis(fmt.user(facts.hypothesis), recs, s.axis)
+        if facts is not None and facts.hypothesis
+        else None,
+        checks=words.checks_line(decision.checks(verdict), simulated, facts is None, s.axis),
+        why=words.why(decision.attributions(verdict, folded), s.axis, several),
+        notes=fmt.user(facts.notes) if facts is not None and facts.notes else None,
+    )
+
+
+def folded_lines(verdict: Verdict) -> list[str]:
+    return [words.folded(m, into) for m, into in decision.folded_metrics(verdict).items()]
+
+
+def slo_of(verdict: Verdict, settings: RunSettings) -> SloView | None:
+    facts = settings.spec
+    if facts is None or not facts.slo:
+        return None
+    best = decision.slo_best(verdict, facts.slo)
+    with_series = any(b.series for b in best)
+    s = verdict.settings
+    return SloView(
+        bounds=words.slo_bounds(facts.slo),
+        header=[
+            "arm",
+            *(["series"] if with_series else []),
+            f"best `{s.primary}` within the SLO",
+            "at",
+            "points meeting it",
+        ],
+        rows=[words.slo_row(b, s.axis, s.primary) for b in best],
+    )
+
+
+def settle_command(
+    settings: RunSettings,
+    run_dir: str,
+    spec_path: str | None,
+    ingest: Mapping[str, object] | None,
+    runs_needed: Sequence[int],
+) -> str | None:
+    """The command that would settle undecided cells: the spec run again with more runs
+    allowed, or for an ingested run the same ingest with a second file per arm measured on a
+    fresh server."""
+    if settings.spec is not None and spec_path is not None:
+        rehearse = " --rehearse" if settings.rehearsal else ""
+        need = max([settings.spec.max_runs + 1, *runs_needed])
+        return f"nox -s matrix -- {spec_path}{rehearse}  # with verify.max_runs: {need} in the spec"
+    given = ingest.get("files") if ingest else None
+    if isinstance(given, list):
+        files = [str(f) for f in given]
+        again = [f.removesuffix(".jsonl") + ".2.jsonl" for f in files]
+        return (
+            f"matrixrun ingest {' '.join(files + again)} --baseline "
+            f"{settings.analysis.baseline} --out {run_dir}  # the .2 files: each arm again "
+            "on a freshly started server"
+        )
+    return None
+
+
+def secondary_lines(verdict: Verdict) -> list[str]:
+    """One line per secondary metric's verdict (per candidate and slice), metrics whose
+    sentences differ only in their name joined into one line: three 'no noise estimate'
+    sentences say one thing."""
+    from matrixrun.report import wording
+
+    s = verdict.settings
+    folded = decision.folded_metrics(verdict)
+    several = len(verdict.slices) > 1 or len(verdict.overall) > 1
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for sl in verdict.slices:
+        for cand in sl.candidates:
+            for mr in cand.metrics:
+                if mr.primary or mr.metric in folded:
+                    continue
+                sentence = wording.overall(mr.overall, s)
+                key = (sl.slice, cand.candidate, sentence.replace(mr.metric, "\0"))
+                groups.setdefault(key, []).append(mr.metric)
+    out = []
+    for (slice_name, candidate, sentence), metrics in groups.items():
+        names = fmt.join_words([f"`{m}`" for m in metrics])
+        where = " · ".join(
+            x for x in (slice_name, f"`{fmt.user(candidate)}`" if several else "") if x
+        )
+        text = sentence.replace("\0", metrics[0] if len(metrics) == 1 else "each")
+        out.append(f"{names}{f' ({where})' if where else ''}: {text}")
+    return out

@@ -1,0 +1,443 @@
+"""The sentences of the decision block (the document's first screen): the recommendation, the
+hypothesis line, the checks line, the 'why' line, folded metrics, the SLO view, the charts'
+titles and the main table's short words. The data come from `report.decision`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matrixrun.metrics import unit
+from matrixrun.report import fmt
+from matrixrun.report.decision import (
+    Advice,
+    Attribution,
+    Checks,
+    Direction,
+    Movement,
+    Recommendation,
+    SloBest,
+    Stretch,
+)
+from matrixrun.report.wording.verdicts import crossover
+from matrixrun.settings import SloBound
+from matrixrun.verdict import (
+    CellVerdict,
+    CheckOutcome,
+    Comparison,
+    Crossover,
+    Explanation,
+    Rerun,
+    RerunKind,
+)
+
+#: What a metric measures, in words a reviewer uses (the name follows in code font).
+METRIC_WORDS = {
+    "tpot": "time per output token",
+    "itl": "inter-token latency",
+    "ttft": "time to first token",
+    "e2e_latency": "end-to-end latency",
+}
+
+EXPLANATION_WORDS = {Explanation.WARMUP: "warm-up", Explanation.INSTANCE: "an odd server instance"}
+
+OK, WARN, BAD = "✅", "⚠️", "❌"
+
+
+def metric_words(metric: str) -> str:
+    """'time per output token' for mean_tpot_ms, 'p99 time to first token' for p99_ttft_ms;
+    the name itself when no words are known."""
+    for key, words in METRIC_WORDS.items():
+        if f"_{key}_" in f"_{metric}_" or metric.endswith(f"_{key}_ms"):
+            stat = metric.split("_", 1)[0]
+            return words if stat == "mean" else f"{stat} {words}"
+    return metric.replace("_", " ")
+
+
+def xs_range(xs: Sequence[float | None]) -> str:
+    """'10–64', '256', or 'all points' when the axis has no values."""
+    vals = [x for x in xs if x is not None]
+    if not vals:
+        return "every point"
+    if len(vals) == 1:
+        return fmt.x(vals[0])
+    return f"{fmt.x(vals[0])}–{fmt.x(vals[-1])}"
+
+
+def _cite(c: Comparison, u: str) -> str:
+    """'+67.0% at 10 (38.16 → 63.73 tok/s)'."""
+    change = "n/a" if c.change is None else fmt.change(c.change)
+    where = f"at {fmt.x(c.x)}" if c.x is not None else "here"
+    values = f"{fmt.value(c.baseline.mean)} → {fmt.value(c.candidate.mean)} {u}".rstrip()
+    return f"{change} {where} ({values})"
+
+
+def _cites(cells: Sequence[Comparison], u: str, most: int = 3) -> str:
+    picked = list(cells) if len(cells) <= most else [*cells[: most - 1], cells[-1]]
+    text = ", ".join(_cite(c, u) for c in picked)
+    if len(cells) > most:
+        text += f" ({len(cells) - most} more between)"
+    return text
+
+
+def _stretch(s: Stretch, r: Recommendation, axis: str, u: str) -> str:
+    xs = xs_range([c.x for c in s.cells])
+    if r.suspect:  # its speed does not count: say what was measured, advise nothing
+        return f"`{r.candidate}` is {s.verdict.value} at {axis} {xs}: {_cites(s.cells, u)}"
+    if s.verdict == CellVerdict.BETTER:
+        return f"use `{r.candidate}` at {axis} {xs}: {_cites(s.cells, u)}"
+    return f"keep `{r.baseline}` at {axis} {xs}: {_cites(s.cells, u)}"
+
+
+def _crossovers(found: Sequence[Crossover], axis: str) -> str:
+    return "; ".join(crossover(c, axis) for c in found)
+
+
+def consistency(d: Direction, metric: str) -> str:
+    """'+25.7% to +26.4%, higher at all 3 points, each measured once'."""
+    if d.cells == 0 or d.lo is None or d.hi is None:
+        return "no point has both arms measured"
+    lo, hi = fmt.change(d.lo), fmt.change(d.hi)
+    span = lo if lo == hi else f"{lo} to {hi}"
+    if d.up == d.cells:
+        way = f"higher at all {d.cells} points" if d.cells > 1 else "higher"
+    elif d.down == d.cells:
+        way = f"lower at all {d.cells} points" if d.cells > 1 else "lower"
+    elif d.up == d.down == 0:
+        way = f"no change at any of the {d.cells} points"
+    else:
+        way = f"higher at {d.up}, lower at {d.down} of {d.cells} points"
+    runs = (
+        "each measured once"
+        if d.max_n == 1
+        else f"{d.min_n}–{d.max_n} runs per arm"
+        if d.min_n != d.max_n
+        else f"{d.max_n} runs per arm"
+    )
+    return f"`{metric}` {span}, {way}, {runs}"
+
+
+def recommendation(r: Recommendation, axis: str, metric: str, margin: str) -> str:
+    """The advice for one series: which arm to use where, with the changes and absolute values
+    it rests on; undecided points after it."""
+    u = unit(metric)
+    head = ""
+    if r.suspect:
+        head = (
+            f"**Suspect:** `{r.candidate}`'s outputs disagree with the baseline's, so its "
+            "speed does not count: do not adopt it on these numbers. On speed alone: "
+        )
+    if r.advice == Advice.SPLIT:
+        text = "; ".join(_stretch(s, r, axis, u) for s in r.stretches)
+        if r.non_monotone:
+            text += "; the sign changes more than once: re-measure before relying on it"
+        elif r.crossovers:
+            text += "; " + _crossovers(r.crossovers, axis)
+        text = text[0].upper() + text[1:] + "."
+    elif r.advice == Advice.ADOPT:
+        cells = [c for s in r.stretches for c in s.cells]
+        xs = xs_range([c.x for c in cells])
+        verb = f"`{r.candidate}` is" if r.suspect else f"Use `{r.candidate}`:"
+        text = f"{verb} better at {axis} {xs}: {_cites(cells, u)}."
+    elif r.advice == Advice.KEEP:
+        cells = [c for s in r.stretches for c in s.cells]
+        xs = xs_range([c.x for c in cells])
+        text = f"Keep `{r.baseline}`: `{r.candidate}` is worse at {axis} {xs}: {_cites(cells, u)}."
+    elif r.advice == Advice.EITHER:
+        text = (
+            f"No difference: `{r.candidate}` is within {margin} of `{r.baseline}` wherever a "
+            "cell is decided; choose on other grounds."
+        )
+    else:
+        text = f"`{r.candidate}` against `{r.baseline}`: {consistency(r.direction, metric)}; " + (
+            "no noise estimate, so no interval and no verdict."
+            if r.no_noise
+            else "no cell clears the margin yet."
+        )
+    if r.advice != Advice.UNDECIDED and r.undecided:
+        xs = fmt.join_words([fmt.x(c.x) for c in r.undecided if c.x is not None])
+        changes = ", ".join(
+            fmt.change(c.change) + f" (n={c.baseline.n}/{c.candidate.n})"
+            for c in r.undecided
+            if c.change is not None
+        )
+        text += f" Undecided at {xs or 'other points'}: {changes}."
+    if r.provisional:
+        text += " Provisional: some of these cells rest on one run per arm."
+    return head + text
+
+
+def candidate_summary(candidate: str, recs: Sequence[Recommendation], metric: str) -> str:
+    """One line for a candidate over many series: how many series each advice got, and the
+    direction over all their points (the per-series advice is in the tables)."""
+    counts: dict[str, int] = {}
+    for r in recs:
+        counts[verdict_word(r)] = counts.get(verdict_word(r), 0) + 1
+    parts = ", ".join(f"{word} in {n}" for word, n in counts.items())
+    ds = [r.direction for r in recs if r.direction.cells]
+    if not ds:
+        return f"`{candidate}` over {len(recs)} series: {parts}."
+    merged = Direction(
+        up=sum(d.up for d in ds),
+        down=sum(d.down for d in ds),
+        cells=sum(d.cells for d in ds),
+        lo=min(d.lo for d in ds if d.lo is not None),
+        hi=max(d.hi for d in ds if d.hi is not None),
+        max_n=max(d.max_n for d in ds),
+        min_n=min(d.min_n for d in ds),
+    )
+    return f"`{candidate}` over {len(recs)} series: {parts}; {consistency(merged, metric)}."
+
+
+def verdict_word(r: Recommendation) -> str:
+    return {
+        Advice.SPLIT: "mixed",
+        Advice.ADOPT: "better",
+        Advice.KEEP: "worse",
+        Advice.EITHER: "same",
+        Advice.UNDECIDED: "undecided",
+    }[r.advice]
+
+
+def settle(command: str | None, runs_needed: int | None) -> str:
+    """The exact command that would settle an undecided verdict."""
+    if command is None:
+        return ""
+    need = f"about {runs_needed} runs per arm: " if runs_needed else ""
+    return f"Settle it ({need.rstrip(': ') or 'more runs'}): `{command}`."
+
+
+def hypothesis(text: str, recs: Sequence[Recommendation], axis: str, limit: int = 400) -> str:
+    """The hypothesis, shortened, and what the primary metric's regimes say about it (the
+    reader judges whether that holds it up; the harness does not parse the claim)."""
+    short = text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+    parts = []
+    for r in recs:
+        for s in r.stretches:
+            parts.append(f"{s.verdict.value} at {axis} {xs_range([c.x for c in s.cells])}")
+    if not parts:
+        return f"*{short}* — the data do not test it yet: no cell is decided."
+    return f"*{short}* — the data: `{recs[0].candidate}` {'; '.join(parts)}."
+
+
+def _rerun_numbers(r: Rerun) -> str:
+    where = f" at {fmt.x(r.point.get('concurrency', r.point_id))}"
+    if r.value is None or r.first_value is None:
+        return "the rerun failed" + where
+    kind = "warm rerun" if r.kind == RerunKind.WARM else "fresh server"
+    u = unit(r.metric)
+    return (
+        f"{kind} {fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {u}{where}".replace(
+            "  ", " "
+        )
+    )
+
+
+def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str) -> str:
+    """'Ruled out: warm-up ✅ (…) · Ruled out: an odd server ✅ (…) · outputs agree ✅ (…) ·
+    failed requests 0 ✅'."""
+    items = []
+    tested = {e.explanation for e in c.explanations}
+    for e in c.explanations:
+        words = EXPLANATION_WORDS.get(e.explanation, e.explanation.value)
+        if e.reruns:
+            cite = _rerun_numbers(e.reruns[0]).replace(" at ", f" at {axis} ", 1)
+            if len(e.reruns) > 1:
+                cite += f"; {len(e.reruns)} tests"
+        else:
+            cite = "later runs on a server beat the first: see the caveats"
+        if e.outcome == CheckOutcome.FALSIFIED:
+            items.append(f"Ruled out: {words} {OK} ({cite})")
+        elif e.outcome == CheckOutcome.CONFIRMED:
+            items.append(f"{words.capitalize()} confirmed {BAD} ({cite})")
+        else:
+            items.append(f"{words.capitalize()} not settled {WARN} ({cite})")
+    untested = [
+        EXPLANATION_WORDS[x] for x in (Explanation.WARMUP, Explanation.INSTANCE) if x not in tested
+    ]
+    if untested:
+        why = "one run per cell" if ingested else "no rerun tested it"
+        items.append(f"not tested: {' or '.join(untested)} {WARN} ({why})")
+    if c.suspect:
+        shares = [
+            f"`{s}` {fmt.share(c.agreement[s])}" if s in c.agreement else f"`{s}`"
+            for s in c.suspect
+        ]
+        items.append(f"outputs disagree {BAD} ({', '.join(shares)} agreement)")
+    elif c.agreement:
+        low = min(c.agreement.values())
+        tail = "; simulated: identical by construction" if simulated else ""
+        items.append(f"outputs agree {OK} ({fmt.share(low)}{tail})")
+    else:
+        items.append(f"outputs not checked {WARN}")
+    failed = c.failed_requests
+    mark = OK if failed == 0 and c.failed_measurements == 0 else WARN
+    text = f"{failed} failed requests"
+    if c.total_requests:
+        text += f" of {c.total_requests:,}"
+    if c.failed_measurements:
+        text += f", {c.failed_measurements} failed measurements"
+    items.append(f"{text} {mark}")
+    return " · ".join(items)
+
+
+# ------------------------------------------------------------------------------ why
+
+
+def _movement_state(m: Movement) -> str:
+    n = len(m.changes)
+    if m.better == n:
+        return "better"
+    if m.worse == n:
+        return "worse"
+    if m.same == n:
+        return f"the same within the margin at all {n}" if n > 1 else "the same within the margin"
+    if m.better or m.worse or m.same:
+        return f"decided at {m.better + m.worse + m.same} of {n}"
+    return "not decided"
+
+
+def _movement(m: Movement) -> str:
+    ch = sorted(c for _, c in m.changes)
+    span = (
+        fmt.change(ch[0])
+        if len(ch) == 1 or ch[0] == ch[-1]
+        else f"{fmt.change(ch[0])} to {fmt.change(ch[-1])}"
+    )
+    return f"{metric_words(m.metric)} {span} (`{m.metric}`, {_movement_state(m)})"
+
+
+def why(attrs: Sequence[Attribution], axis: str, several: bool) -> list[str]:
+    """One line per stretch: what the secondary metrics did where the primary moved. Read off
+    the data; it says where the change shows, not what causes it."""
+    out = []
+    for a in attrs:
+        moves = [m for m in a.movements if m.folded_into is None]
+        if not moves:
+            continue
+        where = f"{axis} {xs_range(a.xs)}"
+        head = (
+            f"where it is {a.verdict.value} ({where})"
+            if a.verdict is not None
+            else f"at {where} (undecided)"
+        )
+        if several:
+            head = f"`{a.candidate}` {head}"
+        ups = [m for m in moves if all(c > 0 for _, c in m.changes)]
+        downs = [m for m in moves if all(c < 0 for _, c in m.changes)]
+        text = head + ": " + "; ".join(_movement(m) for m in moves)
+        gains = [m for m in [*ups, *downs] if (m in ups) == m.higher_is_better]
+        losses = [m for m in [*ups, *downs] if m not in gains]
+        if gains and losses:
+            text += (
+                f" — it trades a worse {fmt.join_words([metric_words(m.metric) for m in losses])} "
+                f"for a better {fmt.join_words([metric_words(m.metric) for m in gains])}"
+            )
+        out.append(text[0].upper() + text[1:] + ".")
+    return out
+
+
+def folded(metric: str, into: str) -> str:
+    return (
+        f"`{metric}`: identical to `{into}` (within 0.1% in every arm at every point), "
+        "not repeated."
+    )
+
+
+# ------------------------------------------------------------------------------ SLO
+
+
+def slo_bounds(bounds: Sequence[SloBound]) -> str:
+    parts = []
+    for b in bounds:
+        u = unit(b.metric)
+        if b.max is not None:
+            parts.append(f"`{b.metric}` ≤ {fmt.value(b.max)} {u}".rstrip())
+        if b.min is not None:
+            parts.append(f"`{b.metric}` ≥ {fmt.value(b.min)} {u}".rstrip())
+    return " and ".join(parts)
+
+
+def slo_row(b: SloBest, axis: str, primary: str) -> list[str]:
+    """A row of the SLO table: arm, series, best value, where, points meeting."""
+    if b.missing:
+        best = f"not judged: {', '.join(b.missing)} not measured"
+        where = "—"
+    elif b.value is None:
+        best = "no point meets it"
+        where = "—"
+    else:
+        best = f"{fmt.value(b.value)} {unit(primary)}".rstrip()
+        where = f"{axis} {fmt.x(b.x)}" if b.x is not None else "the only point"
+    return [
+        f"`{b.arm}`",
+        *([b.series] if b.series else []),
+        best,
+        where,
+        f"{b.points_meeting} of {b.points}",
+    ]
+
+
+# ------------------------------------------------------------------------------ charts and table
+
+
+def change_chart_title(
+    metric: str, candidate: str, baseline: str, margin: str, bracket: str
+) -> str:
+    text = f"{metric}: {candidate} vs {baseline}, change % (margin {margin})"
+    if bracket:
+        text += f", crossover {bracket}"
+    return text
+
+
+def change_chart_caption(margin: str) -> str:
+    return (
+        f"Bars: the change at each point (candidate / baseline − 1). Lines: +{margin.lstrip('±')} "
+        f"and −{margin.lstrip('±')}, the practical margin; a bar inside them counts as the same."
+    )
+
+
+def arms_chart_title(metric: str, u: str, arms: Sequence[str]) -> str:
+    lines = ", ".join(f"line {i + 1} {a}" for i, a in enumerate(arms))
+    return f"{metric} ({u}) per arm: {lines}" if u else f"{metric} per arm: {lines}"
+
+
+def n_text(c: Comparison) -> str:
+    """'2/2', or '2/2, candidate on 1 server' when an arm's repeats share one server."""
+    text = f"{c.baseline.n}/{c.candidate.n}"
+    notes = []
+    for role, sample in (("baseline", c.baseline), ("candidate", c.candidate)):
+        servers = len(set(sample.instances))
+        if sample.n > 1 and servers < sample.n:
+            notes.append(f"{role} on {servers} server{'s' if servers != 1 else ''}")
+    return text + (", " + ", ".join(notes) if notes else "")
+
+
+def verdict_short(c: Comparison) -> str:
+    word = "undecided" if c.verdict == CellVerdict.INCONCLUSIVE else c.verdict.value
+    if c.provisional and c.change_lo is not None:
+        word += " (n=1)"
+    return word
+
+
+def rerun_summary(replicates: Sequence[Rerun], margin: str) -> str:
+    """Routine replicates in one line: how many, where, and how far from their first runs."""
+    ok = [r for r in replicates if r.change_vs_first is not None]
+    if not ok:
+        return f"{len(replicates)} routine replicate(s); none has both values."
+    ch = sorted(r.change_vs_first or 0.0 for r in ok)
+    within = sum(1 for r in ok if r.matches_first)
+    fresh = sum(1 for r in ok if r.kind == RerunKind.FRESH_SERVER)
+    return (
+        f"{len(replicates)} routine replicates ({fresh} on fresh servers) to narrow intervals "
+        f"and bracket the crossover: {within} of {len(ok)} within {margin} of their first run "
+        f"({fmt.change(ch[0], 2)} to {fmt.change(ch[-1], 2)})."
+    )
+
+
+def png_arms_title(metric: str) -> str:
+    return f"{metric} per arm (geometric mean over runs)"
+
+
+def png_change_title(margin: str, intervals: bool) -> str:
+    what = "with its interval" if intervals else "(no interval: no noise estimate)"
+    return f"change vs baseline {what}; grey band: the {margin} margin"

@@ -1,0 +1,66 @@
+"""Re-render the committed example reports from their committed run directories.
+
+`reports/*.md` are what a reader of the repository sees first, so they must be what the code
+renders today: each is analysed and rendered again from its run directory under
+`reports/runs/` (`nox -s reports`), and `tests/test_example_reports.py` fails when a committed
+one differs from what this would write.
+
+    python scripts/example_reports.py            # rewrite them
+    python scripts/example_reports.py --check    # exit 1 when one is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: committed report -> the run directory it is rendered from (both relative to the root)
+EXAMPLES = {
+    "reports/glm5_cutedsl.rehearsal.md": "reports/runs/glm5_cutedsl.rehearsal/20261201-065252",
+    "reports/golden_bench_serving.ingested.md": "reports/runs/golden-ingest",
+    "reports/h200_transformers_cb.md": "reports/runs/h200_transformers_cb",
+}
+
+
+def rendered(run_dir: Path) -> str:
+    """The document `run_dir` gives today: analysed and rendered in a scratch copy laid out
+    as runs/<...> (so the paths it prints are the same), leaving the committed one as is."""
+    from matrixrun import stages
+
+    tail = run_dir.parts[run_dir.parts.index("runs") :]
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp).joinpath(*tail)
+        shutil.copytree(run_dir, copy)
+        stages.analyse_run(copy)
+        return stages.report_text(copy)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from matrixrun import stages
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a report is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for report, run in EXAMPLES.items():
+        run_dir = ROOT / run
+        if args.check:
+            if rendered(run_dir) != (ROOT / report).read_text():
+                stale.append(report)
+            continue
+        stages.analyse_run(run_dir)
+        stages.render_run(run_dir)  # RUN_DIR/report.md and chart.png beside it
+        (ROOT / report).write_text((run_dir / "report.md").read_text())
+        print(f"wrote {report} from {run}")
+    for report in stale:
+        print(f"{report} is stale: run `nox -s reports` and commit it", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The committed example reports are what the code renders from their run directories today."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "example_reports", ROOT / "scripts" / "example_reports.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["example_reports"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SCRIPT = _script()
+
+
+@pytest.mark.parametrize(("report", "run"), sorted(SCRIPT.EXAMPLES.items()))
+def test_committed_report_is_not_stale(report: str, run: str) -> None:
+    committed = (ROOT / report).read_text()
+    assert SCRIPT.rendered(ROOT / run) == committed, (
+        f"{report} is stale: run `nox -s reports` and commit it"
+    )
+
+
+def test_a_stale_report_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--check fails on a committed report that differs by one character."""
+    report, run = next(iter(SCRIPT.EXAMPLES.items()))
+    stale = tmp_path / "stale.md"
+    stale.write_text((ROOT / report).read_text() + " ")
+    monkeypatch.setattr(SCRIPT, "EXAMPLES", {str(stale): run})
+    assert SCRIPT.main(["--check"]) == 1
