@@ -401,6 +401,24 @@ class Runner:
                     self.record(self._failed(group, cell, reason, str(exc)))
                 queue.clear()
 
+    def verify_event(
+        self, stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy, **extra: Any
+    ) -> None:
+        """The audit line of a rerun the verify policy chose, with the attempt it will be (the
+        report matches the reason to that measurement by it)."""
+        self.run_dir.event(
+            "verify",
+            stage=stage,
+            round=round_no,
+            cell=cell.cell_id,
+            attempt=len(self.attempts(cell)) + 1,
+            arm=cell.arm,
+            x=cell.x,
+            reason=reason,
+            why=why.model_dump(mode="json", exclude_none=True),
+            **extra,
+        )
+
     def _failed(self, group: ServerGroup, cell: Cell, reason: Reason, error: str) -> Measurement:
         """A cell that never measured because its server would not start (or stay up)."""
         number = self.launch_counts.get(group.group_id, 0)
@@ -439,19 +457,9 @@ class Runner:
             self.run_cells(group, cells, after=after)
 
         def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
-            if stage == 2:
+            if stage == 2:  # tag its measurement with the round (a resume reads it back)
                 self._round_of[cell.cell_id] = round_no
-            rd.event(
-                "verify",
-                stage=stage,
-                round=round_no,
-                cell=cell.cell_id,
-                attempt=len(self.attempts(cell)) + 1,
-                arm=cell.arm,
-                x=cell.x,
-                reason=reason,
-                why=why.model_dump(mode="json", exclude_none=True),
-            )
+            self.verify_event(stage, round_no, cell, reason, why)
 
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
         # the planned stage-2 rounds: the order of work is verify.drive's, the same code the

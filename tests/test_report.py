@@ -983,3 +983,25 @@ def test_a_verdict_from_another_version_asks_to_analyse_again(
     assert main(["report", str(rd.path)]) == 2
     assert f"rewrite it with `matrixrun analyse {rd.path}`" in capsys.readouterr().err
     assert main(["analyse", str(rd.path)]) == 0 and main(["report", str(rd.path)]) == 0
+
+
+def test_a_slurm_run_says_when_arms_never_shared_a_node_and_which_jobs_failed(
+    tmp_path: Path,
+) -> None:
+    from matrixrun.executors.jobs import JobRecord, JobsFile
+
+    rd = writeup_run(tmp_path)
+    job = JobRecord(
+        key="g2.r1", group="g2", arm=CAND, round=1, job_id="4242", state="TIMEOUT",
+        reason="hit its time limit of 12 min", submitted_at="2026-12-01T00:00:00Z",
+        time_limit_min=12,
+    )  # fmt: skip
+    ok = job.model_copy(update={"key": "g1.r0", "job_id": "4241", "state": "COMPLETED"})
+    jobs = JobsFile(jobs=[ok, job], never_shared_node=[CAND])
+    (rd.path / "jobs.json").write_text(jobs.model_dump_json())
+    failures = section(render_run_dir(rd), "Failures")
+    assert f"`{CAND}` never ran on a node `{BASE}` ran on" in failures
+    assert f"Slurm job 4242 (`{CAND}`, stage-2 round 1) ended TIMEOUT: hit its time limit" in (
+        failures
+    )
+    assert "4241" not in failures  # a completed job is not news

@@ -174,18 +174,7 @@ def _run(task: GroupTask) -> dict[str, Any]:
 
     def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
         # the same event as Runner.run's, plus the job
-        rd.event(
-            "verify",
-            stage=stage,
-            round=round_no,
-            cell=cell.cell_id,
-            attempt=len(runner.attempts(cell)) + 1,
-            arm=cell.arm,
-            x=cell.x,
-            reason=reason,
-            why=why.model_dump(mode="json", exclude_none=True),
-            job=os.environ.get("SLURM_JOB_ID"),
-        )
+        runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
 
     if task.round_no == 0:
         todo: list[tuple[Cell, Reason]] = [

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.errors import InputError
-from matrixrun.ingest_formats.run import Run, count, finite, make_metrics
+from matrixrun.ingest_formats.run import Run, count, finite, make_metrics, totals_over
 from matrixrun.ingest_formats.vllm import load_json
 from matrixrun.load.bench_serving import BenchServingRecord
 
@@ -108,17 +108,7 @@ def read_file(path: str | Path) -> list[Run]:
     failed = count(failed_value or 0.0, "error_request_count", where)
     total_in = count(_scalar(data, "total_isl", "tokens", where), "total_isl", where)
     total_out = count(_scalar(data, "total_osl", "tokens", where), "total_osl", where)
-    values: dict[str, Any] = {
-        "duration": duration,
-        "completed": completed,
-        "failed": failed,
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": completed / duration,
-        "input_throughput": total_in / duration,
-        "output_throughput": total_out / duration,
-        "total_throughput": (total_in + total_out) / duration,
-    }
+    values = totals_over(duration, completed, failed, total_in, total_out)
     notes: dict[str, str] = {}
     for ours, (theirs, unit) in _LATENCIES.items():
         entry = data.get(theirs)

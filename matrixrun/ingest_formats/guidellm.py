@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.errors import InputError
-from matrixrun.ingest_formats.run import Run, count, finite, make_metrics
+from matrixrun.ingest_formats.run import Run, count, finite, make_metrics, totals_over
 from matrixrun.ingest_formats.vllm import load_json
 from matrixrun.load.bench_serving import BenchServingRecord
 
@@ -101,17 +101,7 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
     output = _dist(metrics, "output_token_count", where)
     total_in = count(finite(prompt.get("total_sum")) or 0.0, "prompt_token_count", where)
     total_out = count(finite(output.get("total_sum")) or 0.0, "output_token_count", where)
-    values: dict[str, Any] = {
-        "duration": duration,
-        "completed": completed,
-        "failed": failed,
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": completed / duration,
-        "input_throughput": total_in / duration,
-        "output_throughput": total_out / duration,
-        "total_throughput": (total_in + total_out) / duration,
-    }
+    values = totals_over(duration, completed, failed, total_in, total_out)
     for stat, v in _stats(_dist(metrics, "time_to_first_token_ms", where)).items():
         values[f"{stat}_ttft_ms"] = v
     for stat, v in _stats(_dist(metrics, "request_latency", where), scale=1000.0).items():

@@ -91,3 +91,22 @@ def make_metrics(values: dict[str, Any], where: str) -> Metrics:
         return Metrics.model_validate(data)
     except ValueError as err:  # pydantic's ValidationError is a ValueError
         raise InputError(f"{where}: {err}; fix or leave out the file") from None
+
+
+def totals_over(
+    duration: float, completed: int, failed: int, total_in: int, total_out: int
+) -> dict[str, Any]:
+    """The counts and bench_serving's four throughputs as totals over `duration` (how
+    bench_serving defines them; the tools' own rates use other windows, so they are
+    recomputed)."""
+    return {
+        "duration": duration,
+        "completed": completed,
+        "failed": failed,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": completed / duration,
+        "input_throughput": total_in / duration,
+        "output_throughput": total_out / duration,
+        "total_throughput": (total_in + total_out) / duration,
+    }

@@ -41,6 +41,8 @@ class RunInputs:
     env: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     ingest: dict[str, Any] | None = None
+    #: What a Slurm run's jobs.json says a reader must know (one sentence each).
+    job_limits: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -168,6 +170,7 @@ def read_inputs(rd: RunDir) -> RunInputs:
         plan=Plan.model_validate(rd.read_json("plan.json")) if plan_file.exists() else None,
         env=env if isinstance(env, dict) else {},
         events=rd.events(),
+        job_limits=run_sections.jobs_limits(rd.path, settings.analysis.baseline),
         ingest=ingest if isinstance(ingest, dict) else None,
     )
 
@@ -337,7 +340,7 @@ def context_from(inputs: RunInputs) -> Context:
         no_reruns=None
         if reruns
         else wording.no_reruns(verdict, facts.max_runs if facts else None, facts is None),
-        failures=run_sections.failures_of(ms, settings.axis),
+        failures=run_sections.failures_of(ms, settings.axis, inputs.job_limits),
         correctness=run_sections.correctness_of(verdict),
         environment=run_sections.environment_of(inputs.env, inputs.settings),
         reproduce=reproduce,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -168,7 +169,9 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
 # ------------------------------------------------------------------------------ failures
 
 
-def failures_of(measurements: Sequence[Measurement], axis: str) -> Failures:
+def failures_of(
+    measurements: Sequence[Measurement], axis: str, extra_limits: Sequence[str] = ()
+) -> Failures:
     """Failed measurements (cell, arm, attempt, error) and cells with failed requests."""
     failed = []
     partial = []
@@ -190,7 +193,24 @@ def failures_of(measurements: Sequence[Measurement], axis: str) -> Failures:
             partial.append(
                 wording.failed_requests(m.arm, where, m.attempt, m.metrics.failed, total)
             )
-    return Failures(measurements=failed, requests=partial, limited=limits_of(measurements, axis))
+    limited = [*limits_of(measurements, axis), *extra_limits]
+    return Failures(measurements=failed, requests=partial, limited=limited)
+
+
+def jobs_limits(run_dir: Path | None, baseline: str) -> list[str]:
+    """What a Slurm run's jobs.json says a reader must know: candidates that never shared a
+    node with the baseline (their change includes the nodes'), and jobs that did not complete
+    (a stage-2 job's missing reruns show nowhere else)."""
+    if run_dir is None or not (run_dir / "jobs.json").exists():
+        return []
+    from matrixrun.executors.jobs import read_jobs
+
+    jobs = read_jobs(run_dir / "jobs.json")
+    out = [wording.never_shared_node(c, baseline) for c in jobs.never_shared_node]
+    for j in jobs.jobs:
+        if j.failed:
+            out.append(wording.job_not_completed(j.job_id, j.arm, j.round, j.state, j.reason))
+    return out
 
 
 def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:

@@ -321,6 +321,20 @@ def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> s
     )
 
 
+def never_shared_node(candidate: str, baseline: str) -> str:
+    return (
+        f"`{candidate}` never ran on a node `{baseline}` ran on (the Slurm jobs landed apart): "
+        "its change includes the nodes' differences as well as the flags'"
+    )
+
+
+def job_not_completed(job_id: str, arm: str, round_no: int, state: str, reason: str | None) -> str:
+    stage = "stage 1" if round_no == 0 else f"stage-2 round {round_no}"
+    return f"Slurm job {job_id} (`{arm}`, {stage}) ended {state}" + (
+        f": {reason}" if reason else ""
+    )
+
+
 def ingested_title(candidates: Sequence[str], baseline: str) -> str:
     return f"{' vs '.join(candidates)} against {baseline} (ingested)"
 
