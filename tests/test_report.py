@@ -437,7 +437,8 @@ def test_setup_shows_only_the_flags_the_arms_differ_in(tmp_path: Path) -> None:
     assert "built-in streaming client" in setup
     assert "Warning" not in setup  # effective args differ only in asked-for keys, port, seed
     head = doc.split("## ", 1)[0]
-    assert "**Hypothesis:** *flashinfer_cutedsl JIT-compiles kernels" in head
+    # the author's text made inert Markdown (an escaped `_` renders as itself)
+    assert "**Hypothesis:** *flashinfer\\_cutedsl JIT-compiles kernels" in head
 
 
 def test_warning_when_effective_args_differ_in_something_not_asked(tmp_path: Path) -> None:
@@ -1005,3 +1006,16 @@ def test_a_slurm_run_says_when_arms_never_shared_a_node_and_which_jobs_failed(
         failures
     )
     assert "4241" not in failures  # a completed job is not news
+
+
+def test_user_text_cannot_inject_html_or_structure_into_the_document(tmp_path: Path) -> None:
+    text = SPEC_TEXT.replace(
+        "title: CuteDSL", "title: <details><summary>x</summary> CuteDSL"
+    ).replace("hypothesis: >", "hypothesis: >\n  <img src=x onerror=alert(1)> **bold**\n ")
+    assert text != SPEC_TEXT
+    doc = render_run_dir(writeup_run(tmp_path, spec_text=text))
+    head = doc.split("\n", 1)[0]
+    assert head.startswith("# ") and "<details>" not in head and "&lt;details&gt;" in head
+    assert "<img" not in doc and "&lt;img src=x onerror=alert(1)&gt;" in doc
+    assert "\\*\\*bold\\*\\*" in doc  # the author's asterisks shown, not emphasis
+    assert check_markdown(doc) == []

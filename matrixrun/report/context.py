@@ -297,7 +297,7 @@ def context_from(inputs: RunInputs) -> Context:
     tested = [i for i, r in enumerate(verdict.reruns) if r.outcome is not None]
     routine = [r for r in verdict.reruns if r.outcome is None]
     return Context(
-        title=fmt.user(title),
+        title=fmt.user_heading(title),
         decision=summary.decision_of(
             verdict, inputs.settings, simulated=simulation is not None, settle_command=settle
         ),

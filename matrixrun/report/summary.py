@@ -59,7 +59,7 @@ class SloView:
 
 def _quote(text: str) -> str:
     """Mermaid titles are double-quoted strings: no double quotes or line breaks inside."""
-    return " ".join(fmt.user(text).replace('"', "'").split())
+    return fmt.user_plain(text)
 
 
 def _num(v: float) -> str:
@@ -159,7 +159,8 @@ def decision_of(
         text = words.recommendation(r, s.axis, s.primary, margin)
         if several:
             where = " · ".join(x for x in (r.slice, r.series) if x)
-            text = f"`{fmt.user(r.candidate)}`" + (f" ({where})" if where else "") + ": " + text
+            name = f"`{fmt.user_plain(r.candidate)}`"
+            text = name + (f" ({where})" if where else "") + ": " + text
         lines.append(text)
     # the command leads only when nothing is decided; an undecided point beside decided
     # regimes says what would settle it under the table
@@ -184,7 +185,7 @@ def decision_of(
         else None,
         checks=words.checks_line(decision.checks(verdict), simulated, facts is None, s.axis),
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
-        notes=fmt.user(facts.notes) if facts is not None and facts.notes else None,
+        notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,
     )
 
 
@@ -260,7 +261,7 @@ def secondary_lines(verdict: Verdict) -> list[str]:
     for (slice_name, candidate, sentence), metrics in groups.items():
         names = fmt.join_words([f"`{m}`" for m in metrics])
         where = " · ".join(
-            x for x in (slice_name, f"`{fmt.user(candidate)}`" if several else "") if x
+            x for x in (slice_name, f"`{fmt.user_plain(candidate)}`" if several else "") if x
         )
         text = sentence.replace("\0", metrics[0] if len(metrics) == 1 else "each")
         out.append(f"{names}{f' ({where})' if where else ''}: {text}")
