@@ -12,7 +12,7 @@ from matrixrun import stages
 from matrixrun.environment import Environment, ServerRecord
 from matrixrun.errors import InputError
 from matrixrun.ingest import ServerMode
-from matrixrun.ingest_formats import Format, load
+from matrixrun.ingest_formats import Format, Ingested, load
 from matrixrun.ingest_formats.vllm_sweep import SweepServe
 from matrixrun.results import RunDir
 from matrixrun.settings import RunSettings
@@ -79,6 +79,22 @@ def ingest(
         show(ingested.summary())
     if dry_run:
         return None
+    _write(rd, ingested, files, baseline, margin, argv)
+    stages.analyse_run(rd)
+    stages.render_run(rd)
+    return rd.path
+
+
+def _write(
+    rd: RunDir,
+    ingested: Ingested,
+    files: list[str],
+    baseline: str,
+    margin: float,
+    argv: list[str] | None,
+) -> None:
+    """The run directory's files: settings, measurements, env.json (one server per
+    instance, as the files describe it) and ingest.json (what was ingested, and how)."""
     result = ingested.result
     rd.create()
     stages.write_settings(rd, RunSettings(analysis=result.settings))
@@ -109,6 +125,3 @@ def ingest(
             "margin": margin,
         },
     )
-    stages.analyse_run(rd)
-    stages.render_run(rd)
-    return rd.path

@@ -25,8 +25,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from matrixrun.flags.extract import sglang_flags, vllm_flags
 from matrixrun.flags.model import FlagSet
+from matrixrun.flags.recipes import sglang_flags, vllm_flags
 from matrixrun.flags.shipped import DATA_DIR, shipped_versions
 
 #: Files (prefixes inside the wheel) each recipe reads.

@@ -12,9 +12,9 @@ import pytest
 
 from matrixrun.flags import check_file
 from matrixrun.flags.check import check_spec
-from matrixrun.flags.extract import sglang_flags, vllm_flags
 from matrixrun.flags.helptext import parse_help
 from matrixrun.flags.model import FlagSet
+from matrixrun.flags.recipes import sglang_flags, vllm_flags
 from matrixrun.flags.shipped import shipped, shipped_versions
 from matrixrun.spec import load_spec, parse_spec
 

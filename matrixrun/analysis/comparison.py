@@ -146,6 +146,47 @@ def _client_could_explain(
     return after != before
 
 
+def _downgraded(
+    verdict: CellVerdict,
+    small: bool,
+    bounds: tuple[float, float],
+    baseline: ArmSample,
+    candidate: ArmSample,
+    sign: float,
+    margin: float,
+    settings: AnalysisSettings,
+    warmup: dict[str, WarmupGap],
+    sigma: Sigma,
+) -> tuple[CellVerdict, bool, CellNote | None, list[WarmupShift]]:
+    """What may take a verdict's confidence away, in order: a failing arm (§7), confirmed
+    first-run warmup, the client's own lag, a capped arm's flattered latency. Returns the
+    verdict, the small-change flag, the note that decided it and the warmup evidence."""
+    d_lo, d_hi = bounds
+    lead: CellNote | None = None
+    limit = settings.failure_limit
+
+    def failing(a: ArmSample) -> bool:
+        return a.failure_rate > limit or a.failed_measurements > 0
+
+    if verdict == CellVerdict.BETTER and failing(candidate):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
+    elif verdict == CellVerdict.WORSE and failing(baseline):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
+    shift, evidence = warmup_shift(baseline, candidate, warmup, margin, sigma.value)
+    if shift and verdict != CellVerdict.INCONCLUSIVE:
+        moved, _ = judge(d_lo + shift, d_hi + shift, margin)
+        if moved != verdict:
+            verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.WARMUP
+    if verdict != CellVerdict.INCONCLUSIVE and _client_could_explain(
+        baseline, candidate, d_lo, d_hi, margin
+    ):
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CLIENT_BOUND
+    flattered = candidate if verdict == CellVerdict.BETTER else baseline
+    if sign < 0 and verdict in (CellVerdict.BETTER, CellVerdict.WORSE) and flattered.capped:
+        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CAPPED
+    return verdict, small, lead, evidence
+
+
 def _judged(
     common: dict[str, Any],
     sign: float,
@@ -175,30 +216,9 @@ def _judged(
     half = min(quantile(level, noise.df) * se, MAX_HALF)
     d_lo, d_hi = d - half, d + half
     verdict, small = judge(d_lo, d_hi, margin)
-    lead: CellNote | None = None
-    limit = settings.failure_limit
-
-    def failing(a: ArmSample) -> bool:
-        return a.failure_rate > limit or a.failed_measurements > 0
-
-    # §7: an arm failing more than the limit cannot be called better there.
-    if verdict == CellVerdict.BETTER and failing(candidate):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
-    elif verdict == CellVerdict.WORSE and failing(baseline):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
-    shift, evidence = warmup_shift(baseline, candidate, warmup, margin, sigma.value)
-    if shift and verdict != CellVerdict.INCONCLUSIVE:
-        moved, _ = judge(d_lo + shift, d_hi + shift, margin)
-        if moved != verdict:
-            verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.WARMUP
-    if verdict != CellVerdict.INCONCLUSIVE and _client_could_explain(
-        baseline, candidate, d_lo, d_hi, margin
-    ):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CLIENT_BOUND
-    if (verdict == CellVerdict.BETTER and candidate.capped and sign < 0) or (
-        verdict == CellVerdict.WORSE and baseline.capped and sign < 0
-    ):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CAPPED
+    verdict, small, lead, evidence = _downgraded(
+        verdict, small, (d_lo, d_hi), baseline, candidate, sign, margin, settings, warmup, sigma
+    )
     if small:
         notes.append(CellNote.SMALL_CHANGE)
     if lead is not None:  # first, once (CAPPED may already be there as a plain note)

@@ -279,21 +279,27 @@ def estimate_components(
                 )
             )
     launch_df = sum(f.launch_df for f in fits)
-    launch_var: float | None = None
-    if launch_df > 0:
-        ss = sum(f.launch_ss for f in fits)
-        coef = sum(f.launch_coef for f in fits)
-        expected_run = 0.0
-        for f in fits:
-            for x, c in f.run_coef.items():
-                expected_run += c * run_at.get(x, (0.0, 0.0))[0]
-        if coef > 0:
-            launch_var = max(ss - expected_run, 0.0) / coef
-        if pooled is None and coef > 0:
-            # no run noise separable: the launch mean square is the whole of one run's
-            # variance, all of it charged to the launch part (which nothing averages away)
-            launch_var = max(ss, 0.0) / coef
+    launch_var = _launch_variance(fits, run_at, pooled) if launch_df > 0 else None
     return _sigma(metric, prior, pooled, run_df_total, launch_var, launch_df, by_x)
+
+
+def _launch_variance(
+    fits: list[_Fit], run_at: dict[float | None, tuple[float, float]], pooled: float | None
+) -> float | None:
+    """σ_b² by moments: the launch sum of squares less what run noise puts into it, over its
+    coefficient (Henderson III), clamped at 0."""
+    ss = sum(f.launch_ss for f in fits)
+    coef = sum(f.launch_coef for f in fits)
+    if coef <= 0:
+        return None
+    if pooled is None:
+        # no run noise separable: the launch mean square is the whole of one run's
+        # variance, all of it charged to the launch part (which nothing averages away)
+        return max(ss, 0.0) / coef
+    expected_run = sum(
+        c * run_at.get(x, (0.0, 0.0))[0] for f in fits for x, c in f.run_coef.items()
+    )
+    return max(ss - expected_run, 0.0) / coef
 
 
 def _sigma(

@@ -1,7 +1,8 @@
 """Server flags checked against the flags the engine really has (`matrixrun validate`).
 
     model.py     Flag / FlagSet and the JSON of the shipped lists
-    extract.py   lists from a released wheel's source files, read with ast (never imported)
+    extract.py   the declaration shapes of a released wheel's source files, read with ast
+    recipes.py   which files of a release declare its flags, merged into one list
     helptext.py  lists from an installed engine's --help, run as a subprocess and parsed
     shipped.py   the lists in data/, one per released engine version
     sources.py   which list a spec gets (help_command, pinned version, local install, newest)

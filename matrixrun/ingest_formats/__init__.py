@@ -313,19 +313,9 @@ def load(
     primary = options.get("primary", "output_throughput")
     if primary in left_out:
         raise InputError(f"--primary {primary}: {left_out[primary]}; pick another metric")
-    secondary = list(options.pop("secondary", None) or DEFAULT_SECONDARY)
-    present = {
-        name for r in runs for name in METRIC_NAMES if r.record.metrics.get(name) is not None
-    }
-    for name in secondary:
-        if name not in present and name not in left_out:
-            why = "no input has it"
-            for r in runs:
-                if family(name) in r.definitions:
-                    why = r.definitions[family(name)]
-                    break
-            left_out[name] = why
-    secondary = [n for n in secondary if n not in left_out]
+    secondary = _available(
+        list(options.pop("secondary", None) or DEFAULT_SECONDARY), runs, left_out
+    )
     result = measurements_from_records(
         [r.record for r in runs], baseline, secondary=secondary, **options
     )
@@ -351,6 +341,19 @@ def load(
         left_out=left_out,
         failures=failures,
     )
+
+
+def _available(secondary: list[str], runs: list[Run], left_out: dict[str, str]) -> list[str]:
+    """The secondary metrics some input has; the others go into `left_out` with the reason
+    (a definition that differs, else that no input has them)."""
+    present = {
+        name for r in runs for name in METRIC_NAMES if r.record.metrics.get(name) is not None
+    }
+    for name in secondary:
+        if name not in present and name not in left_out:
+            reasons = (r.definitions[family(name)] for r in runs if family(name) in r.definitions)
+            left_out[name] = next(reasons, "no input has it")
+    return [n for n in secondary if n not in left_out]
 
 
 def _without(run: Run, names: set[str]) -> Run:
