@@ -6,9 +6,35 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from matrixrun.measurement import Measurement
+
+
+class Observer(Protocol):
+    """Progress sink (the CLI's rich display, or nothing). Never affects what is measured."""
+
+    def start(self, total_runs: int) -> None: ...
+
+    def status(self, text: str) -> None: ...
+
+    def measured(self, m: Measurement, note: str) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+class NullObserver:
+    def start(self, total_runs: int) -> None:
+        pass
+
+    def status(self, text: str) -> None:
+        pass
+
+    def measured(self, m: Measurement, note: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
 
 
 def _summary(m: Measurement) -> str:

@@ -416,9 +416,12 @@ def _gpu_hours(seconds: float) -> str:
     return f"{hours:.1f} GPU-h" if hours >= 1 else f"{seconds / 60:.0f} GPU-min"
 
 
-def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> list[str]:
+def _timing(
+    spec: Spec, plan: Plan, history: HistoryEstimate | None
+) -> tuple[Cost, float | None, float | None, str]:
+    """The cost with the best times known (earlier real runs over the spec's estimate), the
+    launch and cell times it used, and where they came from, in words."""
     c = plan.cost
-    v = spec.verify
     source = ""
     cost: Cost = c
     launch_s, cell_s = c.launch_s, c.cell_s
@@ -450,6 +453,13 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
             f"times from the spec's estimate: launch {format_duration(c.launch_s)}, cell "
             f"{format_duration(c.cell_s)}"
         )
+    return cost, launch_s, cell_s, source
+
+
+def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> list[str]:
+    c = plan.cost
+    v = spec.verify
+    cost, launch_s, cell_s, source = _timing(spec, plan, history)
     timed = cost.time_first_pass_s is not None and cost.time_worst_case_s is not None
     share = 1.0
     if timed and launch_s is not None and cell_s is not None:

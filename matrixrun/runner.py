@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from matrixrun import stages
 from matrixrun.engines.base import (
@@ -42,6 +42,7 @@ from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
 from matrixrun.measurement import Failure, Measurement, Reason
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.progress import NullObserver, Observer
 from matrixrun.redact import redact_file, redact_json, redact_text
 from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir, now_iso
@@ -64,32 +65,6 @@ DEATH_GRACE_S = 1.0
 
 #: instance -> more (cell, reason) pairs to measure on it while it is up (warm reruns).
 After = Callable[["Instance"], list[tuple[Cell, Reason]]]
-
-
-class Observer(Protocol):
-    """Progress sink (the CLI's rich display, or nothing). Never affects what is measured."""
-
-    def start(self, total_runs: int) -> None: ...
-
-    def status(self, text: str) -> None: ...
-
-    def measured(self, m: Measurement, note: str) -> None: ...
-
-    def finish(self) -> None: ...
-
-
-class NullObserver:
-    def start(self, total_runs: int) -> None:
-        pass
-
-    def status(self, text: str) -> None:
-        pass
-
-    def measured(self, m: Measurement, note: str) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
 
 
 @dataclass

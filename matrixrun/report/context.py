@@ -260,6 +260,21 @@ def _compared(inputs: RunInputs) -> tuple[str, str, list[str]] | None:
     return str(info.get("a")), str(info.get("b")), [str(x) for x in info.get("arms", [])]
 
 
+def _settle(inputs: RunInputs) -> str | None:
+    """The command that would settle what is undecided (rerun the spec, or re-ingest)."""
+    stem = spec_stem(inputs.run_dir)
+    needed = [
+        c.runs_needed for _, _, c in inputs.verdict.comparisons() if c.runs_needed is not None
+    ]
+    return summary.settle_command(
+        inputs.settings,
+        inputs.run_dir,
+        f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
+        inputs.ingest,
+        needed,
+    )
+
+
 def context_from(inputs: RunInputs) -> Context:
     """The template context of one run."""
     verdict, ms = inputs.verdict, inputs.measurements
@@ -282,18 +297,7 @@ def context_from(inputs: RunInputs) -> Context:
     reruns = run_sections.rerun_entries(verdict, inputs.events)
     heads = tables.headline(verdict)
     reproduce = reproduce_of(inputs, simulation is not None)
-    stem = spec_stem(inputs.run_dir)
-    settle = (
-        None
-        if _compared(inputs)
-        else summary.settle_command(
-            inputs.settings,
-            inputs.run_dir,
-            f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
-            inputs.ingest,
-            [c.runs_needed for _, _, c in verdict.comparisons() if c.runs_needed is not None],
-        )
-    )
+    settle = None if _compared(inputs) else _settle(inputs)
     tested = [i for i, r in enumerate(verdict.reruns) if r.outcome is not None]
     routine = [r for r in verdict.reruns if r.outcome is None]
     return Context(
