@@ -18,23 +18,21 @@ from __future__ import annotations
 
 import re
 import shlex
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from matrixrun.errors import InputError, MatrixError, SpecError
+from matrixrun.errors import MatrixError, SpecError
+from matrixrun.history import HistoryEstimate, history_estimate
 from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
+from matrixrun.redact import is_secret_name
 from matrixrun.render_plan import sigma_cost
 from matrixrun.spec import Spec, load_spec
 from matrixrun.units import format_duration
 
 #: Shown instead of the host and port the runner picks per launch.
 HOST_PLACEHOLDER = "{host}"
-#: Argument substrings whose value is hidden, as `engines.base.redact_argv` hides flag values.
-_SECRET_WORDS = ("key", "token", "secret", "password")
 #: Most launches whose command line is shown; the rest are counted (a big sweep of server axes
 #: would otherwise push the comment past GitHub's size limit).
 MAX_COMMANDS = 24
@@ -99,127 +97,11 @@ def experiment_name(path: str | Path) -> str:
     return str(name) if isinstance(name, str) and name.strip() else Path(path).stem
 
 
-# ------------------------------------------------------------------------------ history
-
-
-@dataclass(frozen=True)
-class HistoryEstimate:
-    """Medians over earlier run directories with the same engine, model and hardware."""
-
-    launch_s: float | None
-    cell_s: float | None
-    launches: int
-    cells: int
-    run_dirs: list[str]
-
-
-def _group_key(engine: str, group: Mapping[str, Any]) -> tuple[str, str, str, int]:
-    model = group.get("model") or {}
-    hw = group.get("hardware") or {}
-    return (engine, str(model.get("path")), str(hw.get("gpu")), int(hw.get("count") or 1))
-
-
-def _engine_kind(spec_file: Path) -> str | None:
-    from ruamel.yaml import YAML
-
-    try:
-        data = YAML(typ="safe").load(spec_file.read_text())
-    except Exception:  # an unreadable old spec: that run directory is skipped
-        return None
-    if not isinstance(data, dict):
-        return None
-    engine = data.get("engine") or {}
-    return str(engine.get("kind", "sglang")) if isinstance(engine, dict) else None
-
-
-def _seconds(start: Any, end: Any) -> float | None:
-    try:
-        a = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        b = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    s = (b - a).total_seconds()
-    return s if s > 0 else None
-
-
-def _run_dirs(roots: Iterable[str | Path]) -> list[Path]:
-    out: list[Path] = []
-    for root in roots:
-        base = Path(root)
-        if not base.is_dir():
-            raise InputError(
-                f"--history {root}: no such directory; give a directory holding earlier run "
-                "directories (e.g. runs/)"
-            )
-        out += sorted({p.parent for p in base.rglob("plan.json")})
-    return out
-
-
-def history_estimate(spec: Spec, plan: Plan, roots: Sequence[str | Path]) -> HistoryEstimate:
-    """Launch and cell times measured by earlier, real (not simulated) runs whose server groups
-    have this spec's engine kind, model path, GPU and GPU count.
-
-    Launch: each server's `startup_s` (start to healthy, env.json). Cell: each measurement's
-    wall time (started_at to finished_at, results.jsonl), failed ones included — a failure
-    costs GPU time too. Run directories that cannot be read are skipped, not fatal: history is
-    a hint for the estimate, never an input to a verdict.
-    """
-    import json
-
-    wanted = {_group_key(spec.engine.kind, g.model_dump(mode="json")) for g in plan.groups}
-    launches: list[float] = []
-    cells: list[float] = []
-    used: list[str] = []
-    for rd in _run_dirs(roots):
-        engine = _engine_kind(rd / "spec.yaml") if (rd / "spec.yaml").exists() else None
-        try:
-            old = json.loads((rd / "plan.json").read_text())
-            env = json.loads((rd / "env.json").read_text()) if (rd / "env.json").exists() else {}
-        except (OSError, ValueError):
-            continue
-        if engine is None or not isinstance(old, dict) or env.get("simulated"):
-            continue
-        groups = {
-            str(g.get("group_id")): _group_key(engine, g)
-            for g in old.get("groups") or []
-            if isinstance(g, dict)
-        }
-        ours = {gid for gid, key in groups.items() if key in wanted}
-        if not ours:
-            continue
-        before = len(launches) + len(cells)
-        for server in (env.get("servers") or {}).values():
-            if isinstance(server, dict) and server.get("group") in ours:
-                startup = server.get("startup_s")
-                if isinstance(startup, int | float) and startup > 0:
-                    launches.append(float(startup))
-        results = rd / "results.jsonl"
-        lines = results.read_text().splitlines() if results.exists() else []
-        for line in lines:
-            try:
-                m = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(m, dict) and m.get("group_id") in ours and not m.get("simulated"):
-                s = _seconds(m.get("started_at"), m.get("finished_at"))
-                if s is not None:
-                    cells.append(s)
-        if len(launches) + len(cells) > before:
-            used.append(str(rd))
-    return HistoryEstimate(
-        launch_s=statistics.median(launches) if launches else None,
-        cell_s=statistics.median(cells) if cells else None,
-        launches=len(launches),
-        cells=len(cells),
-        run_dirs=used,
-    )
-
-
-# ------------------------------------------------------------------------------ commands
+# ------------------------------------------------------------------------- command lines
 
 
 def _redact_env(env: Mapping[str, str]) -> list[str]:
-    return [f"{k}=***" if _secret(k) else f"{k}={v}" for k, v in env.items()]
+    return [f"{k}=***" if is_secret_name(k) else f"{k}={v}" for k, v in env.items()]
 
 
 def command_line(spec: Spec, group: ServerGroup) -> str:
@@ -236,7 +118,7 @@ def command_line(spec: Spec, group: ServerGroup) -> str:
     if not engine.launches:
         return f"# nothing is launched: the running endpoint {launch.base_url} is measured"
     argv = list(launch.argv)
-    if spec.engine.kind in ("sglang", "sim") and not group.launch:
+    if spec.engine.kind == "sglang" and not group.launch:
         from matrixrun.engines.sglang import DEFAULT_LAUNCH
 
         if argv[: len(DEFAULT_LAUNCH)] == DEFAULT_LAUNCH:
@@ -263,12 +145,8 @@ def _code(value: Any) -> str:
     return f"`{text}`"
 
 
-def _secret(name: str) -> bool:
-    return any(s in name.lower() for s in _SECRET_WORDS)
-
-
 def _flag_value(value: Any, key: str = "") -> str:
-    if _secret(key) and value is not None and not isinstance(value, bool):
+    if is_secret_name(key) and value is not None and not isinstance(value, bool):
         return "`***`"
     if value is None or value is False:
         return "(off)"
