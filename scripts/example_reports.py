@@ -12,6 +12,8 @@ one differs from what this would write.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import sys
 import tempfile
@@ -29,11 +31,12 @@ EXAMPLES = {
 
 def rendered(run_dir: Path) -> str:
     """The document `run_dir` gives today: analysed and rendered in a scratch copy laid out
-    as runs/<...> (so the paths it prints are the same), leaving the committed one as is."""
+    as it is here (reports/runs/<...>, working directory the scratch root, so the paths it
+    prints are the repository's), leaving the committed one as is."""
     from matrixrun import stages
 
-    tail = run_dir.parts[run_dir.parts.index("runs") :]
-    with tempfile.TemporaryDirectory() as tmp:
+    tail = run_dir.relative_to(ROOT).parts
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
         copy = Path(tmp).joinpath(*tail)
         shutil.copytree(run_dir, copy)
         stages.analyse_run(copy)
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a report is stale")
     args = parser.parse_args(argv)
     stale = []
+    os.chdir(ROOT)  # the paths a report prints are relative to where it is rendered
     for report, run in EXAMPLES.items():
         run_dir = ROOT / run
         if args.check:

@@ -9,6 +9,8 @@ from a run directory whose spec copy is gone. `context_from` and everything it c
 
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -136,8 +138,11 @@ def _optional_json(path: Path) -> Any:
 
 
 def display_path(path: Path) -> str:
-    """The run directory as a reader can use it: from `runs/` on when it lies under one
-    (so a report does not leak /home/...), else as given."""
+    """The run directory as a reader can use it: relative to the working directory when it
+    lies under it (`reports/runs/x` in this repository), else from `runs/` on when it lies
+    under one (so a report does not leak /home/...), else as given."""
+    with contextlib.suppress(ValueError, OSError):
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
     parts = path.parts
     if "runs" in parts:
         index = len(parts) - 1 - parts[::-1].index("runs")
@@ -176,11 +181,13 @@ def read_inputs(rd: RunDir) -> RunInputs:
 
 
 def spec_stem(run_dir: str) -> str | None:
-    """The spec file's stem from the runs/<stem>/<id> layout the runner uses, else None
-    (never guessed from the experiment name)."""
+    """The spec file's stem from the runs/<stem>/<id> layout the runner uses (wherever that
+    `runs/` lies), else None (never guessed from the experiment name)."""
     parts = Path(run_dir).parts
-    if len(parts) >= 3 and parts[0] == "runs":
-        return parts[1].removesuffix(".rehearsal")
+    if "runs" in parts:
+        index = len(parts) - 1 - parts[::-1].index("runs")
+        if len(parts) - index == 3:
+            return parts[index + 1].removesuffix(".rehearsal")
     return None  # unknown: the caller points at the run directory's own copy instead
 
 
