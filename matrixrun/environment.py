@@ -40,7 +40,17 @@ RECORDED_ENV = (
 )
 
 
+#: Set where the tree was copied without its own git metadata (a device that receives a copy of
+#: the working tree): the commit the copy was made from, recorded as given.
+GIT_SHA_ENV = "MATRIXRUN_GIT_SHA"
+
+
 def git_sha(cwd: str | None = None) -> str | None:
+    """The commit of the working directory (`-dirty` with uncommitted changes to tracked
+    files), or `MATRIXRUN_GIT_SHA` when set: a copied tree's .git may be a stale one."""
+    given = os.environ.get(GIT_SHA_ENV, "").strip()
+    if given:
+        return given
     git = shutil.which("git")
     if git is None:
         return None

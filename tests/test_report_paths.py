@@ -42,3 +42,13 @@ def test_display_path_outside_the_working_directory_starts_at_runs(
 )
 def test_spec_stem_only_from_the_runners_layout(run_dir: str, stem: str | None) -> None:
     assert spec_stem(run_dir) == stem
+
+
+def test_git_sha_given_for_a_copied_tree_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    from matrixrun import environment
+
+    monkeypatch.setenv(environment.GIT_SHA_ENV, "0123abcd")
+    assert environment.git_sha() == "0123abcd"
+    monkeypatch.delenv(environment.GIT_SHA_ENV)
+    found = environment.git_sha(str(Path(__file__).resolve().parent))
+    assert found is None or found != "0123abcd"
