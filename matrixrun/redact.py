@@ -17,6 +17,7 @@ user and server strings through `redact_text` (see docs/reliability.md for where
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -131,13 +132,24 @@ def redact_json(obj: Any) -> Any:
 
 
 def redact_file(path: Path) -> Path:
-    """Rewrite a text file this process wrote (report.md) with its secrets redacted, in
-    place and atomically; returns `path`. For documents rendered elsewhere: a field the
-    renderer did not redact still never reaches the file `post` sends."""
-    text = path.read_text(encoding="utf-8")
+    """Rewrite a text file with its secrets redacted, in place and atomically; returns
+    `path`. For documents rendered elsewhere (report.md: a field the renderer did not redact
+    still never reaches the file `post` sends) and for server logs, whose bodies the servers
+    wrote (SGLang prints its whole `ServerArgs`, api_key included). Bytes that are not UTF-8
+    are kept as they were."""
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
     clean = redact_text(text)
     if clean != text:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(clean, encoding="utf-8")
+        tmp.write_text(clean, encoding="utf-8", errors="surrogateescape")
         tmp.replace(path)
     return path
+
+
+def redact_logs(logs_dir: Path) -> None:
+    """Redact every server log in `logs_dir` (a run directory's logs/): for servers that an
+    interrupted run left behind, whose own stop never redacted them."""
+    if logs_dir.is_dir():
+        for path in sorted(logs_dir.glob("*.log")):
+            with contextlib.suppress(OSError):
+                redact_file(path)

@@ -19,6 +19,7 @@ from typing import cast, get_args
 from matrixrun.errors import InputError, MatrixError
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.procs import stop_leftovers
+from matrixrun.redact import redact_logs
 from matrixrun.results import RunDir
 from matrixrun.verify import Unfinished
 
@@ -131,4 +132,5 @@ def stop_left_servers(rd: RunDir) -> list[str]:
             )
         elif left.pid is None or "cannot be checked" in left.why:
             notes.append(f"server {left.instance}: {left.why}")
+    redact_logs(rd.path / "logs")
     return notes

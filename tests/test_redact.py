@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,47 @@ def test_a_secret_server_flag_reaches_no_file_of_the_run(tmp_path: Path) -> None
     assert header.startswith("$ ") and SECRET not in header
     plan = mr("plan", "--json", str(spec))
     assert plan.returncode == 0 and SECRET not in plan.stdout
+
+
+def test_a_server_log_loses_the_secrets_the_server_echoed_when_it_is_stopped(
+    tmp_path: Path,
+) -> None:
+    """SGLang logs its whole ServerArgs, api_key included; the log in the run directory is
+    shared with the report, so the stop redacts what the server itself wrote (and keeps any
+    bytes that are not UTF-8)."""
+    import sys
+
+    from matrixrun.engines.base import Launch, ServerProcess
+
+    code = (  # the secret and the marker are built at run time: the argv line holds neither
+        "import sys, time; s = 'abc-' + 'very-secret'; "
+        "sys.stdout.write(f\"server_args=ServerArgs(model_path='m', api_key='{s}', port=1)\\n\"); "
+        "sys.stdout.buffer.write(b'raw ' + bytes([255]) + b' by' + b'te\\n'); "
+        "sys.stdout.flush(); time.sleep(30)"
+    )
+    log = tmp_path / "logs" / "g0.log"
+    server = ServerProcess(Launch([sys.executable, "-c", code], {}, "http://127.0.0.1:1", 1), log)
+    server.start()
+    deadline = time.monotonic() + 10
+    while b"raw \xff byte" not in (log.read_bytes() if log.exists() else b""):
+        assert time.monotonic() < deadline, "the server never wrote its log"
+        time.sleep(0.05)
+    assert b"abc-very-secret" in log.read_bytes()  # written by the server, not by us
+    server.stop(grace_s=2)
+    body = log.read_bytes()
+    assert b"abc-very-secret" not in body
+    assert b"api_key='***'" in body
+    assert b"raw \xff byte" in body
+
+
+def test_redact_logs_sweeps_a_run_directorys_logs(tmp_path: Path) -> None:
+    from matrixrun.redact import redact_logs
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_text("--api-key hunter2secret\n")
+    (logs / "b.txt").write_text("--api-key hunter2secret\n")
+    redact_logs(logs)
+    assert "hunter2secret" not in (logs / "a.log").read_text()
+    assert "hunter2secret" in (logs / "b.txt").read_text()  # not a log: left alone
+    redact_logs(tmp_path / "missing")  # nothing there: nothing to do

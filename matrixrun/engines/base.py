@@ -36,7 +36,7 @@ from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
 from matrixrun.procs import record_for
 from matrixrun.redact import redact_argv as redact_argv  # re-exported (runner, proposal)
-from matrixrun.redact import redact_text
+from matrixrun.redact import redact_file, redact_text
 from matrixrun.timescale import REAL, TimeScale
 
 Api = Literal["sglang", "openai"]
@@ -262,6 +262,8 @@ class ServerProcess:
         self._signal(signal.SIGKILL)  # children that outlived their parent
         if self.pid_path is not None:
             self.pid_path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            redact_file(self.log_path)  # the server wrote it: its echo of secrets goes now
         return proc.returncode
 
     def _signal(self, sig: signal.Signals) -> None:

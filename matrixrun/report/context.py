@@ -10,7 +10,6 @@ from a run directory whose spec copy is gone. `context_from` and everything it c
 from __future__ import annotations
 
 import contextlib
-
 import dataclasses
 import json
 from dataclasses import dataclass, field
