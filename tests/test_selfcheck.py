@@ -13,7 +13,7 @@ from test_load_client import ITL, TTFT, config, fixed_server  # the fixed-timing
 from matrixrun.load.client import run_load, run_load_sync
 from matrixrun.load.command import client_warning
 from matrixrun.load.records import RequestRecord
-from matrixrun.load.selfcheck import ITL_PERCENTILES, coalesced, judge
+from matrixrun.load.selfcheck import ITL_PERCENTILES, LagSamples, coalesced, judge
 from matrixrun.load.selfcheck import TTFT as TTFT_METRICS
 
 
@@ -25,12 +25,17 @@ def record(times: list[float], ttft: float = 0.05, ok: bool = True) -> RequestRe
     )  # fmt: skip
 
 
+def flat(lag: float, n: int, every: float = 0.005) -> list[LagSamples]:
+    """One process's probe: `n` wake-ups `every` apart, each `lag` late."""
+    return [LagSamples([(k + 1) * every for k in range(n)], [lag] * n)]
+
+
 def steady(n: int = 20, itl: float = 0.02) -> list[float]:
     return [0.05 + i * itl for i in range(n)]
 
 
 def test_a_client_that_kept_up_flags_nothing() -> None:
-    check = judge([record(steady()) for _ in range(8)], [0.0002] * 100, cpu=0.2)
+    check = judge([record(steady()) for _ in range(8)], flat(0.0002, 100), cpu=0.2)
     assert not check.client_bound and check.affected == {}
 
 
@@ -38,14 +43,14 @@ def test_events_read_together_flag_the_itl_percentiles_not_ttft() -> None:
     times = steady()
     for i in range(2, 20, 2):  # every other event arrived in the same read as the one before
         times[i] = times[i - 1]
-    check = judge([record(times)], [0.0002] * 100, cpu=0.3)
+    check = judge([record(times)], flat(0.0002, 100), cpu=0.3)
     assert check.coalesced_share == pytest.approx(9 / 19)
     assert set(ITL_PERCENTILES) <= set(check.affected)
     assert not set(TTFT_METRICS) & set(check.affected)
 
 
 def test_loop_lag_bounds_itl_and_ttft_but_hardly_tpot() -> None:
-    check = judge([record(steady(itl=0.02), ttft=0.02)], [0.004] * 100, cpu=0.5)
+    check = judge([record(steady(itl=0.02), ttft=0.02)], flat(0.004, 100), cpu=0.5)
     assert check.affected["median_itl_ms"] == pytest.approx(2 * 0.004 / 0.02)
     assert check.affected["mean_ttft_ms"] == pytest.approx(0.004 / 0.02)  # p90 lag / median
     # first-to-last over 19 gaps: 4 ms / 19 against 20 ms is 1%, under the 10% limit
@@ -54,7 +59,7 @@ def test_loop_lag_bounds_itl_and_ttft_but_hardly_tpot() -> None:
 
 
 def test_a_saturated_core_makes_throughput_a_lower_bound() -> None:
-    check = judge([record(steady())], [0.0001] * 10, cpu=0.97)
+    check = judge([record(steady())], flat(0.0001, 10), cpu=0.97)
     assert check.affected["output_throughput"] == 1.0
 
 

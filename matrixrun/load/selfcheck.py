@@ -62,31 +62,45 @@ TTFT = ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
 THROUGHPUT = ("output_throughput", "input_throughput", "total_throughput", "request_throughput")
 
 
+@dataclass(frozen=True)
+class LagSamples:
+    """One client process's probe: when each wake-up came (seconds after the cell's start,
+    the clock the records' `start` uses) and how late it was (seconds)."""
+
+    at: list[float]
+    lag: list[float]
+
+
 class LagProbe:
-    """Records how late the event loop wakes a sleeping task (see the module docstring)."""
+    """Records how late the event loop wakes a sleeping task, and when (see the module
+    docstring)."""
 
     def __init__(self, interval_s: float = PROBE_INTERVAL_S) -> None:
         self.interval_s = interval_s
+        self.wakes: list[float] = []
         self.lags: list[float] = []
         self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
-        interval = self.interval_s
+        interval, clock = self.interval_s, time.perf_counter
         while True:
-            due = time.perf_counter() + interval
+            due = clock() + interval
             await asyncio.sleep(interval)
-            self.lags.append(max(0.0, time.perf_counter() - due))
+            now = clock()
+            self.wakes.append(now)
+            self.lags.append(max(0.0, now - due))
 
     def start(self) -> LagProbe:
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self
 
-    async def stop(self) -> list[float]:
+    async def stop(self, t0: float) -> LagSamples:
+        """Stop probing; the samples with their wake times relative to `t0` (perf_counter)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        return self.lags
+        return LagSamples([w - t0 for w in self.wakes], list(self.lags))
 
 
 @dataclass(frozen=True)
@@ -151,10 +165,13 @@ def _bound(affected: dict[str, float], metrics: Sequence[str], error: float, val
 
 
 def judge(
-    records: Sequence[RequestRecord], lags: Sequence[float], cpu: float | None
+    records: Sequence[RequestRecord],
+    probes: Sequence[LagSamples],
+    cpu: float | None,
+    cpu_max: float | None = None,
 ) -> ClientCheck:
     """The self-check's verdict for one cell (pure; see the module docstring for the bounds)."""
-    lag = list(lags) or [0.0]
+    lag = [x for p in probes for x in p.lag] or [0.0]
     p50, p99, top, mean = _pct(lag, 50), _pct(lag, 99), max(lag), float(np.mean(lag))
     zeros, gaps = coalesced(records)
     share = zeros / gaps if gaps else 0.0
@@ -181,7 +198,8 @@ def judge(
     if share > COALESCED_LIMIT:  # zero gaps pull the percentiles down; at half, the median is 0
         for m in ITL_PERCENTILES:
             affected[m] = 1.0 if share >= 0.5 else max(2 * share, affected.get(m, 0.0))
-    if cpu is not None and cpu >= CPU_LIMIT:
+    busiest = cpu if cpu_max is None else cpu_max
+    if busiest is not None and busiest >= CPU_LIMIT:
         # the measured rate is a lower bound of the server's; by how much the client alone
         # cannot tell, so it is recorded as 1.0
         affected.update(dict.fromkeys(THROUGHPUT, 1.0))
