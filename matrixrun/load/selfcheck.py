@@ -196,10 +196,19 @@ def aligned(
     the event depending on the loop's phase), plus one probe interval where that lag is itself
     longer than an interval (such a stretch may have begun up to an interval before the probe
     was due). A probe with no samples bounds nothing (0)."""
-    at = np.asarray(probe.at, dtype=np.float64)
+    return _aligned(_arrays(probe), times, interval_s)
+
+
+def _arrays(probe: LagSamples) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(probe.at, dtype=np.float64), np.asarray(probe.lag, dtype=np.float64)
+
+
+def _aligned(
+    probe: tuple[np.ndarray, np.ndarray], times: np.ndarray, interval_s: float
+) -> np.ndarray:
+    at, lag = probe
     if not len(at) or not len(times):
         return np.zeros(len(times))
-    lag = np.asarray(probe.lag, dtype=np.float64)
     after = np.searchsorted(at, times, side="left")
     worst = np.maximum(lag[np.minimum(after, len(at) - 1)], lag[np.maximum(after - 1, 0)])
     return np.where(worst > interval_s, worst + interval_s, worst)
@@ -223,12 +232,12 @@ def _per_request(records: Sequence[RequestRecord], probes: Sequence[LagSamples])
     """Each successful request's TTFT, ITL values, TPOT and e2e with the most its own
     process's loop lag could have added to each (request i ran in process i % len(probes))."""
     out = _Bounds()
+    arrays = [_arrays(p) for p in probes] or [_arrays(LagSamples([], []))]
     for r in records:
         if not r.ok or not r.chunk_times:
             continue
-        probe = probes[r.index % len(probes)] if probes else LagSamples([], [])
         t = np.asarray(r.chunk_times, dtype=np.float64)
-        b = aligned(probe, r.start + np.append(t, r.e2e))
+        b = _aligned(arrays[r.index % len(arrays)], r.start + np.append(t, r.e2e), PROBE_INTERVAL_S)
         first, end, chunks = float(b[0]), float(b[-1]), b[:-1]
         out.ttft.append(t[0])
         out.ttft_err.append(first)  # the start is taken just before the bytes are written
