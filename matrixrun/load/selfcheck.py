@@ -211,7 +211,8 @@ def _aligned(
         return np.zeros(len(times))
     after = np.searchsorted(at, times, side="left")
     worst = np.maximum(lag[np.minimum(after, len(at) - 1)], lag[np.maximum(after - 1, 0)])
-    return np.where(worst > interval_s, worst + interval_s, worst)
+    out: np.ndarray = np.where(worst > interval_s, worst + interval_s, worst)
+    return out
 
 
 @dataclass
