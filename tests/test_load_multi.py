@@ -122,3 +122,18 @@ def test_bench_client_spreads_and_says_so(server: str) -> None:  # noqa: F811
     for bad in ("0", "two"):
         with pytest.raises(SystemExit):
             parser.parse_args([*argv, "--processes", bad])
+
+
+def test_the_spec_takes_processes_as_a_number_or_auto() -> None:
+    from pathlib import Path
+
+    from matrixrun.errors import SpecError
+    from matrixrun.spec import parse_spec
+
+    root = Path(__file__).resolve().parent.parent
+    example = (root / "spec" / "glm5_cutedsl.yaml").read_text().split("\nestimate:")[0] + "\n"
+    assert parse_spec(example).workload.processes == "auto"
+    given = example.replace("seed: 1}", "seed: 1, processes: 3}", 1)
+    assert given != example and parse_spec(given).workload.processes == 3
+    with pytest.raises(SpecError, match=r"workload\.processes"):
+        parse_spec(example.replace("seed: 1}", "seed: 1, processes: 0}", 1))

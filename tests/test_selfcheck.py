@@ -170,3 +170,23 @@ def test_a_starved_loop_is_flagged_end_to_end(server: str) -> None:
     assert res.check.affected["median_itl_ms"] > 0.3  # lags of ~15 ms against a 10 ms ITL
     warning = client_warning({"client_check": res.check.as_dict()})
     assert warning is not None and "fell behind" in warning
+
+
+def test_a_loop_blocked_once_at_the_first_tokens_flags_ttft_end_to_end(server: str) -> None:
+    async def blocked_once() -> Any:
+        async def hog() -> None:  # busy from 20 to 80 ms: the first tokens are due at ~40
+            await asyncio.sleep(0.020)
+            time.sleep(0.060)
+
+        task = asyncio.create_task(hog())
+        try:
+            return await run_load(config(server, num_prompts=8, output_len=20))
+        finally:
+            await task
+
+    res = asyncio.run(blocked_once())
+    assert res.check is not None
+    assert res.check.lag_p50_ms < 5  # one stretch in the whole cell: the percentiles hide it
+    assert res.metrics.mean_ttft_ms > TTFT + 10  # the first wave's first tokens were read late
+    assert res.check.affected.get("mean_ttft_ms", 0) > 0.3, res.check.as_dict()
+    assert res.check.first_token_lag_ms > 10

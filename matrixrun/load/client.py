@@ -3,9 +3,13 @@
 `run_load(config)` draws the prompts (`prompts.py`), runs the warmup requests (off the clock,
 not recorded), then dispatches the measured requests at the configured rate (all at once for
 an infinite rate, else Poisson arrivals from the seed) under a concurrency limit, streams each
-response through an API parser (`apis.py`), and returns per-request records (`records.py`) and
-their aggregate metrics (`stats.py`). It keeps real time; time dilation is `cell.py`'s
-business (with the engine's time scale).
+response through an API parser (`apis.py`), and returns per-request records (`records.py`),
+their aggregate metrics (`stats.py`) and the client's self-check (`selfcheck.py`). It keeps
+real time; time dilation is `cell.py`'s business (with the engine's time scale).
+
+One process measures a `Share` of the cell (`measure_share`: all of it by default); with
+`processes` above 1 (or `auto` choosing more) `multi.py` runs one share per child process
+from a common start instant and `finish` merges them, so both paths end in the same code.
 
 Per-request failures (HTTP errors, in-stream errors, truncated streams, timeouts, refused
 connections) are data: the request's record carries the error text. Only a cell that cannot be
