@@ -134,5 +134,6 @@ def client_warning(out: dict[str, Any]) -> str | None:
         f"warning: the client fell behind (loop lag p99 {check['lag_p99_ms']:.1f} ms, "
         f"{check['coalesced_share']:.1%} of token gaps read together, CPU "
         f"{check['cpu'] if check['cpu'] is not None else '?'}): {named} may be the client's, "
-        "not the server's; give the client its own cores or lower the concurrency"
+        "not the server's; give the client its own cores (several: --processes N), or lower "
+        "the concurrency"
     )
