@@ -37,6 +37,7 @@ import asyncio
 import math
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -90,7 +91,9 @@ def shares(config: LoadConfig, n: int) -> list[Share]:
 
 
 def _worker(config: LoadConfig, share: Share, conn: Connection) -> None:
-    """A child process: measure `share`, send ("done", Measured) or an error message."""
+    """A child process: measure `share`, send ("done", Measured) or an error message. Ctrl-C
+    reaches the whole process group; the child leaves it to the parent, which stops it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     try:
         import uvloop
@@ -107,14 +110,18 @@ def _worker(config: LoadConfig, share: Share, conn: Connection) -> None:
             await asyncio.sleep(delay)
         return t0
 
+    message: tuple[str, Any]
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            measured = runner.run(measure_share(config, share, start_at))
-        conn.send(("done", measured))
+            message = ("done", runner.run(measure_share(config, share, start_at)))
     except MatrixError as e:  # one sentence already (unreachable server, bad input)
-        conn.send(("matrix_error", e))
+        message = ("matrix_error", e)
     except BaseException as e:  # reported to the parent, which raises it as a LoadError
-        conn.send(("error", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__))
+        message = ("error", f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+    try:
+        conn.send(message)
+    except OSError:  # the parent is gone: nobody to tell
+        pass
     finally:
         conn.close()
 
