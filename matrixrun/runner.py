@@ -317,6 +317,7 @@ class Runner:
             tokenizer=self._tokenizer(inst.group),
             strict_openai=self.spec.engine.strict_openai,
             time_cap_s=self.spec.limits.cell_timeout,
+            processes=w.processes,
         )
 
     def _bench_serving(self, inst: Instance, cell: Cell, attempt: int) -> BenchServing | None:

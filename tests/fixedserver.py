@@ -4,8 +4,13 @@ Speaks SGLang's native `POST /generate` and OpenAI `POST /v1/completions` over r
 (chunked SSE, keep-alive). Token i of a request (0-based) is due at
 `arrival + ttft + i * itl`, on an absolute schedule so delays never accumulate; an event is
 written for token 0, then every `stream_interval` tokens, and for the last token. The server
-measures its own lateness against that schedule (`GET /stats`), so a benchmark can tell the
-client's error from the server's.
+measures its own lateness against that schedule (`GET /stats`: over a sample of all events,
+mean/p99/max, and the mean over first events alone, which is what it adds to TTFT; the
+median and p99 of the gaps between events as it sent them, which is what a perfect client
+would measure as ITL; and `arrival_lag_mean_ms`, how long its own busy loop may have kept
+requests unread, an upper bound from a lag probe of its own), so a benchmark can tell the
+client's error from the server's. Times are `time.perf_counter`, not uvloop's
+whole-millisecond loop clock.
 
 Fault injection, each "every N-th request" counting from 1 over measured and warmup requests
 alike: `--fail-every` answers HTTP 500; `--error-every` streams one token then an in-stream
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import statistics
 import time
@@ -49,6 +55,11 @@ class State:
         self.max_active = 0
         self.events = 0
         self.late: list[float] = []  # seconds late per event (sampled)
+        self.late_first: list[float] = []  # seconds late per first event (every request)
+        self.arrivals: list[float] = []  # when each request was read (perf_counter)
+        self.sent_gaps: list[float] = []  # seconds between events as sent, per token (sampled)
+        self.wakes: list[float] = []  # the server's loop probe: when it woke, how late
+        self.wake_lags: list[float] = []
         self.prompts: list[list[int]] = []  # first 4 ids of each prompt, in arrival order
 
     def stats(self) -> dict[str, Any]:
@@ -61,8 +72,39 @@ class State:
             "late_mean_ms": statistics.fmean(late) * 1e3 if late else 0.0,
             "late_p99_ms": late[int(0.99 * (len(late) - 1))] * 1e3 if late else 0.0,
             "late_max_ms": late[-1] * 1e3 if late else 0.0,
+            # the first events come in a burst at an infinite rate: what the server adds to TTFT
+            "late_first_mean_ms": statistics.fmean(self.late_first) * 1e3
+            if self.late_first
+            else 0.0,
+            # the inter-token gaps the server really sent: what a perfect client would measure
+            "sent_gap_median_ms": _pct(self.sent_gaps, 0.5) * 1e3,
+            "sent_gap_p99_ms": _pct(self.sent_gaps, 0.99) * 1e3,
+            "arrival_lag_mean_ms": statistics.fmean(self.arrival_lags()) * 1e3
+            if self.arrivals
+            else 0.0,
             "prompts": self.prompts,
         }
+
+    def arrival_lags(self) -> list[float]:
+        """How long each request may have waited to be read: the server's loop lag at the
+        probe wake-ups either side of its arrival, beyond uvloop's 1 ms timer resolution (a
+        busy loop reads a request late, and the schedule starts at the read)."""
+        out = []
+        n = len(self.wakes)
+        for a in self.arrivals:
+            j = bisect.bisect_left(self.wakes, a)
+            lag = max(self.wake_lags[j] if j < n else 0.0, self.wake_lags[j - 1] if j else 0.0)
+            out.append(max(0.0, lag - TIMER_RESOLUTION_S))
+        return out
+
+
+#: The server's loop probe interval, and uvloop's timer resolution (lags below it are noise).
+PROBE_S, TIMER_RESOLUTION_S = 0.005, 0.001
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))] if ordered else 0.0
 
 
 def _every(n: int, i: int) -> bool:
@@ -73,6 +115,16 @@ class Server:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.state = State()
+
+    async def probe(self) -> None:
+        """Record how late the server's loop wakes a sleeping task, and when (`/stats`)."""
+        clock = time.perf_counter
+        while True:
+            due = clock() + PROBE_S
+            await asyncio.sleep(PROBE_S)
+            now = clock()
+            self.state.wakes.append(now)
+            self.state.wake_lags.append(max(0.0, now - due))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -117,8 +169,9 @@ class Server:
 
     async def generate(self, native: bool, req: dict[str, Any], w: asyncio.StreamWriter) -> bool:
         cfg, st = self.cfg, self.state
-        loop = asyncio.get_running_loop()
-        arrival = loop.time()
+        clock = time.perf_counter  # not loop.time(): uvloop's is in whole ms, cached per pass
+        arrival = clock()
+        st.arrivals.append(arrival)
         st.requests += 1
         n = st.requests
         prompt = req["input_ids"] if native else req["prompt"]
@@ -139,18 +192,25 @@ class Server:
             w.write(b"%x\r\n%s\r\n" % (len(data) + 8, b"data: " + data + b"\n\n"))
 
         ttft, itl, si = cfg.ttft_ms / 1e3, cfg.itl_ms / 1e3, max(1, cfg.stream_interval)
+        prev_sent, prev_i = arrival, 0
         try:
             for i in range(out_len):
                 last = i == out_len - 1
                 if not (i == 0 or last or i % si == 0):
                     continue
                 due = arrival + ttft + i * itl
-                delay = due - loop.time()
+                delay = due - clock()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                late = loop.time() - due
+                sent = clock()
+                late = sent - due
                 if st.events % 8 == 0:
                     st.late.append(max(0.0, late))
+                    if i:  # the gap this event ends, as sent, per token (stream_interval)
+                        st.sent_gaps.append((sent - prev_sent) / (i - prev_i))
+                if i == 0:
+                    st.late_first.append(max(0.0, late))
+                prev_sent, prev_i = sent, i
                 st.events += 1
                 count = i + 1
                 # Hand-built JSON (same bytes json.dumps would give, compact): the server must
@@ -197,6 +257,7 @@ async def main(cfg: Config, port: int) -> None:
     several processes) and each also listens on a control port of its own, printed after
     the shared one, for `/stats` and `/reset` of that process alone."""
     server = Server(cfg)
+    probe = asyncio.create_task(server.probe())  # runs as long as the server
     srv = await asyncio.start_server(
         server.handle, "127.0.0.1", port, backlog=4096, reuse_port=cfg.reuse_port or None
     )
@@ -207,7 +268,10 @@ async def main(cfg: Config, port: int) -> None:
         ports.append(control.sockets[0].getsockname()[1])
         servers.append(control)
     print("READY", *ports, flush=True)
-    await asyncio.gather(*(s.serve_forever() for s in servers))
+    try:
+        await asyncio.gather(*(s.serve_forever() for s in servers))
+    finally:
+        probe.cancel()
 
 
 def parse(argv: list[str] | None = None) -> tuple[Config, int]:

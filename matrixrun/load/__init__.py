@@ -2,8 +2,10 @@
 OpenAI-compatible server (`run_load`), and the `bench-client` command that runs it alone.
 
 Modules: `prompts` (seeded token-id prompts and arrivals), `apis` (request bodies and stream
-parsing), `transport` (HTTP), `client` (the async runner), `records` (per-request records and
-their JSONL form), `stats` (records → `Metrics`, bench_serving's definitions), `command`.
+parsing), `transport` (HTTP), `client` (the async runner), `multi` (one cell over several
+client processes), `selfcheck` (is the client itself the bottleneck?), `records` (per-request
+records and their JSONL form), `stats` (records → `Metrics`, bench_serving's definitions),
+`command`.
 """
 
 from __future__ import annotations

@@ -130,6 +130,7 @@ def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[st
         extra["client_cpu"] = round(result.client_cpu, 3)
     if result.check is not None:
         extra["client_check"] = result.check.as_dict()
+    extra["client_processes"] = result.processes
     if result.capped:
         extra["capped"] = {
             "after_s": cap_s,

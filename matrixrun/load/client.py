@@ -3,9 +3,13 @@
 `run_load(config)` draws the prompts (`prompts.py`), runs the warmup requests (off the clock,
 not recorded), then dispatches the measured requests at the configured rate (all at once for
 an infinite rate, else Poisson arrivals from the seed) under a concurrency limit, streams each
-response through an API parser (`apis.py`), and returns per-request records (`records.py`) and
-their aggregate metrics (`stats.py`). It keeps real time; time dilation is `cell.py`'s
-business (with the engine's time scale).
+response through an API parser (`apis.py`), and returns per-request records (`records.py`),
+their aggregate metrics (`stats.py`) and the client's self-check (`selfcheck.py`). It keeps
+real time; time dilation is `cell.py`'s business (with the engine's time scale).
+
+One process measures a `Share` of the cell (`measure_share`: all of it by default); with
+`processes` above 1 (or `auto` choosing more) `multi.py` runs one share per child process
+from a common start instant and `finish` merges them, so both paths end in the same code.
 
 Per-request failures (HTTP errors, in-stream errors, truncated streams, timeouts, refused
 connections) are data: the request's record carries the error text. Only a cell that cannot be
@@ -21,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -32,7 +36,7 @@ from matrixrun.errors import InputError, LoadError
 from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 from matrixrun.load.records import RequestRecord
-from matrixrun.load.selfcheck import ClientCheck, LagProbe, judge
+from matrixrun.load.selfcheck import ClientCheck, LagProbe, LagSamples, judge
 from matrixrun.load.stats import compute_metrics, duration_of
 from matrixrun.load.transport import (
     CLIENT_LIMIT,
@@ -85,6 +89,18 @@ class LoadConfig(BaseModel):
     strict_openai: bool = Field(
         False, description="send only OpenAI completions fields (no ignore_eos)"
     )
+    processes: int | Literal["auto"] = Field(
+        "auto",
+        description="client processes to spread the requests over; auto: one per 256 of "
+        "concurrency, at most the free cores (see multi.py)",
+    )
+
+    @field_validator("processes")
+    @classmethod
+    def _check_processes(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be at least 1 (or auto), got {v}")
+        return v
 
     @field_validator("base_url")
     @classmethod
@@ -109,6 +125,8 @@ class LoadResult:
     client_cpu: float | None = None
     #: The client's self-check (`selfcheck.py`): its lag, coalesced events, affected metrics.
     check: ClientCheck | None = None
+    #: Client processes the requests were spread over (`multi.py`).
+    processes: int = 1
 
     def short_outputs(self, output_len: int) -> int:
         """Completed requests that produced fewer than `output_len` tokens (the model stopped
@@ -189,20 +207,92 @@ def _unreachable(records: list[RequestRecord], url: str) -> LoadError | None:
     return None
 
 
+@dataclass(frozen=True)
+class Share:
+    """The part of a cell one client process sends: the global indices of its requests, its
+    slots of the concurrency and its warmup requests (all of it for one process)."""
+
+    indices: list[int]
+    concurrency: int
+    warmup: int
+
+    @classmethod
+    def whole(cls, config: LoadConfig) -> Share:
+        return cls(list(range(config.num_prompts)), config.concurrency, config.warmup_requests)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one process measured of its share: records with `start` relative to the common
+    start instant, its probe's samples, its CPU seconds and the span they were spent in."""
+
+    records: list[RequestRecord]
+    lags: LagSamples
+    cpu_s: float
+    wall_s: float
+    capped: int
+    warmup_failed: int
+
+
+#: Waits for the common start instant and returns it (perf_counter time): "now" for one
+#: process, the parent's instant for a worker (`multi.py`).
+StartAt = Callable[[], Awaitable[float]]
+
+
+async def _now() -> float:
+    return time.perf_counter()
+
+
 async def run_load(config: LoadConfig) -> LoadResult:
-    """Measure one cell: warmup, then `num_prompts` requests; see the module docstring."""
-    prompts = _prompts(config, make_prompts(config.seed, config.num_prompts, config.input_len))
-    bodies = [
-        request_body(config.api, p, config.output_len, config.model, config.strict_openai)
-        for p, _ in prompts
-    ]
+    """Measure one cell: warmup, then `num_prompts` requests; see the module docstring. With
+    `processes` above 1 (or "auto" choosing more), `multi.py` spreads it over processes."""
+    from matrixrun.load.multi import resolve_processes, run_processes
+
+    n = resolve_processes(config)
+    if n > 1:
+        return await run_processes(config, n)
+    m = await measure_share(config, Share.whole(config), _now)
+    wall = m.wall_s
+    return finish(config, [m], m.cpu_s / wall if wall > 0 else None, None)
+
+
+def finish(
+    config: LoadConfig, parts: list[Measured], cpu: float | None, cpu_max: float | None
+) -> LoadResult:
+    """Merge what the processes measured (records in global index order) into one result:
+    metrics recomputed from all records, the self-check over every process's probe."""
+    records = sorted((r for m in parts for r in m.records), key=lambda r: r.index)
+    err = _unreachable(records, config.base_url)
+    if err:
+        raise err
+    # cancelled in flight, plus (without a duration) never sent because the cap came first
+    capped = sum(m.capped for m in parts)
+    if config.duration_s is None:
+        capped = config.num_prompts - len(records)
+    metrics = compute_metrics(records, duration_of(records))
+    check = judge(records, [m.lags for m in parts], cpu, cpu_max)
+    return LoadResult(
+        records, metrics, sum(m.warmup_failed for m in parts), capped=capped, client_cpu=cpu,
+        check=check, processes=len(parts),
+    )  # fmt: skip
+
+
+async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> Measured:
+    """Warm up, open the share's connections, wait for the start instant, then send the
+    share's requests at their global arrival offsets under the share's concurrency."""
+    every = _prompts(config, make_prompts(config.seed, config.num_prompts, config.input_len))
+    prompts = {i: every[i] for i in share.indices}
+    bodies = {
+        i: request_body(config.api, p, config.output_len, config.model, config.strict_openai)
+        for i, (p, _) in prompts.items()
+    }
     offsets = arrival_offsets(config.seed, config.num_prompts, config.request_rate)
     key = config.api_key.get_secret_value() if config.api_key else None
-    transport = make_transport(config.transport, config.base_url, config.concurrency, key)
+    transport = make_transport(config.transport, config.base_url, share.concurrency, key)
     try:
-        warmup_failed = await _warmup(config, transport)
-        await transport.prepare(min(config.concurrency, config.num_prompts))
-        sem = asyncio.Semaphore(config.concurrency)
+        warmup_failed = await _warmup(config, transport, share.warmup, share.concurrency)
+        await transport.prepare(min(share.concurrency, len(share.indices)))
+        sem = asyncio.Semaphore(share.concurrency)
 
         async def limited(i: int, t0: float) -> RequestRecord | None:
             async with sem:
@@ -213,35 +303,28 @@ async def run_load(config: LoadConfig) -> LoadResult:
                     config.output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
+        t0 = await start_at()
         probe = LagProbe().start()
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        cpu0 = time.process_time()
         stop_at = t0 + config.duration_s if config.duration_s is not None else None
         cap = config.time_cap_s if config.time_cap_s is not None else math.inf
         tasks: list[asyncio.Task[RequestRecord | None]] = []
-        for i, due in enumerate(offsets):
-            if config.duration_s is not None and due >= config.duration_s:
-                break
-            if due >= cap:
+        for i in share.indices:
+            due = offsets[i]
+            if (config.duration_s is not None and due >= config.duration_s) or due >= cap:
                 break
             delay = t0 + due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(limited(i, t0)))
         finished, cut = await _within(tasks, t0 + cap)
-        if config.duration_s is None:
-            cut += config.num_prompts - len(tasks)  # never sent: the cap came first
-        records = [r for r in finished if r is not None]
         wall = time.perf_counter() - t0
-        cpu = (time.process_time() - cpu0) / wall if wall > 0 else None
-        lags = await probe.stop()
+        cpu_s = time.process_time() - cpu0
+        lags = await probe.stop(t0)
     finally:
         await transport.aclose()
-    err = _unreachable(records, config.base_url)
-    if err:
-        raise err
-    metrics = compute_metrics(records, duration_of(records))
-    check = judge(records, lags, cpu)
-    return LoadResult(records, metrics, warmup_failed, capped=cut, client_cpu=cpu, check=check)
+    records = [r for r in finished if r is not None]
+    return Measured(records, lags, cpu_s, wall, cut, warmup_failed)
 
 
 async def _within(
@@ -261,14 +344,13 @@ async def _within(
     return [t.result() for t in tasks if t in done], len(pending)
 
 
-async def _warmup(config: LoadConfig, transport: Transport) -> int:
-    """Run the warmup requests (at most `concurrency` at once); return how many failed."""
-    n = config.warmup_requests
+async def _warmup(config: LoadConfig, transport: Transport, n: int, concurrency: int) -> int:
+    """Run `n` warmup requests (at most `concurrency` at once); return how many failed."""
     if n == 0:
         return 0
     out_len = min(config.output_len, WARMUP_OUTPUT_LEN)
     prompts = _prompts(config, make_warmup_prompts(config.seed, n, config.input_len))
-    sem = asyncio.Semaphore(config.concurrency)
+    sem = asyncio.Semaphore(concurrency)
     t0 = time.perf_counter()
 
     async def one(i: int) -> RequestRecord:

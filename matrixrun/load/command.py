@@ -2,7 +2,8 @@
 
 The CLI (`cli.py`) owns printing and exit codes; this module only declares the options and
 turns them into a measurement, returned as the `Metrics` dict (bench_serving's field names)
-plus `client_check`, the client's self-check (`selfcheck.py`).
+plus `client_check`, the client's self-check (`selfcheck.py`), and `client_processes`, how
+many processes the requests were spread over (`multi.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,20 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number or 'inf', got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 (or inf), got {text}")
+    return value
+
+
+def _processes(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'auto', got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or auto), got {text}")
     return value
 
 
@@ -54,6 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", default=None, help="served model name for --api openai (default: 'default')"
     )
     parser.add_argument(
+        "--processes",
+        type=_processes,
+        default="auto",
+        help="client processes to spread the requests over (default auto: one per 256 of "
+        "concurrency, at most the usable cores minus one)",
+    )
+    parser.add_argument(
         "--api-key", default=None, help="bearer token, if the server wants one (never logged)"
     )
 
@@ -73,11 +95,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         request_timeout_s=args.timeout,
         api_key=getattr(args, "api_key", None),
+        processes=getattr(args, "processes", "auto"),
     )
     result = run_load_sync(config)
     out: dict[str, Any] = result.metrics.model_dump()
     if result.check is not None:
         out["client_check"] = result.check.as_dict()
+    out["client_processes"] = result.processes
     errors = Counter(r.error for r in result.records if r.error)
     if errors:
         out["errors"] = dict(errors.most_common(5))  # the commonest failures, with counts
@@ -110,5 +134,6 @@ def client_warning(out: dict[str, Any]) -> str | None:
         f"warning: the client fell behind (loop lag p99 {check['lag_p99_ms']:.1f} ms, "
         f"{check['coalesced_share']:.1%} of token gaps read together, CPU "
         f"{check['cpu'] if check['cpu'] is not None else '?'}): {named} may be the client's, "
-        "not the server's; give the client its own cores or lower the concurrency"
+        "not the server's; give the client its own cores (several: --processes N), or lower "
+        "the concurrency"
     )

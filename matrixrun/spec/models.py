@@ -276,6 +276,12 @@ class WorkloadSpec(_Model):
     )
     warmup_requests: int = Field(1, ge=0, description="Unmeasured requests before each cell.")
     seed: int = Field(1, description="Same seed -> identical prompts for every arm.")
+    processes: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="Client processes to spread each cell's requests over (merged results, "
+        "same metric definitions). auto: one per 256 of concurrency, at most the usable cores "
+        "minus one.",
+    )
 
     @model_validator(mode="after")
     def _one_sizing(self) -> WorkloadSpec:
