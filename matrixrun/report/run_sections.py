@@ -232,7 +232,8 @@ def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:
             )
         check = m.extra.get("client_check")
         if isinstance(check, dict) and check.get("client_bound"):
-            out.append(wording.client_bound(m.arm, where, m.attempt, check))
+            processes = int(m.extra.get("client_processes") or 1)
+            out.append(wording.client_bound(m.arm, where, m.attempt, check, processes))
     return out
 
 

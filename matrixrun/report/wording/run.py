@@ -308,14 +308,18 @@ def short_outputs(arm: str, where: str, attempt: int, short: int) -> str:
     )
 
 
-def client_bound(arm: str, where: str, attempt: int, check: dict[str, Any]) -> str:
+def client_bound(
+    arm: str, where: str, attempt: int, check: dict[str, Any], processes: int = 1
+) -> str:
     from matrixrun.load.selfcheck import worst
 
     named = ", ".join(
         f"{k} by up to {fmt.share(v)}" for k, v in worst(check.get("affected", {}), 3)
     )
     return (
-        f"`{arm}` at {where}, attempt {attempt}: the load client fell behind (loop lag p99 "
+        f"`{arm}` at {where}, attempt {attempt}: the load client"
+        + (f" ({processes} processes)" if processes > 1 else "")
+        + " fell behind (loop lag p99 "
         f"{fmt.x(check.get('lag_p99_ms', 0))} ms, {fmt.share(check.get('coalesced_share', 0))}"
         f" of token gaps read together): {named} may be the client's, not the server's"
     )
