@@ -10,6 +10,7 @@ from typing import Protocol
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
 from matrixrun.rerun_reason import RerunWhy
+from matrixrun.verify import bisect
 from matrixrun.verify.policy import Pick, Policy
 
 #: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
@@ -77,7 +78,8 @@ def drive(
     (without one, stage 2 resumes after the rounds the measurements show begun)."""
     measured = {m.cell_id for m in ms}
     for group in policy.plan.groups:
-        todo = [c for c in group.cells if c.cell_id not in measured]
+        # cells bisection added are stage 2's (a resumed run has them in its plan)
+        todo = [c for c in group.cells if c.cell_id not in measured and c.added_by is None]
         if not todo:
             continue
 
@@ -142,6 +144,8 @@ def _run_round(
 
     def take(picks: list[Pick]) -> list[tuple[Cell, Reason]]:
         for p in picks:
+            if p.reason == "bisection":  # a new cell joins the plan (with its other arms)
+                bisect.adopt(policy, p.cell)
             done.add(p.cell.cell_id)
             if note is not None:
                 note(2, round_no, p.cell, p.reason, p.why)
