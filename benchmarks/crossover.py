@@ -18,6 +18,7 @@ crossover the final verdict reports is scored against the truth:
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import time
@@ -44,9 +45,7 @@ def zero_in(world: World, arm: str, lo: float, hi: float) -> bool:
     linear in ln x, so checking the ends and the grid points between them is enough."""
     xs = [lo, *(x for x in sorted(world.effect[arm]) if lo < x < hi), hi]
     values = [world.effect_at(arm, x) for x in xs]
-    return any(v == 0.0 for v in values) or any(
-        a * b < 0 for a, b in zip(values, values[1:], strict=False)
-    )
+    return any(v == 0.0 for v in values) or any(a * b < 0 for a, b in itertools.pairwise(values))
 
 
 @dataclass
@@ -102,9 +101,7 @@ def run_one(world: World, points: list[int], cands: list[str], verify: str, t: T
                     if c.estimate_lo is not None and c.estimate_hi is not None:
                         t.with_interval += 1
                         t.log_interval += math.log(c.estimate_hi / c.estimate_lo)
-                        t.in_interval += zero_in(
-                            world, cr.candidate, c.estimate_lo, c.estimate_hi
-                        )
+                        t.in_interval += zero_in(world, cr.candidate, c.estimate_lo, c.estimate_hi)
     t.runs += len(lab.ms)
     t.launches += lab.launches
 

@@ -319,7 +319,8 @@ def policy_run(world: World, spec: Spec, plan: Plan) -> Outcome:
     grid = {c.point_id for c in plan.cells()}
     cell_arms = len(plan.cells())
     drive(policy, lab.ms, lab.run_cells)
-    return Outcome(judged(lab.ms, policy.settings, world, grid), len(lab.ms), lab.launches, cell_arms)
+    verdicts = judged(lab.ms, policy.settings, world, grid)
+    return Outcome(verdicts, len(lab.ms), lab.launches, cell_arms)
 
 
 # --------------------------------------------------------------------------- the ceiling
