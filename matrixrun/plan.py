@@ -119,7 +119,9 @@ class Plan(BaseModel):
         for g in earlier.groups:
             for c in g.cells:
                 if c.added_by is not None and g.group_id in known:
-                    self.add_cell(g.group_id, c)
+                    # JSON writes an infinite request rate as null: back to inf, as expanded
+                    point = {k: math.inf if v is None else v for k, v in c.point.items()}
+                    self.add_cell(g.group_id, c.model_copy(update={"point": point}))
 
 
 def numeric_x(value: Any) -> float | None:

@@ -29,7 +29,7 @@ REASON_WORDS = {
     "fresh_server": "fresh-server check",
     "aa": "A/A (baseline against itself)",
     "manual": "repeat found in the input (reason not recorded)",
-    "bisection": "bisection midpoint (a cell added at a crossover bracket's midpoint)",
+    "bisection": "bisection midpoint",
 }
 
 CLIENT_WORDS = {
