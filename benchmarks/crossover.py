@@ -63,14 +63,17 @@ class Tally:
     grid_cells: int = 0
     grid_correct: int = 0
     seconds: float = 0.0
-    widths: list[float] = field(default_factory=list)
+    #: (matrix, candidate) -> the brackets reported, for the paired comparison
+    brackets: dict[tuple[int, str], list[tuple[float, float]]] = field(default_factory=dict)
 
     @property
     def gpu_s(self) -> float:
         return self.launches * LAUNCH_S + self.runs * CELL_S
 
 
-def run_one(world: World, points: list[int], cands: list[str], verify: str, t: Tally) -> None:
+def run_one(
+    world: World, points: list[int], cands: list[str], verify: str, t: Tally, key: int
+) -> None:
     spec = spec_for(points, cands, verify)
     plan = expand(spec)
     grid = {c.point_id for c in plan.cells()}
@@ -96,7 +99,7 @@ def run_one(world: World, points: list[int], cands: list[str], verify: str, t: T
                 for c in series.crossovers:
                     t.crossovers += 1
                     t.log_width += math.log(c.x_hi / c.x_lo)
-                    t.widths.append(c.x_hi / c.x_lo)
+                    t.brackets.setdefault((key, cr.candidate), []).append((c.x_lo, c.x_hi))
                     t.in_bracket += zero_in(world, cr.candidate, c.x_lo, c.x_hi)
                     if c.estimate_lo is not None and c.estimate_hi is not None:
                         t.with_interval += 1
@@ -113,7 +116,7 @@ def score(matrices: int, seed: int, max_runs: int, settings: list[int]) -> dict[
             world, points, cands = draw_world(np.random.default_rng([seed, i]))
             world.rng = np.random.default_rng([seed, i, 4])  # the same noise for each setting
             t0 = time.perf_counter()
-            run_one(world, points, cands, VERIFY.format(max_runs=max_runs, bisect=b), out[b])
+            run_one(world, points, cands, VERIFY.format(max_runs=max_runs, bisect=b), out[b], i)
             out[b].seconds += time.perf_counter() - t0
     return out
 
@@ -144,6 +147,32 @@ def table(scores: dict[int, Tally]) -> str:
     return "\n".join(lines)
 
 
+def paired(scores: dict[int, Tally]) -> str:
+    """Series that report one crossover under both the first setting and each other one:
+    how often the bracket narrowed, stayed or widened (same matrix, same noise)."""
+    ref = scores[min(scores)]
+    lines = []
+    for b, t in scores.items():
+        if b == min(scores):
+            continue
+        both = [
+            (ref.brackets[k][0], t.brackets[k][0])
+            for k in ref.brackets.keys() & t.brackets.keys()
+            if len(ref.brackets[k]) == 1 and len(t.brackets[k]) == 1
+        ]
+        narrower = sum(1 for r, n in both if n[1] / n[0] < r[1] / r[0])
+        wider = sum(1 for r, n in both if n[1] / n[0] > r[1] / r[0])
+        only_ref = len(ref.brackets.keys() - t.brackets.keys())
+        only_new = len(t.brackets.keys() - ref.brackets.keys())
+        lines.append(
+            f"- `bisect: {b}` against `bisect: {min(scores)}`, series with one crossover in "
+            f"both: {len(both)}; the bracket narrowed in {narrower}, widened in {wider}, "
+            f"stayed in {len(both) - narrower - wider}; a crossover reported only without "
+            f"bisection in {only_ref} series, only with it in {only_new}."
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--matrices", type=int, default=200)
@@ -158,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.perf_counter() - t0:.0f} s\n"
     )
     print(table(scores))
+    print()
+    print(paired(scores))
     return 0
 
 

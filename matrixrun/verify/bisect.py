@@ -113,15 +113,16 @@ def choose(
         like = ends[plan.baseline][0]
         if mid is None or like is None or any(e is None for es in ends.values() for e in es):
             continue
+        key = series_of(like, axis)
+        xs = {numeric_x(c.x) for c in cells if series_of(c, axis) == key}
+        if any(x is not None and float(a.x or 0.0) < x < float(b.x or 0.0) for x in xs):
+            continue  # undecided points inside: their reruns narrow it, not a new point
         grid = grid_of(cells, like, axis)
-        if mid in grid:
-            continue  # the midpoint is a grid point of the series (e.g. an inconclusive one)
         # the grid points enclosing the bracket: at most `limit` midpoints between them
         lo = max((g for g in grid if g <= float(a.x or 0.0)), default=None)
         hi = min((g for g in grid if g >= float(b.x or 0.0)), default=None)
         if lo is None or hi is None:
             continue
-        key = series_of(like, axis)
         added = [c for c in cells if c.added_by is not None] + [p.cell for p in out.values()]
         added_x = {numeric_x(c.x) for c in added if series_of(c, axis) == key}
         inside = {x for x in added_x if x is not None and lo < x < hi}

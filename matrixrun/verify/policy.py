@@ -179,6 +179,7 @@ class Policy:
           once on a fresh launch (an odd instance shifts all its cells, so one rerun tests it),
           unless an inconclusive rerun of one of them already does;
         - crossover: both arms of cells bracketing a sign change, while n = 1;
+        - bisection (`verify.bisect`): a new cell at the bracket's midpoint (`bisect.choose`);
         - aa: with `verify.aa`, every baseline cell once more on a fresh server in round 1.
         """
         v = self.spec.verify
