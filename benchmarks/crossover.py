@@ -12,7 +12,13 @@ crossover the final verdict reports is scored against the truth:
 - cost: runs, launches and GPU time (12-min launch, 4-min cell), and grid cells decided
   correctly (so a gain at the crossover is not paid for elsewhere).
 
-    python benchmarks/crossover.py --matrices 200 --seed 2
+Two kinds of world: `verdicts` (the verify benchmark's own: effects linear along the grid
+between two random ends, a quarter of the cells exact ties, so most brackets span undecided
+points), and `crossing` (the same noise, but every candidate crosses zero between two
+adjacent grid points, its effect a straight line in ln x with a slope of 5–30% per grid step:
+the case bisection is for).
+
+    python benchmarks/crossover.py --matrices 200 --seed 2 [--world crossing]
 """
 
 from __future__ import annotations
@@ -38,6 +44,19 @@ from matrixrun.plan import expand  # noqa: E402
 from matrixrun.verify import Policy, drive  # noqa: E402
 
 VERIFY = "{{threshold: 3%, surprise: 10%, max_runs: {max_runs}, bisect: {bisect}}}"
+
+
+def crossing_world(world: World, points: list[int], rng: np.random.Generator) -> None:
+    """Make every candidate cross zero between two adjacent grid points (in place)."""
+    for arm in world.effect:
+        if arm == "base":
+            continue
+        k = int(rng.integers(0, len(points) - 1))
+        at = k + float(rng.uniform(0.15, 0.85))
+        slope = float(rng.uniform(0.05, 0.30)) * (1 if rng.random() < 0.5 else -1)
+        world.effect[arm] = {
+            x: float(np.clip(slope * (i - at), -0.6, 0.6)) for i, x in enumerate(points)
+        }
 
 
 def zero_in(world: World, arm: str, lo: float, hi: float) -> bool:
@@ -109,11 +128,15 @@ def run_one(
     t.launches += lab.launches
 
 
-def score(matrices: int, seed: int, max_runs: int, settings: list[int]) -> dict[int, Tally]:
+def score(
+    matrices: int, seed: int, max_runs: int, settings: list[int], kind: str = "verdicts"
+) -> dict[int, Tally]:
     out = {b: Tally() for b in settings}
     for i in range(matrices):
         for b in settings:
             world, points, cands = draw_world(np.random.default_rng([seed, i]))
+            if kind == "crossing":
+                crossing_world(world, points, np.random.default_rng([seed, i, 77]))
             world.rng = np.random.default_rng([seed, i, 4])  # the same noise for each setting
             t0 = time.perf_counter()
             run_one(world, points, cands, VERIFY.format(max_runs=max_runs, bisect=b), out[b], i)
@@ -179,11 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--max-runs", type=int, default=3)
     ap.add_argument("--bisect", type=int, action="append", help="settings (default 0 and 1)")
+    ap.add_argument("--world", choices=["verdicts", "crossing"], default="verdicts")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    scores = score(args.matrices, args.seed, args.max_runs, args.bisect or [0, 1])
+    scores = score(args.matrices, args.seed, args.max_runs, args.bisect or [0, 1], args.world)
     print(
-        f"{args.matrices} matrices, seed {args.seed}, max_runs {args.max_runs}, "
+        f"{args.world} worlds, {args.matrices} matrices, seed {args.seed}, "
+        f"max_runs {args.max_runs}, "
         f"{time.perf_counter() - t0:.0f} s\n"
     )
     print(table(scores))
