@@ -20,6 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from matrixrun.spec import CLIENT_AXES, FlagValue, HardwareSpec, ModelSpec, Spec
 
+#: Runs a cell bisection adds gets on the launch that first measures it (`verify.bisect`: a
+#: second, warm, gives its point run-noise df of its own — a point with none borrows only a
+#: few df from the trend, and one run there is almost never decided).
+BISECTION_RUNS = 2
+
 
 class Cell(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -76,6 +81,12 @@ class Cost(BaseModel):
     runs_first_pass: int
     runs_worst_case: int
     launches_worst_case: int
+    bisection_runs_worst_case: int = Field(
+        0,
+        description="Runs crossover bisection may add on top of the worst case (new cells, "
+        "on launches the worst case already counts): verify.bisect midpoints × max_runs × "
+        "(baseline + candidate) per pair of adjacent grid points of each candidate's series.",
+    )
     launch_s: float | None = None
     cell_s: float | None = None
     time_first_pass_s: float | None = None
@@ -415,6 +426,16 @@ def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
         runs_worst += sum(len(g.cells) for g in baseline_groups)
     if v.max_runs > 1 and not v.fresh_server:
         launches_worst = launches * v.max_runs  # stage-2 reruns still need the server back
+    bisection = 0
+    if v.bisect and v.max_runs > 1:
+        for g in groups:
+            if g.arm != spec.baseline_arm:
+                series: dict[tuple[str, str], int] = {}
+                for c in g.cells:
+                    key = series_of(c, spec.main_axis())
+                    series[key] = series.get(key, 0) + 1
+                pairs = sum(max(n - 1, 0) for n in series.values())
+                bisection += pairs * v.bisect * v.max_runs * 2  # a new cell may reach max_runs
     e = spec.estimate
     cost = Cost(
         launches=launches,
@@ -422,6 +443,7 @@ def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
         runs_first_pass=cells,
         runs_worst_case=runs_worst,
         launches_worst_case=launches_worst,
+        bisection_runs_worst_case=bisection,
         launch_s=e.launch,
         cell_s=e.cell,
         budget_s=v.budget,

@@ -249,3 +249,12 @@ def test_resume_keeps_bisection_cells_once(tmp_path: Path) -> None:
     )
     assert [a for a, _, _ in at8].count("fast") == 2 and [a for a, _, _ in at8].count("slow") == 2
     assert {r for _, _, r in at8} == {"bisection"}
+
+
+def test_the_plan_says_what_bisection_may_add() -> None:
+    """The worst case counts the grid; bisection's new cells are stated on top: per pair of
+    adjacent grid points of a candidate's series, `bisect` midpoints × 2 arms × max_runs."""
+    spec, plan = setup()  # 3 points: 2 pairs, bisect 1, max_runs 3
+    assert plan.cost.runs_worst_case == 18
+    assert plan.cost.bisection_runs_worst_case == 2 * 1 * 2 * 3
+    assert expand(setup(bisect=0)[0]).cost.bisection_runs_worst_case == 0

@@ -24,7 +24,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from matrixrun.measurement import Measurement
-from matrixrun.plan import Cell, Plan, added_cell, grid_bracket, grid_of, numeric_x, series_of
+from matrixrun.plan import (
+    BISECTION_RUNS,
+    Cell,
+    Plan,
+    added_cell,
+    grid_bracket,
+    grid_of,
+    numeric_x,
+    series_of,
+)
 from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.spec import CLIENT_AXES, Spec
 from matrixrun.verdict import Comparison
@@ -157,15 +166,9 @@ def adopt(policy: Policy, cell: Cell) -> list[Cell]:
     return added
 
 
-#: Runs a bisection cell gets on the launch that first measures it: a second, warm, gives its
-#: point run-noise df of its own — a point with none borrows only a few df from the trend,
-#: and one run there is almost never decided (benchmarks/crossover.py: 0 of 21 midpoints).
-RUNS = 2
-
-
 def repeat_wanted(policy: Policy, cell: Cell, ms: Sequence[Measurement]) -> bool:
     """Whether `cell`, just measured by bisection, gets its warm repeat now: its runs so far
-    all succeeded, number fewer than `RUNS`, and max_runs allows one more."""
+    all succeeded, number fewer than `BISECTION_RUNS`, and max_runs allows one more."""
     runs = [m for m in ms if m.cell_id == cell.cell_id]
-    limit = min(RUNS, policy.spec.verify.max_runs)
+    limit = min(BISECTION_RUNS, policy.spec.verify.max_runs)
     return bool(runs) and all(m.ok for m in runs) and len(runs) < limit
