@@ -254,7 +254,23 @@ def test_resume_keeps_bisection_cells_once(tmp_path: Path) -> None:
 def test_the_plan_says_what_bisection_may_add() -> None:
     """The worst case counts the grid; bisection's new cells are stated on top: per pair of
     adjacent grid points of a candidate's series, `bisect` midpoints × 2 arms × max_runs."""
-    spec, plan = setup()  # 3 points: 2 pairs, bisect 1, max_runs 3
+    _, plan = setup()  # 3 points: 2 pairs, bisect 1, max_runs 3
     assert plan.cost.runs_worst_case == 18
     assert plan.cost.bisection_runs_worst_case == 2 * 1 * 2 * 3
     assert expand(setup(bisect=0)[0]).cost.bisection_runs_worst_case == 0
+
+
+def test_the_report_marks_a_bisection_point_from_its_runs_alone(tmp_path: Path) -> None:
+    """A run directory whose plan.json lacks the added cells (a Slurm node measured them
+    without rewriting the shared plan) still marks the row: its first run's reason says so."""
+    from matrixrun.report import render_run_dir
+
+    run_dir = tmp_path / "run"
+    run_experiment(CROSSING, out=run_dir, rehearse=True)
+    plan = Plan.model_validate_json((run_dir / "plan.json").read_text())
+    for g in plan.groups:
+        g.cells = [c for c in g.cells if c.added_by is None]
+    (run_dir / "plan.json").write_text(plan.model_dump_json())
+    doc = render_run_dir(RunDir(run_dir))
+    assert "| 8 (added by bisection) |" in doc
+    assert "| 4 (added by bisection) |" not in doc

@@ -285,7 +285,7 @@ def context_from(inputs: RunInputs) -> Context:
     simulation = run_sections.simulation_of(ms, inputs.settings, inputs.env)
     given = _given(inputs)
     labels = tables.slice_labels_of(inputs.plan, verdict, given)
-    added = tables.added_points(inputs.plan)
+    added = tables.added_points(inputs.plan, ms)
     primary_tables = tables.metric_tables(verdict, settings.primary, labels, added)
     if len(verdict.slices) == 1:  # the headline already says it
         for t in primary_tables:

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from matrixrun.measurement import Measurement
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
 from matrixrun.report.wording import decision as dwords
@@ -79,11 +80,18 @@ def _fixed_label(fixed: Mapping[str, Any], varying: set[str]) -> str:
     return " · ".join(f"{k} {fmt.x(v)}" for k, v in sorted(fixed.items()) if k in varying)
 
 
-def added_points(plan: Plan | None) -> frozenset[tuple[str, str]]:
-    """(slice, point id) of the points the verify policy added to the grid (bisection)."""
-    if plan is None:
-        return frozenset()
-    return frozenset((c.slice, c.point_id) for c in plan.cells() if c.added_by is not None)
+def added_points(
+    plan: Plan | None, measurements: Sequence[Measurement] = ()
+) -> frozenset[tuple[str, str]]:
+    """(slice, point id) of the points the verify policy added to the grid (bisection): the
+    plan.json record, and any point whose first run was a bisection's (what a Slurm node
+    that measured one, without rewriting the shared plan.json, leaves)."""
+    found = {
+        (m.slice, m.point_id) for m in measurements if m.attempt == 1 and m.reason == "bisection"
+    }
+    if plan is not None:
+        found |= {(c.slice, c.point_id) for c in plan.cells() if c.added_by is not None}
+    return frozenset(found)
 
 
 def metric_tables(
