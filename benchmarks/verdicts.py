@@ -107,8 +107,21 @@ class World:
     rng: np.random.Generator
     clock: float = 0.0
 
-    def base(self, x: int) -> float:
+    def base(self, x: float) -> float:
         return float(100.0 * x**0.7)
+
+    def effect_at(self, arm: str, x: float) -> float:
+        """The true effect at any x: a grid point's own, else interpolated linearly in ln x
+        between the grid points around it (the grid is log-spaced and the effects linear
+        along it, so this is the same line; a cell bisection adds off the grid has a true
+        effect too)."""
+        row = self.effect[arm]
+        if x in row:
+            return row[int(x)]
+        lo = max(v for v in row if v < x)
+        hi = min(v for v in row if v > x)
+        t = (math.log(x) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return row[lo] + t * (row[hi] - row[lo])
 
 
 @dataclass
@@ -181,10 +194,10 @@ class Lab:
 
     def measure(self, group: ServerGroup, inst: Instance, cell: Cell, reason: Reason) -> None:
         w = self.world
-        x = int(cell.point["concurrency"])
+        x = float(cell.point["concurrency"])
         log_v = (
             math.log(w.base(x))
-            + math.log1p(w.effect[cell.arm][x])
+            + math.log1p(w.effect_at(cell.arm, x))
             + inst.factor
             + float(w.rng.normal(0.0, w.sigma_w))
         )
@@ -241,13 +254,16 @@ class Outcome:
 
 
 def judged(
-    ms: list[Measurement], settings: AnalysisSettings, world: World
+    ms: list[Measurement], settings: AnalysisSettings, world: World, grid: set[str] | None = None
 ) -> list[tuple[float, str]]:
+    """(true effect, verdict) per candidate cell; with `grid` (point ids), only those: the
+    strategies are scored on the same cells, whatever a policy added (bisection)."""
     verdict = analyse(ms, settings)
     out: list[tuple[float, str]] = []
     for _, cand, cell in verdict.comparisons(settings.primary):
         assert cell.x is not None
-        out.append((world.effect[cand][int(cell.x)], cell.verdict))
+        if grid is None or cell.point_id in grid:
+            out.append((world.effect_at(cand, cell.x), cell.verdict))
     return out
 
 
@@ -300,10 +316,11 @@ def fixed(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
 def policy_run(world: World, spec: Spec, plan: Plan) -> Outcome:
     lab = Lab(world)
     policy = Policy(spec, plan)
+    grid = {c.point_id for c in plan.cells()}
+    cell_arms = len(plan.cells())
     drive(policy, lab.ms, lab.run_cells)
-    return Outcome(
-        judged(lab.ms, policy.settings, world), len(lab.ms), lab.launches, len(plan.cells())
-    )
+    verdicts = judged(lab.ms, policy.settings, world, grid)
+    return Outcome(verdicts, len(lab.ms), lab.launches, cell_arms)
 
 
 # --------------------------------------------------------------------------- the ceiling

@@ -14,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from matrixrun.metrics import Metrics
 
-#: Why a measurement was taken. `first` is stage 1; the rest are repeat-to-verify (VERDICTS.md §6).
-Reason = Literal["first", "surprise", "inconclusive", "crossover", "fresh_server", "aa", "manual"]
+#: Why a measurement was taken. `first` is stage 1; the rest are repeat-to-verify (VERDICTS.md §6),
+#: except `bisection`: the first run of a cell the policy added at a crossover bracket's midpoint.
+Reason = Literal[
+    "first", "surprise", "inconclusive", "crossover", "fresh_server", "aa", "manual", "bisection"
+]
 
 
 class Failure(StrEnum):

@@ -14,11 +14,16 @@ import itertools
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from matrixrun.spec import CLIENT_AXES, FlagValue, HardwareSpec, ModelSpec, Spec
+
+#: Runs a cell bisection adds gets on the launch that first measures it (`verify.bisect`: a
+#: second, warm, gives its point run-noise df of its own — a point with none borrows only a
+#: few df from the trend, and one run there is almost never decided).
+BISECTION_RUNS = 2
 
 
 class Cell(BaseModel):
@@ -31,6 +36,11 @@ class Cell(BaseModel):
     point: dict[str, Any] = Field(description="Client-side axis values of this cell.")
     x: Any = Field(description="Value of the main axis (the table's row).")
     num_prompts: int
+    added_by: Literal["bisection"] | None = Field(
+        None,
+        description="Not in the spec's grid: added during the run by the verify policy "
+        "(bisection: the geometric midpoint of a crossover bracket). None for grid cells.",
+    )
 
 
 class ServerGroup(BaseModel):
@@ -71,6 +81,12 @@ class Cost(BaseModel):
     runs_first_pass: int
     runs_worst_case: int
     launches_worst_case: int
+    bisection_runs_worst_case: int = Field(
+        0,
+        description="Runs crossover bisection may add on top of the worst case (new cells, "
+        "on launches the worst case already counts): verify.bisect midpoints × max_runs × "
+        "(baseline + candidate) per pair of adjacent grid points of each candidate's series.",
+    )
     launch_s: float | None = None
     cell_s: float | None = None
     time_first_pass_s: float | None = None
@@ -96,6 +112,71 @@ class Plan(BaseModel):
 
     def group(self, group_id: str) -> ServerGroup:
         return next(g for g in self.groups if g.group_id == group_id)
+
+    def add_cell(self, group_id: str, cell: Cell) -> bool:
+        """Put a cell the verify policy added (`Cell.added_by`) into its group, in sweep
+        order; False (and nothing changes) when the group already holds it. The plan's cost
+        stays the planned grid's."""
+        group = self.group(group_id)
+        if any(c.cell_id == cell.cell_id for c in group.cells):
+            return False
+        group.cells = sorted([*group.cells, cell], key=sweep_order)
+        return True
+
+    def adopt_added(self, earlier: Plan) -> None:
+        """On resume: the cells an earlier session of this run added (its plan.json), put
+        back into the same groups, so they are neither lost nor measured twice."""
+        known = {g.group_id for g in self.groups}
+        for g in earlier.groups:
+            for c in g.cells:
+                if c.added_by is not None and g.group_id in known:
+                    # JSON writes an infinite request rate as null: back to inf, as expanded
+                    point = {k: math.inf if v is None else v for k, v in c.point.items()}
+                    self.add_cell(g.group_id, c.model_copy(update={"point": point}))
+
+
+def numeric_x(value: Any) -> float | None:
+    """An axis value as a finite number, else None (inf, a string, a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def series_of(cell: Cell, axis: str) -> tuple[str, str]:
+    """(slice, the point's other axes canonically): the cells one table row series holds
+    (the same key as `analysis.axis.series_key`, which works on measurements)."""
+    rest = {k: v for k, v in cell.point.items() if k != axis}
+    return cell.slice, json.dumps(rest, sort_keys=True, default=str)
+
+
+def grid_of(cells: list[Cell], cell: Cell, axis: str) -> list[float]:
+    """The spec's grid along `cell`'s series: the finite x of its grid cells, ascending."""
+    key = series_of(cell, axis)
+    xs = {numeric_x(c.x) for c in cells if c.added_by is None and series_of(c, axis) == key}
+    return sorted(x for x in xs if x is not None)
+
+
+def grid_bracket(cells: list[Cell], cell: Cell, axis: str) -> tuple[float, float] | None:
+    """The adjacent grid points (x ascending) of `cell`'s series that enclose its x: the
+    bracket a cell added between them bisects. None when x is a grid point, outside the
+    grid, or not a finite number."""
+    x = numeric_x(cell.x)
+    grid = grid_of(cells, cell, axis)
+    if x is None or x in grid:
+        return None
+    below = [v for v in grid if v < x]
+    above = [v for v in grid if v > x]
+    if not below or not above:
+        return None
+    return below[-1], above[0]
+
+
+def sweep_order(cell: Cell) -> list[Any]:
+    """Cells of a group in sweep order (the order `expand` gives), inf as a number."""
+    return [
+        math.inf if str(cell.point[a]).lower() in ("inf", "infinity") else cell.point[a]
+        for a in CLIENT_AXES
+    ]
 
 
 def short_hash(obj: Any, n: int = 12) -> str:
@@ -257,7 +338,7 @@ def _group(spec: Spec, sl: _Slice, arm: str, axis: str) -> ServerGroup:
         "launch": launch,
         "env": sorted(env),
     }
-    arm_def = {"flags": arm_spec.flags, "launch": launch, "env": sorted(env)}
+    arm_def = _arm_def(spec, arm)
     combos = sorted(sl.combos, key=lambda c: [c[a] for a in CLIENT_AXES])
     return ServerGroup(
         group_id="g" + short_hash({"arm": arm, **server_def}, 8),
@@ -271,6 +352,25 @@ def _group(spec: Spec, sl: _Slice, arm: str, axis: str) -> ServerGroup:
         env=env,
         cells=[_cell(spec, sl, arm, arm_def, combo, axis) for combo in combos],
     )
+
+
+def _arm_def(spec: Spec, arm: str) -> dict[str, Any]:
+    """What of a cell's definition is the arm's own (its cell id hashes it)."""
+    arm_spec = spec.arms[arm]
+    launch = arm_spec.launch or spec.engine.launch
+    env = {**spec.engine.env, **arm_spec.env}
+    return {"flags": arm_spec.flags, "launch": launch, "env": sorted(env)}
+
+
+def added_cell(spec: Spec, group: ServerGroup, like: Cell, x: Any) -> Cell:
+    """A cell of `group` off the spec's grid: `like`'s point with the main axis at `x`, its
+    point and cell ids derived exactly as `expand` derives them (so every arm at the new
+    point shares its point id, and the same decision always names the same cell). Only
+    bisection adds cells today, so that is the marker it carries."""
+    sl = next(s for s in _slices(spec) if s.label == group.slice)
+    axis = spec.main_axis()
+    cell = _cell(spec, sl, group.arm, _arm_def(spec, group.arm), {**like.point, axis: x}, axis)
+    return cell.model_copy(update={"added_by": "bisection"})
 
 
 def _cell(
@@ -326,6 +426,16 @@ def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
         runs_worst += sum(len(g.cells) for g in baseline_groups)
     if v.max_runs > 1 and not v.fresh_server:
         launches_worst = launches * v.max_runs  # stage-2 reruns still need the server back
+    bisection = 0
+    if v.bisect and v.max_runs > 1:
+        for g in groups:
+            if g.arm != spec.baseline_arm:
+                series: dict[tuple[str, str], int] = {}
+                for c in g.cells:
+                    key = series_of(c, spec.main_axis())
+                    series[key] = series.get(key, 0) + 1
+                pairs = sum(max(n - 1, 0) for n in series.values())
+                bisection += pairs * v.bisect * v.max_runs * 2  # a new cell may reach max_runs
     e = spec.estimate
     cost = Cost(
         launches=launches,
@@ -333,6 +443,7 @@ def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
         runs_first_pass=cells,
         runs_worst_case=runs_worst,
         launches_worst_case=launches_worst,
+        bisection_runs_worst_case=bisection,
         launch_s=e.launch,
         cell_s=e.cell,
         budget_s=v.budget,

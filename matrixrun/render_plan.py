@@ -64,6 +64,12 @@ def plan_text(spec: Spec, plan: Plan) -> str:
         f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "
         f"{c.runs_worst_case} cell runs{when(c.time_worst_case_s)}",
     ]
+    if c.bisection_runs_worst_case:
+        lines.append(
+            f"crossover bisection (verify.bisect {v.bisect}) may add up to "
+            f"{c.bisection_runs_worst_case} runs of new cells on top"
+            + (", within the rerun budget" if c.budget_s is not None else "")
+        )
     sigma = sigma_cost(plan)
     if c.budget_s is not None and sigma is not None and v.max_runs > 1 and c.budget_s < sigma[0]:
         lines.append(

@@ -19,6 +19,7 @@ class WhyKind(StrEnum):
     INSTANCE_CHECK = "instance_check"  # surprising: is the first server odd?
     SIGMA_REPLICATE = "sigma_replicate"  # fresh-server degrees of freedom for σ
     CROSSOVER = "crossover"  # brackets a crossover: a second run of its end
+    BISECTION = "bisection"  # a new cell at the geometric midpoint of a crossover bracket
 
 
 class RerunWhy(BaseModel):
@@ -38,3 +39,6 @@ class RerunWhy(BaseModel):
     target_df: int | None = None
     axis: str | None = None
     x: float | None = None
+    bracket: tuple[float, float] | None = Field(
+        None, description="Bisection: the bracket (x ascending) whose midpoint `x` is."
+    )

@@ -415,10 +415,10 @@ class Runner:
         from matrixrun import verify
 
         rd = self.run_dir.create()
+        self._write_plan(rd)  # first: a resumed run's added cells are cells of its plan
         notes = self._mend(rd)
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
-        rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
         self._write_settings()
         self._write_env()
         policy = verify.Policy(self.spec, self.plan)
@@ -427,6 +427,7 @@ class Runner:
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
 
         self.skipped = sum(1 for c in self.plan.cells() if self.attempts(c))
+        written = {c.cell_id for c in self.plan.cells()}
 
         def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
             after = None if warm is None else (lambda inst: warm())
@@ -435,6 +436,8 @@ class Runner:
         def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
             if stage == 2:  # tag its measurement with the round (a resume reads it back)
                 self._round_of[cell.cell_id] = round_no
+            if cell.added_by is not None and cell.cell_id not in written:
+                written.update(self._write_plan(rd))  # on file before it is measured
             self.verify_event(stage, round_no, cell, reason, why)
 
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
@@ -455,6 +458,16 @@ class Runner:
         failed = sum(1 for m in self.measurements if not m.ok)
         over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes, over)
+
+    def _write_plan(self, rd: RunDir) -> set[str]:
+        """plan.json: the expanded spec plus the cells the verify policy added (bisection),
+        those of an earlier session of this run first (a resume keeps them, so it neither
+        loses nor re-adds them). Returns the cell ids it holds."""
+        if rd.path.joinpath("plan.json").exists():
+            with contextlib.suppress(ValueError):  # an unreadable old plan adds nothing
+                self.plan.adopt_added(Plan.model_validate(rd.read_json("plan.json")))
+        rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
+        return {c.cell_id for c in self.plan.cells()}
 
     def _mend(self, rd: RunDir) -> list[str]:
         """Before measuring into a directory an earlier session wrote: stop the servers it

@@ -208,13 +208,15 @@ def reproduce_of(inputs: RunInputs, simulated: bool) -> Reproduce:
     )
 
 
-def _latency(verdict: Verdict, labels: dict[str, str]) -> list[Latency]:
+def _latency(
+    verdict: Verdict, labels: dict[str, str], added: frozenset[tuple[str, str]] = frozenset()
+) -> list[Latency]:
     out = []
     folded = decision.folded_metrics(verdict)
     for metric in verdict.settings.metrics[1:]:
         if metric in folded:  # said in one line instead (`summary.folded_lines`)
             continue
-        found = tables.metric_tables(verdict, metric, labels)
+        found = tables.metric_tables(verdict, metric, labels, added)
         if found:
             out.append(
                 Latency(
@@ -289,7 +291,8 @@ def context_from(inputs: RunInputs) -> Context:
     simulation = run_sections.simulation_of(ms, inputs.settings, inputs.env)
     given = _given(inputs)
     labels = tables.slice_labels_of(inputs.plan, verdict, given)
-    primary_tables = tables.metric_tables(verdict, settings.primary, labels)
+    added = tables.added_points(inputs.plan, ms)
+    primary_tables = tables.metric_tables(verdict, settings.primary, labels, added)
     if len(verdict.slices) == 1:  # the headline already says it
         for t in primary_tables:
             t.overall = ""
@@ -344,7 +347,7 @@ def context_from(inputs: RunInputs) -> Context:
             better="higher" if higher_is_better(settings.primary) else "lower",
         ),
         comparison=tables.group_tables(primary_tables, verdict, labels),
-        latency=_latency(verdict, labels),
+        latency=_latency(verdict, labels, added),
         sigma=tables.sigma_of(verdict),
         reruns=reruns,
         no_reruns=None

@@ -3,10 +3,11 @@ the `Verdict`, worded by `wording`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from matrixrun.measurement import Measurement
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
 from matrixrun.report.wording import decision as dwords
@@ -79,9 +80,30 @@ def _fixed_label(fixed: Mapping[str, Any], varying: set[str]) -> str:
     return " · ".join(f"{k} {fmt.x(v)}" for k, v in sorted(fixed.items()) if k in varying)
 
 
-def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]) -> list[Table]:
+def added_points(
+    plan: Plan | None, measurements: Sequence[Measurement] = ()
+) -> frozenset[tuple[str, str]]:
+    """(slice, point id) of the points the verify policy added to the grid (bisection): the
+    plan.json record, and any point whose first run was a bisection's (what a Slurm node
+    that measured one, without rewriting the shared plan.json, leaves)."""
+    found = {
+        (m.slice, m.point_id) for m in measurements if m.attempt == 1 and m.reason == "bisection"
+    }
+    if plan is not None:
+        found |= {(c.slice, c.point_id) for c in plan.cells() if c.added_by is not None}
+    return frozenset(found)
+
+
+def metric_tables(
+    verdict: Verdict,
+    metric: str,
+    slice_labels: Mapping[str, str],
+    added: Collection[tuple[str, str]] = frozenset(),
+) -> list[Table]:
     """One table per (slice, candidate, series) for `metric`: the sweep value first, then
-    baseline, candidate, change (candidate / baseline − 1) and the benchstat-style verdict."""
+    baseline, candidate, change (candidate / baseline − 1) and the benchstat-style verdict.
+    A point in `added` (bisection's, from plan.json) says so beside its sweep value, and a
+    sentence under the table says why it is there."""
     settings = verdict.settings
     axis = settings.axis
     out: list[Table] = []
@@ -101,12 +123,17 @@ def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]
             for index, series in enumerate(mr.series):
                 rows = []
                 undecided: dict[str, list[str]] = {}  # what would settle it -> sweep values
+                bisected: list[str] = []
                 for c in series.cells:
                     x = fmt.x(c.x) if c.x is not None else _fixed_label(c.point, set(c.point))
+                    shown = x
+                    if (sl.slice, c.point_id) in added:
+                        bisected.append(x)
+                        shown += f" ({wording.BISECTED})"
                     change = "n/a" if c.change is None else fmt.change(c.change)
                     if c.change_lo is not None and c.change_hi is not None:
                         change += " " + fmt.change_interval(c.change_lo, c.change_hi)
-                    cells = [x, _sample_text(c.baseline), _sample_text(c.candidate), change]
+                    cells = [shown, _sample_text(c.baseline), _sample_text(c.candidate), change]
                     lead = c.leading_note
                     word = dwords.verdict_short(c)
                     if lead is not None:
@@ -132,7 +159,8 @@ def metric_tables(verdict: Verdict, metric: str, slice_labels: Mapping[str, str]
                             "n (baseline/candidate)",
                         ],
                         rows=[[fmt.table_cell(v) for v in row] for row in rows],
-                        regimes=wording.regimes(series, axis, settings.margin_for(mr.metric)),
+                        regimes=wording.regimes(series, axis, settings.margin_for(mr.metric))
+                        + (" " + wording.bisected(bisected, axis) if bisected else ""),
                         undecided=[
                             f"at {axis} {fmt.join_words(xs)}: {words}"
                             for words, xs in undecided.items()

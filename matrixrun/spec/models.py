@@ -389,6 +389,16 @@ class VerifySpec(_Model):
     warm_rerun: bool = Field(True, description="Rerun surprising cells on the still-warm server.")
     fresh_server: bool = Field(True, description="Rerun on a freshly launched server when needed.")
     aa: bool = Field(False, description="A/A: rerun the baseline on a fresh server to measure σ.")
+    bisect: int = Field(
+        1,
+        ge=0,
+        le=4,
+        description="Midpoints the policy may add between the grid points enclosing a "
+        "crossover bracket (adjacent confident cells of opposite sign, no point between "
+        "them): each is a new cell at the bracket's geometric midpoint for the baseline and "
+        "the crossing candidate, run twice on a stage-2 relaunch of their groups, within "
+        "max_runs' rounds and the budget. 0: off.",
+    )
     confidence: float = Field(0.95, gt=0.5, lt=1)
     failure_rate: Percent = Field(
         0.01,

@@ -12,6 +12,8 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
     server instance was odd"; also the right replicate for σ),
   * cells whose confident verdicts flip sign (crossover brackets) get a fresh replicate of
     both arms while n = 1, so the bracket is not built on single runs,
+  * with `bisect`, a bracket's geometric midpoint becomes a new cell of the bracket's groups
+    for the baseline and the crossing candidate (`bisect`: the rule; `plan.json` records it),
   * inconclusive cells get more runs of the arm whose n limits the interval (both when equal),
   * with `aa`, every baseline cell once more on a fresh server in round 1 (A/A: σ without any
     candidate effect);
@@ -19,7 +21,7 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
   and a round that would exceed the rerun `budget` is trimmed to fit.
 
 Modules: `policy` (the pure policy), `driver` (the order of work the runner and the scoring
-benchmark share), `chance` (the futility rule's prediction).
+benchmark share), `chance` (the futility rule's prediction), `bisect` (crossover bisection).
 """
 
 from matrixrun.verify.chance import decide_chance

@@ -10,6 +10,7 @@ from typing import Protocol
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
 from matrixrun.rerun_reason import RerunWhy
+from matrixrun.verify import bisect
 from matrixrun.verify.policy import Pick, Policy
 
 #: Warm reruns to add while a server is up: called after the queued cells of a launch are done.
@@ -77,7 +78,8 @@ def drive(
     (without one, stage 2 resumes after the rounds the measurements show begun)."""
     measured = {m.cell_id for m in ms}
     for group in policy.plan.groups:
-        todo = [c for c in group.cells if c.cell_id not in measured]
+        # cells bisection added are stage 2's (a resumed run has them in its plan)
+        todo = [c for c in group.cells if c.cell_id not in measured and c.added_by is None]
         if not todo:
             continue
 
@@ -124,6 +126,7 @@ def _run_round(
     same launch, with the fresh σ they (and earlier launches of the round) brought, so cells
     that σ settles are not rerun. A group left with no picks is not launched at all."""
     done = set() if done is None else done  # cells already rerun in this round
+    repeat: list[Pick] = []  # bisection cells of the current launch owed their second run
 
     def current(group: ServerGroup) -> list[Pick]:
         return [
@@ -142,6 +145,9 @@ def _run_round(
 
     def take(picks: list[Pick]) -> list[tuple[Cell, Reason]]:
         for p in picks:
+            if p.reason == "bisection" and p.cell.cell_id not in done:
+                bisect.adopt(policy, p.cell)  # a new cell joins the plan (with its other arms)
+                repeat.append(p)
             done.add(p.cell.cell_id)
             if note is not None:
                 note(2, round_no, p.cell, p.reason, p.why)
@@ -159,7 +165,9 @@ def _run_round(
         if first:
 
             def more(group: ServerGroup = group) -> list[tuple[Cell, Reason]]:
-                return take(step(current(group)))
+                again = [p for p in repeat if bisect.repeat_wanted(policy, p.cell, ms)]
+                repeat.clear()
+                return take(again) if again else take(step(current(group)))
 
             run_cells(group, first, more)
         if journal is not None:

@@ -11,11 +11,12 @@ from datetime import datetime
 from matrixrun.analysis import analyse, quantile
 from matrixrun.analysis.components import one_run_sigma
 from matrixrun.measurement import Measurement, Reason
-from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
 from matrixrun.verdict import Comparison, Verdict
+from matrixrun.verify import bisect
 from matrixrun.verify.chance import decide_chance
 
 
@@ -26,6 +27,8 @@ class Pick:
     cell: Cell
     reason: Reason
     why: RerunWhy
+    #: Seconds one run will take when the cell has no run yet (a bisection cell), else None.
+    cost: float | None = None
 
 
 #: A rerun is planned only if it has at least this predicted chance of settling the cell by
@@ -48,6 +51,7 @@ _PRIORITY: dict[str, int] = {
     "fresh_server": 1,
     "calibration": 2,
     "crossover": 3,
+    "bisection": 3,
     "inconclusive": 4,
 }
 
@@ -72,6 +76,8 @@ class Policy:
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
         self.by_point_arm = {(c.slice, c.point_id, c.arm): c for c in plan.cells()}
+        #: Bisection's latest proposals, by cell id (`bisect.adopt` puts them in the plan).
+        self.proposed: dict[str, bisect.Proposal] = {}
 
     def expected_runs(self) -> int:
         """Runs the progress display starts with: the first pass (reruns add to it)."""
@@ -173,6 +179,7 @@ class Policy:
           once on a fresh launch (an odd instance shifts all its cells, so one rerun tests it),
           unless an inconclusive rerun of one of them already does;
         - crossover: both arms of cells bracketing a sign change, while n = 1;
+        - bisection (`verify.bisect`): a new cell at the bracket's midpoint (`bisect.choose`);
         - aa: with `verify.aa`, every baseline cell once more on a fresh server in round 1.
         """
         v = self.spec.verify
@@ -200,13 +207,19 @@ class Policy:
         self._undecided(verdict, results, want)
         if v.fresh_server:
             self._instance_checks(results, ms, want)
-        for slice_name, candidate, bracket in self._crossover_brackets(results):
+        brackets = self._crossover_brackets(results)
+        for slice_name, candidate, bracket in brackets:
             for res in bracket:
                 for arm in (self.plan.baseline, candidate):
                     end = self.by_point_arm.get((slice_name, res.point_id, arm))
                     if end is not None and self._n(end, ms) == 1:
                         why = RerunWhy(kind=WhyKind.CROSSOVER, axis=self.plan.axis, x=res.x)
                         want(end, "crossover", why)
+        proposals = bisect.choose(self.spec, self.plan, brackets, ms)
+        self.proposed = {p.cell.cell_id: p for p in proposals}
+        for p in proposals:  # new cells: no run yet, so not through `want`
+            self.group_of.setdefault(p.cell.cell_id, self.plan.group(p.group_id))
+            wanted.setdefault(p.cell.cell_id, Pick(p.cell, "bisection", p.why, p.cost))
         calibration: set[str] = set()
         if wanted:
             calibration = self._calibration(results, ms, set(wanted), want, round_no)
@@ -370,7 +383,8 @@ class Policy:
         launched: set[str] = set()
         for pick in picks:
             first = [m for m in ms if m.cell_id == pick.cell.cell_id]
-            cost = max((_seconds(m) for m in first), default=self.spec.estimate.cell or 0.0)
+            default = pick.cost if pick.cost is not None else self.spec.estimate.cell
+            cost = max((_seconds(m) for m in first), default=default or 0.0)
             group = self.group_of[pick.cell.cell_id].group_id
             cost += 0.0 if group in launched else launch_s
             if cost > left:
@@ -396,6 +410,6 @@ class Policy:
         out = []
         for g in order:
             if g.group_id in by_group:
-                cells = sorted(by_group[g.group_id], key=lambda p: g.cells.index(p.cell))
+                cells = sorted(by_group[g.group_id], key=lambda p: sweep_order(p.cell))
                 out.append((g, cells))
         return out

@@ -36,8 +36,10 @@ from matrixrun.report.wording.run import (
     workload,
 )
 from matrixrun.report.wording.verdicts import (
+    BISECTED,
     NON_MONOTONE,
     SOURCE_WORDS,
+    bisected,
     caveat,
     cell_note,
     cell_text,
@@ -53,6 +55,7 @@ from matrixrun.report.wording.verdicts import (
 )
 
 __all__ = [
+    "BISECTED",
     "CLIENT_WORDS",
     "HARDWARE_SKIPPED",
     "NON_MONOTONE",
@@ -60,6 +63,7 @@ __all__ = [
     "REASON_WORDS",
     "SOURCE_WORDS",
     "SUSPECT_STATUS",
+    "bisected",
     "cache_flushes",
     "capped_cell",
     "caveat",

@@ -29,6 +29,7 @@ REASON_WORDS = {
     "fresh_server": "fresh-server check",
     "aa": "A/A (baseline against itself)",
     "manual": "repeat found in the input (reason not recorded)",
+    "bisection": "bisection midpoint",
 }
 
 CLIENT_WORDS = {
@@ -149,6 +150,11 @@ def rerun_why(w: RerunWhy) -> str:
         return (
             f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
             "(the analysis prefers fresh-server σ once one exists)"
+        )
+    if w.kind == WhyKind.BISECTION and w.bracket is not None:
+        return (
+            f"the geometric midpoint of the crossover bracket {w.axis} {fmt.x(w.bracket[0])}–"
+            f"{fmt.x(w.bracket[1])}: a new cell at {fmt.x(w.x)} to narrow it"
         )
     return (
         f"brackets the crossover at {w.axis} {w.x or 0.0:g}: a second run so the bracket rests "

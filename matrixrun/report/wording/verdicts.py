@@ -83,6 +83,22 @@ def crossover(c: Crossover, axis: str) -> str:
     return text
 
 
+#: Beside the sweep value of a point the verify policy added (a table row's note).
+BISECTED = "added by bisection"
+
+
+def bisected(xs: Sequence[str], axis: str) -> str:
+    """Under a table with points the spec did not ask for: why they are there."""
+    one = len(xs) == 1
+    return (
+        f"{'The point' if one else 'The points'} at {axis} {fmt.join_words(list(xs))} "
+        f"{'is' if one else 'are'} not in the spec's grid: the verify policy added "
+        f"{'it' if one else 'them'} by bisection (the geometric midpoint of a crossover "
+        "bracket, measured to narrow the bracket and to check the straight line in log "
+        f"{axis} the crossover is interpolated on)."
+    )
+
+
 # ------------------------------------------------------------------------------ σ
 
 
