@@ -10,17 +10,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from test_analysis import BASE, CAND, meas, settings
 
 from matrixrun.analysis import analyse, estimate_sigma
-from matrixrun.analysis.components import (
+from matrixrun.analysis.components import cell_variance
+from matrixrun.analysis.moderation import (
     _centre,
     _df_of_log_var,
     _log_var,
-    cell_variance,
     trend_uncertainty,
 )
 from matrixrun.measurement import Measurement
-from test_analysis import BASE, CAND, meas, settings
 
 XS = [1, 4, 16, 64, 256, 1024]
 MARGIN = math.log1p(0.05)
@@ -67,7 +67,9 @@ def test_a_noisy_high_point_is_not_shrunk_by_the_quiet_low_points() -> None:
         every = [XS, XS]
         ms = _arm(rng, BASE, {}, every, 0.12, 0.002, 0.0025)
         ms += _arm(rng, CAND, {1024: MARGIN}, every, 0.12, 0.002, 0.0025)
-        cell = next(c for _, _, c in analyse(ms, settings(margin=0.05)).comparisons() if c.x == 1024)
+        cell = next(
+            c for _, _, c in analyse(ms, settings(margin=0.05)).comparisons() if c.x == 1024
+        )
         wrong += cell.verdict == "better"
     assert wrong / reps <= 0.05
 
@@ -104,6 +106,28 @@ def test_the_centre_is_the_other_points_and_an_extrapolation_lends_little() -> N
     assert borrow_top < borrow_mid <= 4.0
     unsure = trend_uncertainty(raw, 4.0, 11.0)
     assert unsure[1024.0] > unsure[16.0]
+
+
+def test_a_point_on_few_df_is_not_put_below_its_centre() -> None:
+    """One or two df of chance-low s² at the top of a growing spread may not pull the point
+    below what the other points say it should be; with many df of its own it may."""
+    from matrixrun.analysis.moderation import run_noise
+
+    class Fit:
+        def __init__(self, ss: dict[float | None, float], df: dict[float | None, float]):
+            self.resid_ss, self.resid_df = ss, df
+
+    xs: list[float | None] = [float(x) for x in XS]
+    s2 = {x: (0.01 * (1 + k)) ** 2 for k, x in enumerate(xs)}
+    for own_df, below in ((1.0, False), (8.0, True)):
+        df = dict.fromkeys(xs, 2.0)
+        df[1024.0] = own_df
+        ss = {x: s2[x] * df[x] for x in xs}
+        ss[1024.0] = 0.001**2 * own_df  # chance low
+        run = run_noise([Fit(ss, df)], {}, {}, xs, "output_throughput")
+        assert run is not None
+        s0, _ = _centre({x: (ss[x] / df[x], df[x]) for x in xs}, 1024.0, 4.0, run.pooled)
+        assert (run.at[1024.0][0] < s0) == below
 
 
 def test_a_pooled_centre_from_one_pair_lends_less_than_a_df() -> None:
