@@ -134,11 +134,9 @@ def primary_cells(v: Verdict, slice_index: int = 0, cand_index: int = 0) -> list
 
 def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
     """The only σ this data has is one warm repeat pair at 256 (df = 1, within-instance).
-    t(df=1) = 12.7 inflates it at 256; carried to the other points it is worth less than its
-    one df (it places the pooled value with 1 df, and nothing shows the noise is alike along
-    the axis: df 0.68 there, t wider still). σ is so small (0.026%) that the large changes
-    still clear the 3% margin; the verdicts say provisional (n = 1) and the σ statement and
-    warnings say within-instance, may understate — the claims go no further than the data."""
+    t(df=1) = 12.7 inflates it, but σ is so small (0.026%) that the large changes still clear
+    the 3% margin; the verdicts say provisional (n = 1) and the σ statement and warnings say
+    within-instance, may understate — the claims go no further than the data."""
     v = analyse(writeup(), settings())
     sigma = v.sigma[0]
     assert sigma.source == "warm" and sigma.df == 1
@@ -148,11 +146,11 @@ def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
     )
     texts = [text(c) for c in primary_cells(v)]
     assert texts == [
-        "~ −2.8% [−4.3, −1.3] n=1/1 inconclusive (provisional; small change)",
-        "+67.2% [+64.6, +69.8] n=1/1 better (provisional)",
-        "+13.9% [+12.2, +15.7] n=1/1 better (provisional)",
+        "~ −2.8% [−3.3, −2.3] n=1/1 inconclusive (provisional; small change)",
+        "+67.2% [+66.4, +67.9] n=1/1 better (provisional)",
+        "+13.9% [+13.4, +14.5] n=1/1 better (provisional)",
         "−28.3% [−28.6, −28.0] n=1/2 worse (provisional)",
-        "−50.3% [−51.0, −49.5] n=1/1 worse (provisional)",
+        "−50.3% [−50.5, −50.1] n=1/1 worse (provisional)",
     ]
     series = v.slices[0].candidates[0].metrics[0].series[0]
     assert [(r.verdict, r.x_from, r.x_to) for r in series.regimes] == [

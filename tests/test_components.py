@@ -16,8 +16,6 @@ from matrixrun.analysis import analyse, estimate_sigma
 from matrixrun.analysis.components import cell_variance
 from matrixrun.analysis.moderation import (
     _centre,
-    _df_of_log_var,
-    _log_var,
     trend_uncertainty,
 )
 from matrixrun.measurement import Measurement
@@ -130,12 +128,15 @@ def test_a_point_on_few_df_is_not_put_below_its_centre() -> None:
         assert (run.at[1024.0][0] < s0) == below
 
 
-def test_a_pooled_centre_from_one_pair_lends_less_than_a_df() -> None:
-    """With fewer than three points that have df, the pooled value is the centre: one warm
-    pair places it with 1 df, and d₀ = 1 says little about how it carries to other points;
-    together that is worth less than the 1 df the pair has."""
-    worth = _df_of_log_var(_log_var(1.0) + _log_var(1.0), 1.0)
-    assert 0.3 < worth < 1.0
+def test_a_pooled_centre_lends_at_most_its_df() -> None:
+    """With fewer than three points that have df there is no trend: the other points' pooled
+    value is the centre, lending at most its own df and d₀ = 1 (nothing shows the noise is
+    alike along the axis); a point with nothing else to borrow from keeps its own."""
+    raw: dict[float | None, tuple[float, float]] = {256.0: (1e-6, 1.0)}
+    s0, borrow = _centre(raw, 1.0, 1.0, 1e-6)
+    assert (s0, borrow) == (1e-6, 1.0)
+    _, own = _centre(raw, 256.0, 1.0, 1e-6)
+    assert own == 0.0
 
 
 def _one_cell_relaunches(rng: np.random.Generator, sigma_b: float) -> list[Measurement]:

@@ -139,13 +139,13 @@ def trend_uncertainty(
     value) is worth is not only how far the true noise strays from it (d₀) but how well the
     few df it rests on place it — a line through three points with a df or two each, read at
     its end, is barely known. The trend's prediction variance is the sandwich of its
-    df-weighted fit with each point's true Var(z) = trigamma(df/2) + trigamma(d₀/2); the
-    pooled value's is trigamma(pooled df / 2)."""
+    df-weighted fit with each point's true Var(z) = trigamma(df/2) + trigamma(d₀/2). A pooled
+    centre (no trend) is charged nothing here: it lends at most its df and d₀ is then already
+    its floor `D0_MIN` ("nothing shows the noise is alike"), which says the same thing."""
     xs = [x for x in (raw if at is None else at) if x is not None and x > 0]
     fit = _trend_fit(raw)
     if fit is None:
-        v = _log_var(pooled_df) if pooled_df > 0 else math.inf
-        return dict.fromkeys(xs, v)
+        return dict.fromkeys(xs, 0.0) if pooled_df > 0 else {}
     pts = fit.points
     design = np.array([[1.0, math.log(x)] for x, _, _ in pts])
     w = np.array([df for _, _, df in pts])
