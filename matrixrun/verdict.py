@@ -278,6 +278,11 @@ class Sigma(_Model):
     prior: float | None = None
     launch: float | None = Field(None, description="σ_b; None = not estimable (no relaunch).")
     launch_df: int = 0
+    launch_var_sd: float | None = Field(
+        None,
+        description="Standard error of the σ_b² estimate (its spread over the design's launch "
+        "contrasts, equal only when balanced); None = from launch_df alone.",
+    )
     run: float | None = Field(None, description="σ_w pooled over the points.")
     run_df: float = 0.0
     by_x: list[SigmaAt] = Field(default_factory=list)

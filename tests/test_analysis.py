@@ -360,8 +360,10 @@ def test_a_verdict_confirmed_warmup_could_explain_is_not_confident() -> None:
     assert v.sigma[0].source == "fresh_server"
     unrerun = [c for c in primary_cells(v) if c.x in (32, 64)]
     assert [c.verdict for c in unrerun] == ["inconclusive", "inconclusive"]
-    assert all(c.notes[0] == CellNote.WARMUP for c in unrerun)
-    assert all(notes(c)[0].startswith("first-run warmup could account for it") for c in unrerun)
+    # at 64 the run noise rests on under one df of its own (the weighted fit gives the quiet
+    # points' rows the leverage): inconclusive before any warmup check; at 32 the warmup decides
+    assert unrerun[0].notes[0] == CellNote.WARMUP
+    assert notes(unrerun[0])[0].startswith("first-run warmup could account for it")
     assert "3 of its 3 run(s) here were first on their server" in notes(unrerun[0])[0]
     assert any(w.startswith(f"first-run warmup on {CAND}") for w in warnings(v))
 

@@ -33,23 +33,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
+from matrixrun.analysis.moderation import run_noise
 from matrixrun.measurement import Measurement
 from matrixrun.verdict import Sigma, SigmaAt, SigmaSource
 
-#: Prior df of the moderation: how many runs' worth the trend (or pooled value) counts for at
-#: one point. Small on purpose: noise on real GPUs changes with concurrency by more than 10×.
-D0 = 4.0
-#: Tail-latency metrics (p95/p99/max) borrow less: at low concurrency a p99 is the maximum of
-#: a few requests and behaves unlike the same metric at high concurrency.
-D0_TAIL = 1.0
-#: A trend in log x is fitted only on at least three points with half a df each and this many df
-#: in all; it costs the points it lends to one df (its slope).
-TREND_MIN_DF = 4.0
-TREND_MIN_POINTS = 3
-#: The least the trend lends a point, however much the points disagree with it.
-D0_MIN = 1.0
+#: Passes of the fit: the first unweighted, each later one weighted by the run noise per point
+#: the one before found (iterated weighted least squares). Not converged at 3 when noise grows
+#: ×48 along the axis (the quiet end's raw σ² reads 100× its truth unweighted, 13× after one
+#: reweighting, 3× after two: tests/test_components.py), but each pass costs a fit.
+REWEIGHT_PASSES = 3
 #: One-sided level of the upper confidence limit a declared prior is floored at.
 FLOOR_LEVEL = 0.95
 
@@ -63,12 +57,6 @@ def value_of(m: Measurement, metric: str) -> float | None:
     if v is None or not math.isfinite(v) or v <= 0:
         return None
     return v
-
-
-def is_tail(metric: str) -> bool:
-    """p95/p99/p999 and max metrics: estimated with less borrowing (`D0_TAIL`)."""
-    m = metric.lower()
-    return m.startswith(("p9", "max_")) or "_p9" in m
 
 
 @dataclass
@@ -91,6 +79,11 @@ class _Fit:
     # E[launch SS] = Σ_x run_coef[x]·σ_w²(x) + launch_coef·σ_b²
     run_coef: dict[float | None, float]
     launch_coef: float
+    # for the spread of the launch SS: A = P_full − P_C, the weighted launch columns, and
+    # each row's point and assumed run variance (the weights' scale)
+    a: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    zw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    rows: list[tuple[float | None, float]] = field(default_factory=list)
 
 
 def _projection(x: np.ndarray) -> np.ndarray:
@@ -101,11 +94,21 @@ def _rank(x: np.ndarray) -> int:
     return int(np.linalg.matrix_rank(x)) if x.size else 0
 
 
-def _fit(g: _Group) -> _Fit:
+def _fit(g: _Group, scale: dict[float | None, float] | None = None) -> _Fit:
+    """One group's weighted fit of cell + launch effects. `scale` is the run variance assumed
+    at each point (1 everywhere on the first pass): rows are weighted by n / scale, so that,
+    once the scale is right, every whitened residual carries the same noise and its
+    1 − leverage share of df is its true share. Unweighted, a residual at a noisy point is
+    partly made of the quiet points' noise and the reverse (the fit spreads each row's noise
+    over the rows it shares a cell or launch with): that flattens run noise along the axis,
+    low points read high and high points low."""
     keys = sorted(g.runs)
+    xs = [g.cells[c][1] for c, _ in keys]
+    s2 = np.array([(scale or {}).get(x, 1.0) for x in xs])
+    s2 = np.where(s2 > 0, s2, 1.0)
     n = np.array([len(g.runs[k]) for k in keys], dtype=float)
     y = np.array([float(np.mean(g.runs[k])) for k in keys])
-    w = np.sqrt(n)
+    w = np.sqrt(n / s2)
     c_mat = np.zeros((len(keys), len(g.cells)))
     z_mat = np.zeros((len(keys), len(g.launches)))
     for row, (c, i) in enumerate(keys):
@@ -120,86 +123,27 @@ def _fit(g: _Group) -> _Fit:
     eye = np.eye(len(keys))
     resid = (eye - p_full) @ yw
     lev = np.diag(p_full)
-    xs = [g.cells[c][1] for c, _ in keys]
+    a = p_full - p_c
     resid_ss: dict[float | None, float] = {}
     resid_df: dict[float | None, float] = {}
-    for row, x in enumerate(xs):
-        resid_ss[x] = resid_ss.get(x, 0.0) + float(resid[row] ** 2)
-        resid_df[x] = resid_df.get(x, 0.0) + max(1.0 - float(lev[row]), 0.0)
-    a = p_full - p_c
-    launch_df = _rank(full) - _rank(cw)
     run_coef: dict[float | None, float] = {}
     for row, x in enumerate(xs):
-        run_coef[x] = run_coef.get(x, 0.0) + float(a[row, row])
-    launch_coef = float(np.trace(zw.T @ (eye - p_c) @ zw))
+        # back on the run-variance scale of point x: r² · scale(x)
+        resid_ss[x] = resid_ss.get(x, 0.0) + float(resid[row] ** 2 * s2[row])
+        resid_df[x] = resid_df.get(x, 0.0) + max(1.0 - float(lev[row]), 0.0)
+        # E[yw'A yw] gets A_rr · σ_w²(x) / scale(x) from row r's run noise
+        run_coef[x] = run_coef.get(x, 0.0) + float(a[row, row] / s2[row])
     return _Fit(
         resid_ss=resid_ss,
         resid_df=resid_df,
         launch_ss=float(yw @ a @ yw),
-        launch_df=launch_df,
+        launch_df=_rank(full) - _rank(cw),
         run_coef=run_coef,
-        launch_coef=launch_coef,
+        launch_coef=float(np.trace(zw.T @ (eye - p_c) @ zw)),
+        a=a,
+        zw=zw,
+        rows=[(x, float(v)) for x, v in zip(xs, s2, strict=True)],
     )
-
-
-def _digamma_bias(df: float) -> float:
-    """E[ln s²] − ln σ² for a variance estimate on df degrees of freedom."""
-    return float(special.digamma(df / 2) - math.log(df / 2))
-
-
-def _trend(raw: dict[float | None, tuple[float, float]], pooled: float) -> dict[float, float]:
-    """s₀²(x): a weighted straight line of ln s² in ln x (bias-corrected for each df) when at
-    least three positive points have df, kept within the range of the raw values; otherwise
-    the pooled value at every point."""
-    pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df >= 0.5]
-    out: dict[float, float] = {}
-    if len(pts) < TREND_MIN_POINTS or sum(p[2] for p in pts) < TREND_MIN_DF:
-        return out
-    if any(p[1] <= 0 for p in pts):
-        return out
-    lx = np.array([math.log(x) for x, _, _ in pts])
-    ly = np.array([math.log(s2) - _digamma_bias(df) for _, s2, df in pts])
-    wt = np.array([df for _, _, df in pts])
-    if float(np.ptp(lx)) == 0:
-        return out
-    slope, icpt = np.polyfit(lx, ly, 1, w=np.sqrt(wt))
-    lo = min(s2 for _, s2, _ in pts)
-    hi = max(s2 for _, s2, _ in pts)
-    lo, hi = min(lo, pooled), max(hi, pooled)
-    for x in {x for x in raw if x is not None and x > 0}:
-        out[x] = float(min(max(math.exp(icpt + slope * math.log(x)), lo), hi))
-    return out
-
-
-def prior_df(
-    raw: dict[float | None, tuple[float, float]], centre: dict[float, float], cap: float
-) -> float:
-    """How many df the trend (or pooled value) is worth at one point: Smyth's moment estimate
-    (limma), trigamma(d₀/2) = Var(zₓ) − mean trigamma(dfₓ/2), zₓ the bias-corrected ln sₓ²
-    around the centre. Noise that truly changes along the axis shows as excess spread and
-    lends less; none lends `cap`. At least `D0_MIN`, never more than `cap`; `D0_MIN` when
-    fewer than three points have a df of their own (nothing shows the noise is the same along
-    the axis, and on real GPUs it is not)."""
-    zs = []
-    tri = []
-    for x, (s2, df) in raw.items():
-        if x is None or x not in centre or df < 1 or s2 <= 0:
-            continue
-        zs.append(math.log(s2) - _digamma_bias(df) - math.log(centre[x]))
-        tri.append(float(special.polygamma(1, df / 2)))
-    if len(zs) < 3:
-        return min(D0_MIN, cap)  # no evidence that the points agree: lend little
-    excess = float(np.var(zs, ddof=1)) - float(np.mean(tri))
-    if excess <= float(special.polygamma(1, cap / 2)):
-        return cap
-    lo, hi = 1e-3, cap
-    for _ in range(60):  # trigamma is decreasing: bisect trigamma(d/2) = excess
-        mid = (lo + hi) / 2
-        if float(special.polygamma(1, mid / 2)) > excess:
-            lo = mid
-        else:
-            hi = mid
-    return max(lo, D0_MIN)
 
 
 def estimate_components(
@@ -245,49 +189,42 @@ def estimate_components(
             mean = sum(vals) / len(vals)
             within_ss[x] = within_ss.get(x, 0.0) + sum((u - mean) ** 2 for u in vals)
             within_df[x] = within_df.get(x, 0.0) + len(vals) - 1
-    fits = [_fit(g) for g in groups.values() if g.runs]
-    raw_ss = dict(within_ss)
-    raw_df = dict(within_df)
-    for f in fits:
-        for x, ss in f.resid_ss.items():
-            raw_ss[x] = raw_ss.get(x, 0.0) + ss
-            raw_df[x] = raw_df.get(x, 0.0) + f.resid_df[x]
-    # residual df below a tenth are numerical crumbs of leverage, not information
-    raw = {x: (raw_ss[x] / df, df) for x, df in raw_df.items() if df > 0.1}
-    run_df_total = sum(df for _, df in raw.values())
-    pooled = sum(raw_ss[x] for x in raw) / run_df_total if run_df_total > 0 else None
     points = sorted({x for x in xs_of.values()}, key=lambda v: (v is None, v or 0.0))
-    by_x: list[SigmaAt] = []
-    run_at: dict[float | None, tuple[float, float]] = {}
-    if pooled is not None:
-        trend = _trend(raw, pooled)
-        cap = D0_TAIL if is_tail(metric) else D0
-        d0 = prior_df(raw, {x: trend.get(x, pooled) for x in raw if x is not None}, cap)
-        for x in points:
-            s0 = trend.get(x, pooled) if x is not None else pooled
-            s2, df = raw.get(x, (0.0, 0.0))
-            borrow = max(min(d0, run_df_total - df - (1 if trend else 0)), 0.0)
-            value = (borrow * s0 + df * s2) / (borrow + df) if borrow + df > 0 else s0
-            run_at[x] = (value, borrow + df)
-            by_x.append(
-                SigmaAt(
-                    x=x,
-                    run=math.sqrt(value),
-                    run_df=borrow + df,
-                    raw=math.sqrt(s2) if df > 0 else None,
-                    raw_df=df,
-                )
-            )
+    found = [g for g in groups.values() if g.runs]
+    scale: dict[float | None, float] | None = None
+    for _ in range(REWEIGHT_PASSES):
+        fits = [_fit(g, scale) for g in found]
+        run = run_noise(fits, within_ss, within_df, points, metric)
+        if run is None or not any(f.resid_ss for f in fits):
+            break
+        scale = {x: v for x, (v, _) in run.at.items() if v > 0}
+    pooled = run.pooled if run is not None else None
+    run_df_total = run.df if run is not None else 0.0
+    by_x = run.by_x if run is not None else []
+    run_at = run.at if run is not None else {}
     launch_df = sum(f.launch_df for f in fits)
-    launch_var = _launch_variance(fits, run_at, pooled) if launch_df > 0 else None
-    return _sigma(metric, prior, pooled, run_df_total, launch_var, launch_df, by_x)
+    launch = _launch_variance(fits, run_at, pooled) if launch_df > 0 else None
+    sigma = _sigma(
+        metric, prior, pooled, run_df_total, launch[0] if launch else None, launch_df, by_x
+    )
+    if launch is not None and math.isfinite(launch[1]):
+        sigma = sigma.model_copy(update={"launch_var_sd": math.sqrt(launch[1])})
+    return sigma
 
 
 def _launch_variance(
     fits: list[_Fit], run_at: dict[float | None, tuple[float, float]], pooled: float | None
-) -> float | None:
-    """σ_b² by moments: the launch sum of squares less what run noise puts into it, over its
-    coefficient (Henderson III), clamped at 0."""
+) -> tuple[float, float] | None:
+    """σ_b² by moments — the launch sum of squares less what run noise puts into it, over its
+    coefficient (Henderson III), clamped at 0 — and the variance of that estimate.
+
+    Why the variance, not df = launches − groups alone: SS_L = y'Ay is a sum of independent
+    χ²₁ terms with weights λ (the eigenvalues of A·V), equal only in a balanced design. A
+    relaunch that served one or two cells contributes a contrast mostly of run noise, so
+    Var(SS_L) = 2Σλ² is larger than (launches − groups) equal terms would give; and an
+    estimate near 0 is not known to be near 0 (its spread stays that of the run noise in it),
+    which a df read off the estimate (2σ̂_b⁴/Var) would hide. The run part's own uncertainty
+    (its df per point) is added."""
     ss = sum(f.launch_ss for f in fits)
     coef = sum(f.launch_coef for f in fits)
     if coef <= 0:
@@ -295,11 +232,27 @@ def _launch_variance(
     if pooled is None:
         # no run noise separable: the launch mean square is the whole of one run's
         # variance, all of it charged to the launch part (which nothing averages away)
-        return max(ss, 0.0) / coef
+        launches = sum(f.launch_df for f in fits)
+        value = max(ss, 0.0) / coef
+        return value, 2 * value * value / launches if launches > 0 else math.inf
     expected_run = sum(
         c * run_at.get(x, (0.0, 0.0))[0] for f in fits for x, c in f.run_coef.items()
     )
-    return max(ss - expected_run, 0.0) / coef
+    value = max(ss - expected_run, 0.0) / coef
+    lam2 = 0.0
+    for f in fits:
+        if not f.rows:
+            continue
+        run = np.array([run_at.get(x, (0.0, 0.0))[0] / s2 for x, s2 in f.rows])
+        cov = value * (f.zw @ f.zw.T) + np.diag(run)
+        av = f.a @ cov
+        lam2 += float(np.trace(av @ av))  # Σλ² = tr((AV)²)
+    var_run = 0.0
+    for x, (v, df) in run_at.items():
+        coef_x = sum((f.run_coef.get(x, 0.0) for f in fits), 0.0)
+        if coef_x and df > 0:
+            var_run += coef_x * coef_x * 2 * v * v / df
+    return value, (2 * lam2 + var_run) / (coef * coef)
 
 
 def _sigma(
@@ -451,7 +404,23 @@ def cell_variance(
     launch = (ab_b + ab_c) * vb
     runv = (aw_b + aw_c) * vw
     df = satterthwaite([(launch, df_b), (runv, df_w)])
+    if not floored and sigma.launch_var_sd is not None and ab_b + ab_c > 0:
+        df = _moment_df(launch + runv, (ab_b + ab_c) * sigma.launch_var_sd, runv, df_w, df)
     return CellNoise(var=launch + runv, df=df, launch=launch, run=runv, floored=floored)
+
+
+def _moment_df(
+    total: float, launch_sd: float, runv: float, df_w: float | None, df: float | None
+) -> float | None:
+    """Satterthwaite's df, 2·V²/Var(V̂), with the launch part's variance taken from the
+    spread of its estimate (`_launch_variance`) rather than from σ̂_b⁴ and launches − groups:
+    a launch variance estimated near 0 still carries its uncertainty into the cell's df. Never
+    more than the df from the launch count (`df`)."""
+    denom = launch_sd * launch_sd / 2 + (runv * runv / df_w if df_w else 0.0)
+    if total <= 0 or denom <= 0:
+        return df
+    moment = total * total / denom
+    return moment if df is None else min(moment, df)
 
 
 def one_run_sigma(sigma: Sigma, x: float | None, *, fresh: bool = True) -> float | None:
