@@ -281,3 +281,17 @@ def test_a_warmup_the_analysis_confirmed_is_never_ruled_out() -> None:
     assert warm.outcome == CheckOutcome.CONFIRMED
     line = checks_line(found, simulated=False, ingested=False, axis="concurrency")
     assert "Warm-up confirmed ❌" in line and "Ruled out: warm-up" not in line
+
+
+def test_the_settle_line_does_not_let_one_near_tie_hide_the_easy_points() -> None:
+    from matrixrun.report.wording import decision as wording
+
+    cmd = "nox -s matrix -- spec/x.yaml"
+    # the H200 run: 2-3 runs decide three points, the near tie at concurrency 1 takes 163
+    line = wording.settle(cmd, [3, 163, 2, 3], 4)
+    assert "about 3 runs per arm would decide 3 of the 4 undecided points" in line
+    assert "all of them about 163" in line
+    assert wording.settle(cmd, [5, 5], 2) == f"Settle it (about 5 runs per arm): `{cmd}`."
+    assert "every one with an estimate about 9" in wording.settle(cmd, [4, 9], 3)
+    assert wording.settle(cmd, [], 2) == f"Settle it (more runs): `{cmd}`."
+    assert wording.settle(None, [3], 1) == ""

@@ -85,6 +85,9 @@ class Recommendation:
     suspect: bool
     runs_needed: int | None  # the most any undecided cell needs per arm, if known
     no_noise: bool
+    #: What each undecided cell needs per arm, where known (the settle line says how many
+    #: points a smaller number would already decide).
+    runs_needed_each: tuple[int, ...] = ()
 
 
 def _series_label(series: Series, varying: set[str] | None = None) -> str:
@@ -168,6 +171,7 @@ def recommendations(verdict: Verdict) -> list[Recommendation]:
                         suspect=cand.suspect,
                         runs_needed=max(needed) if needed else None,
                         no_noise=mr.sigma.value is None,
+                        runs_needed_each=tuple(sorted(needed)),
                     )
                 )
     return out

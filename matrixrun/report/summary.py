@@ -167,7 +167,8 @@ def decision_of(
     undecided = [r for r in recs if r.advice == decision.Advice.UNDECIDED]
     if len(undecided) < len(recs):
         undecided = []
-    needed = [r.runs_needed for r in undecided if r.runs_needed is not None]
+    needed = sorted(n for r in undecided for n in r.runs_needed_each)
+    points = sum(len(r.undecided) for r in undecided)
     verdict_words = sorted(
         {words.verdict_word(r) for r in recs},
         key=[w for w in ("mixed", "better", "worse", "same", "undecided")].index,
@@ -179,7 +180,7 @@ def decision_of(
         + (" on speed, but the outputs disagree" if suspect else ""),
         metric=s.primary,
         recommendations=lines,
-        settle=words.settle(settle_command, max(needed) if needed else None) if undecided else "",
+        settle=words.settle(settle_command, needed, points) if undecided else "",
         hypothesis=words.hypothesis(fmt.user(facts.hypothesis), recs, s.axis)
         if facts is not None and facts.hypothesis
         else None,

@@ -198,12 +198,27 @@ def verdict_word(r: Recommendation) -> str:
     }[r.advice]
 
 
-def settle(command: str | None, runs_needed: int | None) -> str:
-    """The exact command that would settle an undecided verdict."""
+def settle(command: str | None, needed: Sequence[int] = (), points: int = 0) -> str:
+    """The exact command that would settle an undecided verdict, with what it takes: runs per
+    arm for every undecided point, and — when one point needs far more than the rest (a near
+    tie at the margin) — how many points the smaller number already decides, so one hard point
+    does not make the whole matrix look out of reach."""
     if command is None:
         return ""
-    need = f"about {runs_needed} runs per arm: " if runs_needed else ""
-    return f"Settle it ({need.rstrip(': ') or 'more runs'}): `{command}`."
+    if not needed:
+        return f"Settle it (more runs): `{command}`."
+    ordered = sorted(needed)
+    top = ordered[-1]
+    if len(ordered) == 1 or ordered[-2] == top:
+        return f"Settle it (about {top} runs per arm): `{command}`."
+    most = ordered[-2]
+    decided = sum(1 for n in ordered if n <= most)
+    of = max(points, len(ordered))
+    rest = "all of them" if of == len(ordered) else "every one with an estimate"
+    return (
+        f"Settle it (about {most} runs per arm would decide {decided} of the {of} undecided "
+        f"points; {rest} about {top}): `{command}`."
+    )
 
 
 def hypothesis(text: str, recs: Sequence[Recommendation], axis: str, limit: int = 400) -> str:
