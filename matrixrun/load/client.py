@@ -280,8 +280,12 @@ def finish(
 async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> Measured:
     """Warm up, open the share's connections, wait for the start instant, then send the
     share's requests at their global arrival offsets under the share's concurrency."""
-    every = _prompts(config, make_prompts(config.seed, config.num_prompts, config.input_len))
-    prompts = {i: every[i] for i in share.indices}
+    # every process draws the whole cell's ids (same seed, same prompts as one process) but
+    # turns only its own share into what is sent: text prompts are tokenised once per request
+    ids = make_prompts(config.seed, config.num_prompts, config.input_len)
+    prompts = dict(
+        zip(share.indices, _prompts(config, [ids[i] for i in share.indices]), strict=True)
+    )
     bodies = {
         i: request_body(config.api, p, config.output_len, config.model, config.strict_openai)
         for i, (p, _) in prompts.items()

@@ -45,8 +45,9 @@ each bound as a share of the cell's own value of that statistic and flagged abov
 What the probe cannot see: a busy stretch shorter than one probe interval (5 ms) that ended
 before the next wake-up was due. Those are at most an interval long, and a lag longer than an
 interval gets one interval added (the stretch may have begun up to that long before the probe
-was due); below that the bound is what was measured, so quiet timer jitter (uvloop's timers
-have millisecond resolution) never flags a cell. With several client processes (`multi.py`)
+was due); below that the bound is what was measured less `TIMER_SLACK_S`, the timer's own
+rounding (epoll and libuv take whole-millisecond timeouts, which delay no socket read), so a
+quiet loop's timer jitter does not flag a cell. With several client processes (`multi.py`)
 each request is judged by its own process's probe.
 """
 
