@@ -376,16 +376,18 @@ async def _warmup(config: LoadConfig, transport: Transport, n: int, concurrency:
     return len(failed)
 
 
-def run_load_sync(config: LoadConfig) -> LoadResult:
-    """`run_load` on a fresh event loop (uvloop when installed: lower per-event overhead)."""
-    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """New event loops for measuring: uvloop's when installed (lower per-event overhead)."""
     try:
         import uvloop
-
-        factory = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is in the "fast" extra
-        pass
-    with asyncio.Runner(loop_factory=factory) as runner:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def run_load_sync(config: LoadConfig) -> LoadResult:
+    """`run_load` on a fresh event loop (`loop_factory`)."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(run_load(config))
 
 

@@ -44,7 +44,15 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from matrixrun.errors import LoadError, MatrixError
-from matrixrun.load.client import LoadConfig, LoadResult, Measured, Share, finish, measure_share
+from matrixrun.load.client import (
+    LoadConfig,
+    LoadResult,
+    Measured,
+    Share,
+    finish,
+    loop_factory,
+    measure_share,
+)
 
 #: Concurrency slots one process carries under `auto`: the issue's quiet single-process
 #: measurement held 99.5% of the best case at 256 and slipped to 97% at 1024.
@@ -94,13 +102,6 @@ def _worker(config: LoadConfig, share: Share, conn: Connection) -> None:
     """A child process: measure `share`, send ("done", Measured) or an error message. Ctrl-C
     reaches the whole process group; the child leaves it to the parent, which stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
-    try:
-        import uvloop
-
-        factory = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is in the "fast" extra
-        pass
 
     async def start_at() -> float:
         conn.send(("ready", None))
@@ -112,7 +113,7 @@ def _worker(config: LoadConfig, share: Share, conn: Connection) -> None:
 
     message: tuple[str, Any]
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             message = ("done", runner.run(measure_share(config, share, start_at)))
     except MatrixError as e:  # one sentence already (unreachable server, bad input)
         message = ("matrix_error", e)
@@ -176,7 +177,9 @@ async def run_processes(config: LoadConfig, n: int) -> LoadResult:
             proc = ctx.Process(
                 target=_worker, args=(config, share, theirs), name=f"matrixrun-client-{w + 1}"
             )
-            proc.daemon = True  # dies with the parent even if the parent is killed hard
+            # terminated when the parent exits; a parent killed hard leaves a child to finish
+            # its share and exit on its own (it only ever talks to the parent)
+            proc.daemon = True
             proc.start()
             theirs.close()
             procs.append(proc)
