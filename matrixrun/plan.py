@@ -142,11 +142,15 @@ def numeric_x(value: Any) -> float | None:
     return float(value)
 
 
+def series_key(point: dict[str, Any], axis: str) -> str:
+    """The point's other keys, canonically: points with one key lie on one series (the
+    analysis groups measurements by it too: `analysis.axis`)."""
+    return json.dumps({k: v for k, v in point.items() if k != axis}, sort_keys=True, default=str)
+
+
 def series_of(cell: Cell, axis: str) -> tuple[str, str]:
-    """(slice, the point's other axes canonically): the cells one table row series holds
-    (the same key as `analysis.axis.series_key`, which works on measurements)."""
-    rest = {k: v for k, v in cell.point.items() if k != axis}
-    return cell.slice, json.dumps(rest, sort_keys=True, default=str)
+    """(slice, `series_key`): the cells one table row series holds."""
+    return cell.slice, series_key(cell.point, axis)
 
 
 def grid_of(cells: list[Cell], cell: Cell, axis: str) -> list[float]:

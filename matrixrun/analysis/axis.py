@@ -4,7 +4,6 @@ on one metric (VERDICTS.md §8, §9)."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from matrixrun.analysis.stats import crossover_estimate
+from matrixrun.plan import numeric_x
+from matrixrun.plan import series_key as series_key  # the analysis's series: the plan's
 from matrixrun.verdict import (
     CellVerdict,
     Comparison,
@@ -26,15 +27,7 @@ from matrixrun.verdict import (
 
 def x_of(point: dict[str, Any], axis: str) -> float | None:
     """The point's value on the main axis, when it is a finite number."""
-    v = point.get(axis)
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v) if math.isfinite(v) else None
-
-
-def series_key(point: dict[str, Any], axis: str) -> str:
-    """The point's other keys, canonically: points with one key lie on one series."""
-    return json.dumps({k: v for k, v in point.items() if k != axis}, sort_keys=True, default=str)
+    return numeric_x(point.get(axis))
 
 
 def regimes(cells: Sequence[Comparison]) -> list[Regime]:
