@@ -45,7 +45,6 @@ class Config(argparse.Namespace):
     truncate_every: int
     cumulative_text: bool
     continuous_usage: bool
-    reuse_port: bool
 
 
 class State:
@@ -252,24 +251,13 @@ class Server:
 
 
 async def main(cfg: Config, port: int) -> None:
-    """Serve on `port`; with `--reuse-port` several of these processes share one port (the
-    kernel spreads connections over them, so the ground truth keeps up with a client of
-    several processes) and each also listens on a control port of its own, printed after
-    the shared one, for `/stats` and `/reset` of that process alone."""
     server = Server(cfg)
     probe = asyncio.create_task(server.probe())  # runs as long as the server
-    srv = await asyncio.start_server(
-        server.handle, "127.0.0.1", port, backlog=4096, reuse_port=cfg.reuse_port or None
-    )
-    ports = [srv.sockets[0].getsockname()[1]]
-    servers = [srv]
-    if cfg.reuse_port:
-        control = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-        ports.append(control.sockets[0].getsockname()[1])
-        servers.append(control)
-    print("READY", *ports, flush=True)
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=4096)
+    print("READY", srv.sockets[0].getsockname()[1], flush=True)
     try:
-        await asyncio.gather(*(s.serve_forever() for s in servers))
+        async with srv:
+            await srv.serve_forever()
     finally:
         probe.cancel()
 
@@ -287,11 +275,6 @@ def parse(argv: list[str] | None = None) -> tuple[Config, int]:
     p.add_argument("--truncate-every", type=int, default=0)
     p.add_argument("--no-cumulative-text", dest="cumulative_text", action="store_false")
     p.add_argument("--continuous-usage", action="store_true")
-    p.add_argument(
-        "--reuse-port",
-        action="store_true",
-        help="share --port with other processes (SO_REUSEPORT); prints a control port too",
-    )
     ns = p.parse_args(argv, namespace=Config())
     return ns, ns.port  # type: ignore[attr-defined]
 
