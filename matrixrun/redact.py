@@ -137,12 +137,21 @@ def redact_file(path: Path) -> Path:
     still never reaches the file `post` sends) and for server logs, whose bodies the servers
     wrote (SGLang prints its whole `ServerArgs`, api_key included). Bytes that are not UTF-8
     are kept as they were."""
-    text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    clean = redact_text(text)
-    if clean != text:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(clean, encoding="utf-8", errors="surrogateescape")
+    tmp = path.with_name(path.name + ".tmp")
+    changed = False
+    # line by line: a long run's server log can be far larger than memory should hold
+    with (
+        path.open(encoding="utf-8", errors="surrogateescape", newline="") as src,
+        tmp.open("w", encoding="utf-8", errors="surrogateescape", newline="") as out,
+    ):
+        for line in src:
+            clean = redact_text(line)
+            changed = changed or clean != line
+            out.write(clean)
+    if changed:
         tmp.replace(path)
+    else:
+        tmp.unlink()
     return path
 
 
