@@ -274,3 +274,59 @@ def test_the_report_marks_a_bisection_point_from_its_runs_alone(tmp_path: Path) 
     doc = render_run_dir(RunDir(run_dir))
     assert "| 8 (added by bisection) |" in doc
     assert "| 4 (added by bisection) |" not in doc
+
+
+def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> None:
+    """Under the Slurm executor each round's jobs run `node._run` on other nodes: a job that
+    adds a midpoint writes it to plan.d/<group>.json before measuring it, the controller
+    merges those into plan.json (its only writer), and a later job adopts them. Run here as
+    the controller would, without Slurm: the jobs' bodies in this process, one after another
+    (the Slurm tests exercise submission; this is the plan's path through it)."""
+    from matrixrun.engines.sim import rehearsal_engine
+    from matrixrun.executors.node import GroupTask, NodeRunner, _run
+    from matrixrun.executors.slurm import merge_plan
+    from matrixrun.progress import PlainObserver
+    from matrixrun.runner import Runner, RunOptions
+    from matrixrun.spec import load_spec
+
+    full = tmp_path / "full"
+    run_experiment(CROSSING, out=full, rehearse=True)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for name in ("spec.yaml", "settings.json", "env.json"):
+        shutil.copy(full / name, cut / name)
+    plan = Plan.model_validate_json((full / "plan.json").read_text())
+    for g in plan.groups:
+        g.cells = [c for c in g.cells if c.added_by is None]
+    (cut / "plan.json").write_text(plan.model_dump_json())
+    firsts = [x for x in RunDir(full).measurements() if x.reason == "first"]
+    (cut / "results.jsonl").write_text("".join(x.model_dump_json() + "\n" for x in firsts))
+
+    groups = [g.group_id for g in plan.groups]
+    for group in reversed(groups):  # round 1 is in ABBA order: the plan's reversed
+        _run(GroupTask(str(CROSSING), str(cut), group, 1, rehearse=True, ignore_hardware=True))
+    shard = json.loads((cut / "plan.d" / f"{groups[-1]}.json").read_text())
+    new = [(c["x"], c["arm"]) for g in shard["groups"] for c in g["cells"] if c["added_by"]]
+    assert sorted(new) == [(8, "fast"), (8, "slow")]  # the first job to bisect: both arms
+    assert added(cut) == []  # the jobs never write plan.json
+    at8 = [x for x in RunDir(cut).measurements() if x.point["concurrency"] == 8]
+    assert {x.reason for x in at8} == {"bisection"} and len(at8) == 4
+
+    spec = load_spec(CROSSING)
+
+    def runner(kind: type[Runner], shard: str | None) -> Runner:
+        rd = RunDir(cut, shard=shard)
+        engine = rehearsal_engine(spec, spec.experiment)
+        return kind(spec, CROSSING.read_text(), rd, engine, RunOptions(True, PlainObserver()))
+
+    controller = runner(Runner, None)
+    assert merge_plan(controller, controller.run_dir) is True
+    assert added(cut) == [(8, "fast"), (8, "slow")]
+    assert merge_plan(controller, controller.run_dir) is False  # nothing new the second time
+    assert added(cut) == [(8, "fast"), (8, "slow")]
+
+    later = runner(NodeRunner, groups[0])  # a job of a later round
+    assert isinstance(later, NodeRunner)
+    assert [c.x for c in later.plan.group(groups[0]).cells] == [1, 4, 16]
+    later.adopt_shared_plan()
+    assert [c.x for c in later.plan.group(groups[0]).cells] == [1, 4, 8, 16]

@@ -15,6 +15,7 @@ that point first; a cell left surprising gets its fresh-server rerun in stage 2 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,7 +29,8 @@ from typing import Any
 from matrixrun.engines.base import Engine
 from matrixrun.environment import capture_environment, read_environment
 from matrixrun.measurement import Measurement, Reason
-from matrixrun.plan import Cell, ServerGroup
+from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.redact import redact_json
 from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir
 from matrixrun.runner import Runner, RunOptions
@@ -114,6 +116,21 @@ class NodeRunner(Runner):
     def env_shard(self) -> Path:
         return self.run_dir.path / "env.d" / f"{self.run_dir.shard}.json"
 
+    def adopt_shared_plan(self) -> None:
+        """The cells earlier rounds' bisection added (plan.json, which the controller
+        rewrites after each round), so this job's policy knows them: without them a midpoint
+        measured in round 1 could not get its reruns in round 2."""
+        path = self.run_dir.path / "plan.json"
+        with contextlib.suppress(ValueError, OSError):  # missing or unreadable: adds nothing
+            self.plan.adopt_added(Plan.model_validate_json(path.read_text()))
+
+    def _write_plan(self, rd: RunDir) -> set[str]:
+        """plan.d/<group>.json, not plan.json: the controller is plan.json's only writer and
+        merges each job's added cells into it (`SlurmExecutor._merge_plan`). Written before
+        the added cell is measured, so a job killed while measuring it loses nothing."""
+        rd.write_json(f"plan.d/{rd.shard}.json", redact_json(self.plan.model_dump(mode="json")))
+        return {c.cell_id for c in self.plan.cells()}
+
     def _write_env(self) -> None:
         env = capture_environment(
             self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
@@ -169,10 +186,15 @@ def _run(task: GroupTask) -> dict[str, Any]:
     )
     if engine.launches and not task.rehearse:
         runner.hardware = hardware_gate(spec, task.ignore_hardware)
+    runner.adopt_shared_plan()
     policy = verify.Policy(spec, runner.plan)
     group = runner.plan.group(task.group_id)
 
+    written = {c.cell_id for c in runner.plan.cells()}
+
     def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
+        if cell.added_by is not None and cell.cell_id not in written:
+            written.update(runner._write_plan(rd))  # on file before it is measured
         # the same event as Runner.run's, plus the job
         runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
 

@@ -238,8 +238,11 @@ class SlurmExecutor:
                 if not batch:
                     break
                 self._wait([], [self._task(g, round_no) for g, _ in batch])
+                if self._merge_plan():  # the next round's policy knows the added cells
+                    policy = verify.Policy(runner.spec, runner.plan)
         except KeyboardInterrupt:
             self._interrupted()
+        self._merge_plan()
         self._merge_env()
         obs.status("analysing")
         self.runner._write_settings()  # now with every group's correctness gate
@@ -257,7 +260,7 @@ class SlurmExecutor:
         rd.create()
         rd.write_text("spec.yaml", r.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(r.spec_text.encode()).hexdigest() + "\n")
-        rd.write_json("plan.json", r.plan.model_dump(mode="json"))
+        self._merge_plan()  # a resumed run keeps the cells its jobs added
         rd.results_file.touch()
         r._write_settings()
         self._merge_env()
@@ -450,6 +453,9 @@ class SlurmExecutor:
         return text
 
     # -- records and display --------------------------------------------------------------
+    def _merge_plan(self) -> bool:
+        return merge_plan(self.runner, self.rd)
+
     def _save(self) -> None:
         self.rd.write_json("jobs.json", self.book.model_dump(mode="json"))
 
@@ -526,6 +532,22 @@ class SlurmExecutor:
             f"measuring into {self.rd.path}); `{resume}` waits for them instead of "
             "submitting again, `scancel " + " ".join(ids) + "` stops them"
         )
+
+
+def merge_plan(runner: Runner, rd: RunDir) -> bool:
+    """plan.json = the plan + the cells the jobs' bisection added (plan.d/*.json, each
+    written by its job before measuring them) + those plan.json already held (a resumed
+    run's: `Runner._write_plan`). The controller is plan.json's only writer; the next round's
+    jobs read it (`NodeRunner.adopt_shared_plan`). True when the jobs' files added cells."""
+    from matrixrun.plan import Plan
+
+    before = {c.cell_id for c in runner.plan.cells()}
+    for path in sorted((rd.path / "plan.d").glob("*.json")):
+        with contextlib.suppress(ValueError, OSError):  # torn or unreadable: adds nothing
+            runner.plan.adopt_added(Plan.model_validate_json(path.read_text()))
+    added = {c.cell_id for c in runner.plan.cells()} - before
+    runner._write_plan(rd)
+    return bool(added)
 
 
 def progress_line(jobs: Sequence[JobRecord]) -> str:
