@@ -12,7 +12,9 @@ at exactly ±margin, so the gate can be measured there):
 - ``h200``: fitted to shared/data (one H200, transformers serve, 3 launches): σ_w by
   concurrency 12%, 9%, 9%, 6%, 4%, 4% at 1, 4, 16, 64, 256, 1024 (the within-launch spread of
   its second passes, interpolated), σ_b 3%, and a first pass on a new server 30–70% slower at
-  concurrency 4 and 16 for every arm (its +36%/+109% warm-up at new batch shapes).
+  concurrency 4 and 16 for every arm (its +36%/+109% warm-up at new batch shapes; on the
+  lent H200, `benchmarks/gpu/warmup.sh`, a warm-up of one wave at the cell's own
+  concurrency and lengths does not remove it: docs/benchmarks.md).
 
 Calibration gate (issue 13), every world and concurrency band: at true effect exactly ±margin
 the wrong verdicts — better at +m, worse at −m, same at either — ≤ 3% each; on exact ties
@@ -29,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import re
 import sys
 import time
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,9 +195,14 @@ def tally(verdicts: Iterable[tuple[float, float, str]], gpu_s: float) -> Tally:
 
 
 def verdicts_of(ms: list[Measurement], settings, world: World) -> list[tuple[float, float, str]]:  # type: ignore[no-untyped-def]
+    """(true effect, x, verdict) of every grid cell. Cells bisection added are not scored
+    (the reference has none; their GPU time is counted), so both strategies are judged on the
+    same cells."""
     out = []
     for _, cand, cell in analyse(ms, settings).comparisons(settings.primary):
         assert cell.x is not None
+        if int(cell.x) not in world.effect[cand]:
+            continue
         out.append((world.effect[cand][int(cell.x)], cell.x, cell.verdict.value))
     return out
 
@@ -259,26 +268,29 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
     n = len(pols)
     idxs = [rng.integers(0, n, n) for _ in range(boots)]
     lines = [f"### World `{world}` ({n} matrices, {p.n} candidate cells)", ""]
-    # matched-error reference: the lowest confidence whose error rates are ≤ the policy's
+    # matched-error reference: the lowest confidence whose error rates are ≤ the policy's —
+    # chosen again inside every bootstrap resample, since at error rates of a few events in
+    # thousands of cells the matched level is itself decided by one or two events
+    chosen, matched = _matched(p, [_sum([x[lv] for x in refs]) for lv in REF_LEVELS])
     p_wrong = p.wrong / max(p.n, 1)
     p_alarm = p.tie_alarm / max(p.tie_n, 1)
-    chosen = REF_LEVELS[-1]
-    matched = False
-    for level in REF_LEVELS:
-        r = _sum([x[level] for x in refs])
-        if r.wrong / max(r.n, 1) <= p_wrong and r.tie_alarm / max(r.tie_n, 1) <= p_alarm:
-            chosen, matched = level, True
-            break
     r = _sum([x[chosen] for x in refs])
     gain = (p.correct / p.n - r.correct / r.n) * 100
     per_p = p.gpu_s / max(p.correct, 1)
     per_r = r.gpu_s / max(r.correct, 1)
     boot_gain = []
     boot_ratio = []
+    boot_level: dict[float, int] = {}
     for idx in idxs:
-        bp, br = _sum(pols, idx), _sum([refs[k][chosen] for k in idx])
+        bp = _sum(pols, idx)
+        level, _ = _matched(bp, [_sum([refs[k][lv] for k in idx]) for lv in REF_LEVELS])
+        boot_level[level] = boot_level.get(level, 0) + 1
+        br = _sum([refs[k][level] for k in idx])
         boot_gain.append(bp.correct / bp.n - br.correct / br.n)
         boot_ratio.append((bp.gpu_s / max(bp.correct, 1)) / (br.gpu_s / max(br.correct, 1)))
+    spread = ", ".join(
+        f"{100 * lv:g}% in {100 * c / len(idxs):.0f}%" for lv, c in sorted(boot_level.items())
+    )
     lines += [
         f"Policy: {100 * p.correct / p.n:.1f}% decided correctly (cells at exactly ±m "
         f"excluded from 'correct': no verdict is right there), wrong-decisive "
@@ -296,7 +308,8 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
         f"[{np.quantile(boot_ratio, 0.025):.2f}, {np.quantile(boot_ratio, 0.975):.2f}] "
         f"(target ≥ +2.0 points at ≤ 0.75×: "
         f"{'met' if matched and gain >= 2.0 and per_p / per_r <= 0.75 else 'not met'}"
-        f"{'' if matched else ', no matched reference'}).",
+        f"{'' if matched else ', no matched reference'}). Matched level across the "
+        f"resamples: {spread}.",
         "",
         "| |" + "|".join(f" {cb} " for cb in CONC_BANDS) + "|",
         "|---|" + "---:|" * len(CONC_BANDS),
@@ -343,8 +356,48 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
     return "\n".join(lines)
 
 
+def _matched(p: Tally, refs: list[Tally]) -> tuple[float, bool]:
+    """The lowest of `REF_LEVELS` at which the reference's wrong-decisive and tie false-alarm
+    shares are both at or below the policy's (`refs` in the order of `REF_LEVELS`); the
+    highest level, unmatched, when none is."""
+    p_wrong = p.wrong / max(p.n, 1)
+    p_alarm = p.tie_alarm / max(p.tie_n, 1)
+    for level, r in zip(REF_LEVELS, refs, strict=True):
+        if r.wrong / max(r.n, 1) <= p_wrong and r.tie_alarm / max(r.tie_n, 1) <= p_alarm:
+            return level, True
+    return REF_LEVELS[-1], False
+
+
 def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.1f}%" if b else "—"
+
+
+def _matrices(world: str, seed: int, n: int, jobs: int) -> list[tuple[Tally, dict[float, Tally]]]:
+    """`run_matrix` for matrices 0..n−1, in `jobs` forked processes when > 1 (each matrix is
+    seeded by its own index, so the results do not depend on the split)."""
+    if jobs <= 1:
+        return [run_matrix(world, seed, i) for i in range(n)]
+    ctx = multiprocessing.get_context("fork")  # inherits SPENDING and the imports
+    with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        return list(pool.map(run_matrix, [world] * n, [seed] * n, range(n), chunksize=8))
+
+
+def _group_sequential() -> None:
+    """`--what-if group-sequential`: patch `AnalysisSettings.level_at` (this process and its
+    forked workers only) so each state's level is the exact group-sequential one."""
+    from sequential import state_levels
+
+    from matrixrun.verdict import AnalysisSettings
+
+    real = AnalysisSettings.level_at
+
+    def level_at(self: AnalysisSettings, look: int) -> float:
+        if self.spending != "information" or self.looks == 1:
+            return real(self, look)
+        levels = state_levels(self.states, self.confidence)
+        return levels[min(max(look, 1), len(levels)) - 1]
+
+    AnalysisSettings.level_at = level_at  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,15 +408,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--boots", type=int, default=400)
     ap.add_argument("--write", type=Path)
     ap.add_argument("--spending", choices=["information", "power"])
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (results identical)")
+    ap.add_argument(
+        "--what-if",
+        choices=["group-sequential"],
+        help="judge each state at exact Lan–DeMets levels (benchmarks/sequential.py), not the "
+        "analysis's Bonferroni shares: measures the slack, is not a result",
+    )
     args = ap.parse_args(argv)
     if args.spending:
         SPENDING[:] = [args.spending]
+    if args.what_if == "group-sequential":
+        _group_sequential()
     out = []
     t0 = time.perf_counter()
     for world in args.world or WORLDS:
         pols, refs = [], []
-        for i in range(args.matrices):
-            pt, rt = run_matrix(world, args.seed, i)
+        for pt, rt in _matrices(world, args.seed, args.matrices, args.jobs):
             pols.append(pt)
             refs.append(rt)
         text = report(world, pols, refs, args.boots)
