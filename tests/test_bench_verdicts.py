@@ -79,3 +79,29 @@ def test_power_spending_also_sums_to_alpha() -> None:
 
     s = AnalysisSettings(baseline="b", looks=4, spending="power")
     assert sum(1 - s.level_at(k) for k in range(1, s.states + 1)) == pytest.approx(0.05)
+
+
+def test_group_sequential_levels_spend_exactly_alpha() -> None:
+    """`--what-if group-sequential` (docs/benchmarks.md rests its "Bonferroni leaves α unspent"
+    on it): the recursion's boundaries are crossed with probability α by Brownian paths at the
+    states' information fractions, one state gets α itself, and each state's level is at
+    least as wide as Bonferroni's share would make it."""
+    import sequential
+    from scipy.stats import norm
+
+    from matrixrun.verdict import AnalysisSettings
+
+    assert sequential.nominal_alphas((1.0,), 0.05)[0] == pytest.approx(0.05, abs=1e-9)
+    fractions = tuple((k + 1) / 6 for k in range(1, 6))  # max_runs 3: states 1..5
+    alphas = np.array(sequential.nominal_alphas(fractions, 0.05))
+    rng = np.random.default_rng(3)
+    steps = rng.normal(size=(200_000, 5)) * np.sqrt(np.diff((0.0, *fractions)))
+    z = np.cumsum(steps, axis=1) / np.sqrt(fractions)
+    crossed = (np.abs(z) >= norm.ppf(1 - alphas / 2)).any(axis=1).mean()
+    assert abs(crossed - 0.05) < 0.002  # MC standard error ≈ 0.0005
+    s = AnalysisSettings(
+        baseline="a", candidates=["b"], primary="x", looks=3, spending="information"
+    )
+    levels = sequential.state_levels(s.states, s.confidence)
+    assert all(g <= s.level_at(k + 1) + 1e-12 for k, g in enumerate(levels))
+    assert levels[-1] == pytest.approx(1 - 0.0375, abs=5e-4)  # docs: 96.3% for the last state
