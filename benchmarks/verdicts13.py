@@ -14,7 +14,8 @@ at exactly ±margin, so the gate can be measured there):
   its second passes, interpolated), σ_b 3%, and a first pass on a new server 30–70% slower at
   concurrency 4 and 16 for every arm (its +36%/+109% warm-up at new batch shapes; on the
   lent H200, `benchmarks/gpu/warmup.sh`, a warm-up of one wave at the cell's own
-  concurrency and lengths does not remove it: docs/benchmarks.md).
+  concurrency and lengths does not remove it, an unmeasured copy of the cell —
+  `warmup_requests: cell` — removes most of it: docs/benchmarks.md).
 
 Calibration gate (issue 13), every world and concurrency band: at true effect exactly ±margin
 the wrong verdicts — better at +m, worse at −m, same at either — ≤ 3% each; on exact ties

@@ -299,16 +299,19 @@ class Runner:
     def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
         """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
         w = self.spec.workload
+        output_len = int(cell.point["output_len"])
+        copy = w.warmup_requests == "cell"  # an unmeasured copy of the cell first
         return LoadConfig(
             base_url=inst.base_url,
             api=self._api,
             model=inst.group.model.path,
             num_prompts=cell.num_prompts,
             input_len=int(cell.point["input_len"]),
-            output_len=int(cell.point["output_len"]),
+            output_len=output_len,
             concurrency=int(cell.point["concurrency"]),
             request_rate=float(cell.point["request_rate"]),
-            warmup_requests=w.warmup_requests,
+            warmup_requests=cell.num_prompts if copy else int(w.warmup_requests),
+            warmup_output_len=output_len if copy else None,
             seed=w.seed,
             request_timeout_s=self.spec.limits.request_timeout,
             duration_s=w.duration,

@@ -14,7 +14,7 @@ shared by the runner, the verify policy and its scoring benchmark.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,7 +41,7 @@ class WorkloadFacts(_Model):
     duration: float | None = None
     prompts_per_concurrency: int | None = None
     min_prompts: int | None = None
-    warmup_requests: int = 0
+    warmup_requests: int | Literal["cell"] = 0
     seed: int = 0
     prompt_format: str = Field("token_ids", description="token_ids or text (engine.prompt_format).")
     strict_openai: bool = False

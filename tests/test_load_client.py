@@ -273,3 +273,18 @@ def test_time_cap_cancels_what_is_left_and_keeps_what_finished(server: str) -> N
 def test_a_cap_the_cell_fits_in_changes_nothing(server: str) -> None:
     res = run_load_sync(config(server, num_prompts=8, time_cap_s=60.0))
     assert (res.metrics.completed, res.capped) == (8, 0)
+
+
+def test_warmup_output_len_lifts_the_warmup_cap() -> None:
+    """Warm-up requests generate at most 32 tokens unless `warmup_output_len` says otherwise
+    (a `warmup_requests: cell` copy runs at the cell's own lengths): counted by the tokens the
+    server sent, 2 measured + 2 warm-up requests of 40 tokens against 32."""
+    sent = {}
+    for full in (False, True):
+        with fixed_server("--ttft-ms", "2", "--itl-ms", "1") as url:
+            cfg = config(url, num_prompts=2, output_len=40, warmup_requests=2,
+                         warmup_output_len=40 if full else None)  # fmt: skip
+            res = run_load_sync(cfg)
+            sent[full] = stats(url)["events"]
+        assert res.metrics.completed == 2 and res.metrics.total_output_tokens == 80
+    assert sent[True] - sent[False] == 2 * (40 - 32)

@@ -15,6 +15,7 @@ runner's time-scale handling without the simulator.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -217,6 +218,21 @@ def test_runner_measures_every_cell_in_modelled_time(tmp_path: Path) -> None:
     flushes = [e for e in rd.events() if e["event"] == "flush_cache"]
     assert len(flushes) == len(ms) and all(e["ok"] for e in flushes)
     assert (rd.path / "report.md").is_file()
+
+
+def test_a_cell_warmup_is_an_unmeasured_copy_of_the_cell(tmp_path: Path) -> None:
+    """`warmup_requests: cell`: before each cell the server gets as many unmeasured requests
+    as the cell measures (the flush before the cell resets the server's counter), the cell's
+    own numbers are untouched, and the report's workload table says what was done."""
+    spec_text = ONE_RUN.replace("warmup_requests: 1", "warmup_requests: cell")
+    _, rd = run(tmp_path, FakeEngine(), spec_text)
+    ms = rd.measurements()
+    assert ms and all(m.ok for m in ms)
+    assert {m.extra["fake_requests_since_flush"] for m in ms} == {16}  # 8 copies + 8 measured
+    assert all(m.metrics is not None and m.metrics.completed == 8 for m in ms)
+    settings = json.loads((rd.path / "settings.json").read_text())
+    assert settings["spec"]["workload"]["warmup_requests"] == "cell"
+    assert "an unmeasured copy of each cell before it" in (rd.path / "report.md").read_text()
 
 
 def test_a_server_that_crashes_mid_cell_is_relaunched(tmp_path: Path) -> None:

@@ -209,3 +209,17 @@ def test_profile_file_relative_to_spec(tmp_path: Path) -> None:
     spec = load_spec(spec_path)
     assert not isinstance(spec.rehearsal.profile, str)
     assert spec.rehearsal.profile is not None and spec.rehearsal.profile.name == "p"
+
+
+def test_warmup_cell_is_a_copy_of_the_cell_and_not_with_duration() -> None:
+    """`warmup_requests: cell` parses; with duration sizing (no fixed request count) it is one
+    sentence that says what to give instead; other strings are refused."""
+    base = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
+    spec = parse_spec(base.replace("warmup_requests: 1", "warmup_requests: cell"))
+    assert spec.workload.warmup_requests == "cell"
+    sized = "num_prompts: 8, warmup_requests: 1"
+    timed = base.replace(sized, "duration: 30s, warmup_requests: cell")
+    with pytest.raises(SpecError, match=r"warmup_requests: cell copies .*give .* a number"):
+        parse_spec(timed)
+    with pytest.raises(SpecError, match="warmup_requests"):
+        parse_spec(base.replace("warmup_requests: 1", "warmup_requests: wave"))

@@ -12,7 +12,9 @@ verdicts13.py`'s `h200` world assumes it must).
 Launches cycle through the warm-ups named by `--variants` (`small`: 2 requests, the committed
 spec's; `wave`: one wave at the cell's concurrency, outputs capped at the client's
 `WARMUP_OUTPUT_LEN`, 32 tokens; `full`: that wave at the cell's own output length, so the
-warm-up reaches the cell's sequence lengths too), each with two back-to-back passes;
+warm-up reaches the cell's sequence lengths too; `pass`: as many warm-up requests as the cell
+measures, at its full lengths — an unmeasured copy of the cell), each with two back-to-back
+passes;
 the penalty is first pass / second pass − 1 per launch and cell. Output tokens per second from
 matrixrun's own load client (the runner's `LoadConfig`), one JSON line per cell run, a table
 last. Runs on the lent machine through `benchmarks/gpu/warmup.sh`.
@@ -36,7 +38,7 @@ from pathlib import Path
 from matrixrun.load import client
 from matrixrun.load.client import LoadConfig, run_load_sync
 
-VARIANTS = ("small", "wave", "full")
+VARIANTS = ("small", "wave", "full", "pass")
 CAPPED = client.WARMUP_OUTPUT_LEN
 SERVE = ["python3", "-c", "from transformers.cli.transformers import main; main()", "serve"]
 
@@ -140,14 +142,14 @@ def main() -> int:
             print(f"deadline: {launch} launches run", flush=True)
             break
         variant = args.variants[launch % len(args.variants)]
-        # `full`: the warm-up's outputs as long as the cell's (the client caps them at 32)
-        client.WARMUP_OUTPUT_LEN = 64 if variant == "full" else CAPPED
+        # `full`, `pass`: the warm-up's outputs as long as the cell's (the client caps them)
+        client.WARMUP_OUTPUT_LEN = 64 if variant in ("full", "pass") else CAPPED
         port = free_port()
         proc = start(args.model, port, args.out / "serve.log")
         try:
             for pas in (0, 1):
                 for c in args.conc:
-                    warm = 2 if variant == "small" else c
+                    warm = {"small": 2, "pass": max(2 * c, 8)}.get(variant, c)
                     got = cell(port, args.model, c, warm, seed=launch)  # same prompts both passes
                     row: dict[str, object] = {
                         "launch": launch, "variant": variant, "pass": pas, "conc": c,

@@ -66,6 +66,9 @@ class LoadConfig(BaseModel):
     concurrency: int = Field(ge=1, description="most requests in flight at once")
     request_rate: float = Field(math.inf, gt=0, description="requests/s; inf sends at once")
     warmup_requests: int = Field(1, ge=0)
+    warmup_output_len: int | None = Field(
+        None, ge=1, description="output tokens per warmup request; None: output_len, at most 32"
+    )
     seed: int = 0
     request_timeout_s: float = Field(600.0, gt=0)
     duration_s: float | None = Field(
@@ -352,7 +355,7 @@ async def _warmup(config: LoadConfig, transport: Transport, n: int, concurrency:
     """Run `n` warmup requests (at most `concurrency` at once); return how many failed."""
     if n == 0:
         return 0
-    out_len = min(config.output_len, WARMUP_OUTPUT_LEN)
+    out_len = config.warmup_output_len or min(config.output_len, WARMUP_OUTPUT_LEN)
     prompts = _prompts(config, make_warmup_prompts(config.seed, n, config.input_len))
     sem = asyncio.Semaphore(concurrency)
     t0 = time.perf_counter()

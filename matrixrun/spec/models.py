@@ -274,7 +274,13 @@ class WorkloadSpec(_Model):
     duration: Duration | None = Field(
         None, gt=0, description="Send requests for this long (at most 64 per concurrency slot)."
     )
-    warmup_requests: int = Field(1, ge=0, description="Unmeasured requests before each cell.")
+    warmup_requests: Annotated[int, Field(ge=0)] | Literal["cell"] = Field(
+        1,
+        description="Unmeasured requests before each cell (outputs capped at 32 tokens), or "
+        "`cell`: an unmeasured copy of the cell (as many requests, at its own concurrency and "
+        "lengths, other prompts) — what removes a first pass's warm-up on engines whose first "
+        "work at a batch shape is slow even after one wave of it.",
+    )
     seed: int = Field(1, description="Same seed -> identical prompts for every arm.")
     processes: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         "auto",
@@ -297,6 +303,11 @@ class WorkloadSpec(_Model):
             )
         if not given:
             self.prompts_per_concurrency = 4
+        if self.warmup_requests == "cell" and self.duration is not None:
+            raise ValueError(
+                "warmup_requests: cell copies the cell's requests, and a duration-sized cell "
+                "has no fixed count: give warmup_requests a number"
+            )
         return self
 
     def prompts_for(self, concurrency: int) -> int:

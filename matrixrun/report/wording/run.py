@@ -252,6 +252,16 @@ def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
     return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
 
 
+def warmup_text(warmup: int | str) -> str:
+    """The workload table's warm-up row."""
+    if warmup == "cell":
+        return (
+            "an unmeasured copy of each cell before it (as many requests, at its concurrency "
+            "and lengths, other prompts)"
+        )
+    return f"{warmup} unmeasured request(s) before each cell"
+
+
 def workload(facts: SpecFacts) -> list[tuple[str, str]]:
     w = facts.workload
     if w.num_prompts is not None:
@@ -275,7 +285,7 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
         ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
         ("request rate", rate),
         ("prompts", prompts),
-        ("warmup", f"{w.warmup_requests} unmeasured request(s) before each cell"),
+        ("warmup", warmup_text(w.warmup_requests)),
         ("seed", str(w.seed)),
     ]
     if w.strict_openai:

@@ -374,7 +374,8 @@ def caveat(c: Caveat, v: Verdict) -> str:
             f"{fmt.change(math.expm1(c.value or 0.0))} on average ({c.count} pair(s), "
             f"{c.metric}), beyond the margin and beyond what noise explains: a "
             "verdict its cold first runs could account for is inconclusive (warm each cell "
-            "up before measuring it, e.g. more workload.warmup_requests)."
+            "up before measuring it: workload.warmup_requests: cell runs an unmeasured copy "
+            "of it first; on the lent H200 one wave at the cell's concurrency was not enough)."
         )
     if k == CaveatKind.FAILED_RUNS:
         return (
