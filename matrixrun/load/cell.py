@@ -96,8 +96,10 @@ def measure_cell(
             )
         else:
             # the client caps the measured requests at config.time_cap_s itself; this outer
-            # bound also covers the warmup, whose requests each have request_timeout
-            bound = scale.server_seconds(cell_timeout_s + config.request_timeout_s) + 30.0
+            # bound also covers the warmup, whose requests each have request_timeout, and a
+            # warmup that copies the cell (`warmup_requests: cell`) its share of another cell
+            copy = min(config.warmup_requests / config.num_prompts, 1.0) * cell_timeout_s
+            bound = scale.server_seconds(cell_timeout_s + copy + config.request_timeout_s) + 30.0
             result = asyncio.run(_bounded(run_load(server_config), bound))
             metrics, records = result.metrics, result.records
             extra = _client_extras(result, config.output_len, cell_timeout_s)
