@@ -126,7 +126,7 @@ class NodeRunner(Runner):
 
     def _write_plan(self, rd: RunDir) -> set[str]:
         """plan.d/<group>.json, not plan.json: the controller is plan.json's only writer and
-        merges each job's added cells into it (`SlurmExecutor._merge_plan`). Written before
+        merges each job's added cells into it (`executors.slurm.merge_plan`). Written before
         the added cell is measured, so a job killed while measuring it loses nothing."""
         rd.write_json(f"plan.d/{rd.shard}.json", redact_json(self.plan.model_dump(mode="json")))
         return {c.cell_id for c in self.plan.cells()}
