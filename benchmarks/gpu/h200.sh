@@ -3,9 +3,10 @@
 # install the carried wheels, build the model, run the spec, pack the run directory into $OUT.
 #   device run, carry [.whl]:  bash benchmarks/gpu/h200.sh spec/h200_transformers_cb.yaml
 # .whl comes from ../shared/gpu/fetch_wheels.sh .whl (run on a machine with the registry).
-# The device's copy of .git is the session's first one: pass the commit the tree is at,
-#   MATRIXRUN_GIT_SHA=$(git rev-parse HEAD) bash benchmarks/gpu/h200.sh SPEC
-# so env.json records it instead of a stale commit marked -dirty.
+# The device's copy of .git is the session's first one: pass the commit the tree is at as a
+# literal (run `git rev-parse HEAD` here, paste its output),
+#   MATRIXRUN_GIT_SHA=<that sha> bash benchmarks/gpu/h200.sh SPEC
+# so env.json records it; `$(git rev-parse HEAD)` in the device command reads the stale .git.
 set -uo pipefail
 SPEC=${1:?usage: h200.sh SPEC [matrixrun run options]}; shift
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
