@@ -131,6 +131,8 @@ class Runner:
         #: measurement as extra.round, so a resumed run knows what a round already did)
         self._round_of: dict[str, int] = {}
         self._unfinished: Unfinished | None = None
+        #: cell ids the plan file holds: an added cell not among them is written first
+        self._on_file: set[str] = {c.cell_id for c in self.plan.cells()}
 
     # -- bookkeeping --------------------------------------------------------------------
     def attempts(self, cell: Cell) -> list[Measurement]:
@@ -384,7 +386,10 @@ class Runner:
         self, stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy, **extra: Any
     ) -> None:
         """The audit line of a rerun the verify policy chose, with the attempt it will be (the
-        report matches the reason to that measurement by it)."""
+        report matches the reason to that measurement by it). A cell the policy added
+        (bisection) goes on file first (`_write_plan`), before it is measured."""
+        if cell.added_by is not None and cell.cell_id not in self._on_file:
+            self._on_file = self._write_plan(self.run_dir)
         self.run_dir.event(
             "verify",
             stage=stage,
@@ -418,7 +423,7 @@ class Runner:
         from matrixrun import verify
 
         rd = self.run_dir.create()
-        self._write_plan(rd)  # first: a resumed run's added cells are cells of its plan
+        self._on_file = self._write_plan(rd)  # first: a resumed run's added cells are its own
         notes = self._mend(rd)
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
@@ -430,7 +435,6 @@ class Runner:
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
 
         self.skipped = sum(1 for c in self.plan.cells() if self.attempts(c))
-        written = {c.cell_id for c in self.plan.cells()}
 
         def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
             after = None if warm is None else (lambda inst: warm())
@@ -439,8 +443,6 @@ class Runner:
         def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
             if stage == 2:  # tag its measurement with the round (a resume reads it back)
                 self._round_of[cell.cell_id] = round_no
-            if cell.added_by is not None and cell.cell_id not in written:
-                written.update(self._write_plan(rd))  # on file before it is measured
             self.verify_event(stage, round_no, cell, reason, why)
 
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then

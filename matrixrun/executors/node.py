@@ -123,6 +123,7 @@ class NodeRunner(Runner):
         path = self.run_dir.path / "plan.json"
         with contextlib.suppress(ValueError, OSError):  # missing or unreadable: adds nothing
             self.plan.adopt_added(Plan.model_validate_json(path.read_text()))
+        self._on_file |= {c.cell_id for c in self.plan.cells()}  # plan.json holds them
 
     def _write_plan(self, rd: RunDir) -> set[str]:
         """plan.d/<group>.json, not plan.json: the controller is plan.json's only writer and
@@ -190,12 +191,8 @@ def _run(task: GroupTask) -> dict[str, Any]:
     policy = verify.Policy(spec, runner.plan)
     group = runner.plan.group(task.group_id)
 
-    written = {c.cell_id for c in runner.plan.cells()}
-
     def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
-        if cell.added_by is not None and cell.cell_id not in written:
-            written.update(runner._write_plan(rd))  # on file before it is measured
-        # the same event as Runner.run's, plus the job
+        # the same event as Runner.run's (an added cell goes to plan.d first), plus the job
         runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
 
     if task.round_no == 0:
