@@ -34,6 +34,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from matrixrun.load import client
 from matrixrun.load.client import LoadConfig, run_load_sync
@@ -103,7 +104,7 @@ def cell(port: int, model: str, conc: int, warm: int, seed: int) -> dict[str, fl
     }
 
 
-def table(rows: list[dict[str, object]], concs: list[int]) -> str:
+def table(rows: list[dict[str, Any]], concs: list[int]) -> str:
     out = ["| warm-up | concurrency | launches | first pass tok/s | second pass tok/s | "
            "penalty per launch (first / second − 1) |", "|---|---:|---:|---|---|---|"]  # fmt: skip
     for variant in VARIANTS:
@@ -111,9 +112,7 @@ def table(rows: list[dict[str, object]], concs: list[int]) -> str:
             by: dict[int, dict[int, float]] = {}
             for r in rows:
                 if r["variant"] == variant and r["conc"] == c:
-                    by.setdefault(int(str(r["launch"])), {})[int(str(r["pass"]))] = float(
-                        str(r["tok_s"])
-                    )
+                    by.setdefault(r["launch"], {})[r["pass"]] = r["tok_s"]
             pairs = [(v[0], v[1]) for v in by.values() if 0 in v and 1 in v]
             if not pairs:
                 continue
@@ -135,7 +134,7 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     results = args.out / "warmup.jsonl"
     for launch in range(args.launches):
         if time.monotonic() - t0 > args.deadline_s:
@@ -151,7 +150,7 @@ def main() -> int:
                 for c in args.conc:
                     warm = {"small": 2, "pass": max(2 * c, 8)}.get(variant, c)
                     got = cell(port, args.model, c, warm, seed=launch)  # same prompts both passes
-                    row: dict[str, object] = {
+                    row: dict[str, Any] = {
                         "launch": launch, "variant": variant, "pass": pas, "conc": c,
                         "warmup_requests": warm, **got,
                     }  # fmt: skip

@@ -375,7 +375,8 @@ def caveat(c: Caveat, v: Verdict) -> str:
             f"{c.metric}), beyond the margin and beyond what noise explains: a "
             "verdict its cold first runs could account for is inconclusive (warm each cell "
             "up before measuring it: workload.warmup_requests: cell runs an unmeasured copy "
-            "of it first; on the lent H200 one wave at the cell's concurrency was not enough)."
+            "of it first; with transformers serve on an H200 one wave at the cell's "
+            "concurrency was not enough)."
         )
     if k == CaveatKind.FAILED_RUNS:
         return (
