@@ -20,6 +20,8 @@ python3 -c "from transformers.cli.transformers import main; main()" serve --help
   > "$OUT/serve_help.txt" 2>&1
 name=$(basename "$SPEC" .yaml)
 start=$(date +%s)
-python3 -m matrixrun run "$SPEC" --out "/tmp/$name" "$@" 2>&1 | tee "$OUT/run.log" | tail -40
+# SIGINT before the call limit: the run keeps what it measured and stops its servers, and the
+# tar below still happens (continue it in a later call with --resume on the carried directory)
+timeout -s INT "${RUN_LIMIT_S:-480}" python3 -m matrixrun run "$SPEC" --out "/tmp/$name" "$@" 2>&1 | tee "$OUT/run.log" | tail -40
 echo "run exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s"
 tar czf "$OUT/$name.tgz" -C /tmp "$name"
