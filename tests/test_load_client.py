@@ -288,3 +288,16 @@ def test_warmup_output_len_lifts_the_warmup_cap() -> None:
             sent[full] = stats(url)["events"]
         assert res.metrics.completed == 2 and res.metrics.total_output_tokens == 80
     assert sent[True] - sent[False] == 2 * (40 - 32)
+
+
+def test_the_cap_cuts_a_warmup_copy_of_a_capped_cell_too(server: str) -> None:
+    """`warmup_requests: cell` on a cell the cap cuts: the copy is cut at the same cap (found on
+    the H200: a 256-request copy ran minutes past a 20 s cap and the cell failed with nothing
+    kept). Ten waves of warm-up under a cap of 2.5 waves: the warm-up and the measured part
+    each end near the cap, and the cut warm-up requests are counted."""
+    e2e = (TTFT + 19 * ITL) / 1e3
+    cfg = config(server, num_prompts=40, warmup_requests=40, warmup_output_len=20,
+                 time_cap_s=2.5 * e2e)  # fmt: skip
+    res = run_load_sync(cfg)
+    assert 8 <= res.metrics.completed <= 12 and res.capped == 40 - res.metrics.completed
+    assert 28 <= res.warmup_capped <= 32 and res.warmup_failed == 0

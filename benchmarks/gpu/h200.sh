@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One whole experiment on the lent H200 machine, in one call (its machine stays warm only 30 s):
-# install the carried wheels, build the model, run the spec, pack the run directory into $OUT.
+# install the carried wheels, build the model, run the spec (or RESUME a carried run
+# directory), pack the run directory into $OUT.
 #   device run, carry [.whl]:  bash benchmarks/gpu/h200.sh spec/h200_transformers_cb.yaml
 # .whl comes from ../shared/gpu/fetch_wheels.sh .whl (run on a machine with the registry).
 # The device's copy of .git is the session's first one: pass the commit the tree is at as a
@@ -22,6 +23,12 @@ name=$(basename "$SPEC" .yaml)
 start=$(date +%s)
 # SIGINT before the call limit: the run keeps what it measured and stops its servers, and the
 # tar below still happens (continue it in a later call with --resume on the carried directory)
-timeout -s INT "${RUN_LIMIT_S:-480}" python3 -m matrixrun run "$SPEC" --out "/tmp/$name" "$@" 2>&1 | tee "$OUT/run.log" | tail -40
+# RESUME=DIR (a run directory carried into the tree, e.g. .h200run/NAME) continues that run
+if [[ -n "${RESUME:-}" ]]; then
+  rm -rf "/tmp/$name" && cp -r "$RESUME" "/tmp/$name" && set -- --resume "/tmp/$name" "$@"
+else
+  set -- --out "/tmp/$name" "$@"
+fi
+timeout -s INT "${RUN_LIMIT_S:-480}" python3 -m matrixrun run "$SPEC" "$@" 2>&1 | tee "$OUT/run.log" | tail -40
 echo "run exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s"
 tar czf "$OUT/$name.tgz" -C /tmp "$name"

@@ -95,9 +95,9 @@ def measure_cell(
                 tokenizer=bench_serving.tokenizer,
             )
         else:
-            # the client caps the measured requests at config.time_cap_s itself; this outer
-            # bound also covers the warmup, whose requests each have request_timeout, and a
-            # warmup that copies the cell (`warmup_requests: cell`) its share of another cell
+            # the client caps the measured requests and the warmup at config.time_cap_s
+            # itself; this outer bound covers both (a warmup that copies the cell,
+            # `warmup_requests: cell`, its share of another cell) and a request's timeout
             copy = min(config.warmup_requests / config.num_prompts, 1.0) * cell_timeout_s
             bound = scale.server_seconds(cell_timeout_s + copy + config.request_timeout_s) + 30.0
             result = asyncio.run(_bounded(run_load(server_config), bound))
@@ -128,6 +128,8 @@ def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[st
     extra: dict[str, Any] = {}
     if result.warmup_failed:
         extra["warmup_failed"] = result.warmup_failed  # tolerated; the report can say so
+    if result.warmup_capped:
+        extra["warmup_capped"] = result.warmup_capped  # the copy of a capped cell, cut too
     if result.client_cpu is not None:
         extra["client_cpu"] = round(result.client_cpu, 3)
     if result.check is not None:

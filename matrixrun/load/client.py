@@ -123,6 +123,8 @@ class LoadResult:
     warmup_failed: int = 0
     #: Requests cut by the time cap (cancelled in flight, or never sent): 0 for a full cell.
     capped: int = 0
+    #: Warm-up requests cut by the same cap (a `warmup_requests: cell` copy of a capped cell).
+    warmup_capped: int = 0
     #: CPU seconds the client process used per wall second of the measured part (1.0 = one
     #: core busy): near 1 the client, not the server, may be what limits the numbers.
     client_cpu: float | None = None
@@ -235,6 +237,7 @@ class Measured:
     wall_s: float
     capped: int
     warmup_failed: int
+    warmup_capped: int = 0
 
 
 #: Waits for the common start instant and returns it (perf_counter time): "now" for one
@@ -276,7 +279,7 @@ def finish(
     check = judge(records, [m.lags for m in parts], cpu, cpu_max)
     return LoadResult(
         records, metrics, sum(m.warmup_failed for m in parts), capped=capped, client_cpu=cpu,
-        check=check, processes=len(parts),
+        check=check, processes=len(parts), warmup_capped=sum(m.warmup_capped for m in parts),
     )  # fmt: skip
 
 
@@ -297,7 +300,9 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
     key = config.api_key.get_secret_value() if config.api_key else None
     transport = make_transport(config.transport, config.base_url, share.concurrency, key)
     try:
-        warmup_failed = await _warmup(config, transport, share.warmup, share.concurrency)
+        warmup_failed, warmup_cut = await _warmup(
+            config, transport, share.warmup, share.concurrency
+        )
         await transport.prepare(min(share.concurrency, len(share.indices)))
         sem = asyncio.Semaphore(share.concurrency)
 
@@ -331,7 +336,7 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
     finally:
         await transport.aclose()
     records = [r for r in finished if r is not None]
-    return Measured(records, lags, cpu_s, wall, cut, warmup_failed)
+    return Measured(records, lags, cpu_s, wall, cut, warmup_failed, warmup_cut)
 
 
 async def _within(
@@ -351,16 +356,22 @@ async def _within(
     return [t.result() for t in tasks if t in done], len(pending)
 
 
-async def _warmup(config: LoadConfig, transport: Transport, n: int, concurrency: int) -> int:
-    """Run `n` warmup requests (at most `concurrency` at once); return how many failed."""
+async def _warmup(
+    config: LoadConfig, transport: Transport, n: int, concurrency: int
+) -> tuple[int, int]:
+    """Run `n` warmup requests (at most `concurrency` at once); return how many failed and how
+    many the cell's time cap cut. The cap bounds the warm-up as it bounds the measured part: a
+    `warmup_requests: cell` copy of a cell that the cap cuts would otherwise run to the end
+    (256 requests one at a time on the H200: 5 minutes before a 20 s cell) and the cell's
+    outer bound would fail it with nothing kept."""
     if n == 0:
-        return 0
+        return 0, 0
     out_len = config.warmup_output_len or min(config.output_len, WARMUP_OUTPUT_LEN)
     prompts = _prompts(config, make_warmup_prompts(config.seed, n, config.input_len))
     sem = asyncio.Semaphore(concurrency)
     t0 = time.perf_counter()
 
-    async def one(i: int) -> RequestRecord:
+    async def one(i: int) -> RequestRecord | None:
         async with sem:
             text, count = prompts[i]
             body = request_body(config.api, text, out_len, config.model, config.strict_openai)
@@ -368,15 +379,17 @@ async def _warmup(config: LoadConfig, transport: Transport, n: int, concurrency:
                 transport, config.api, body, i, count, out_len, config.request_timeout_s, t0,
             )  # fmt: skip
 
-    records = await asyncio.gather(*(one(i) for i in range(n)))
+    cap = config.time_cap_s if config.time_cap_s is not None else math.inf
+    done, cut = await _within([asyncio.create_task(one(i)) for i in range(n)], t0 + cap)
+    records = [r for r in done if r is not None]
     failed = [r for r in records if not r.ok]
-    if len(failed) == n:
+    if records and len(failed) == len(records):
         # an unreachable server ends the cell here; any other failure is only the warmup's
         # (a first request that hit a JIT compile, one 500): the measured requests decide
         err = _unreachable(failed, config.base_url)
         if err is not None:
             raise err
-    return len(failed)
+    return len(failed), cut
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
