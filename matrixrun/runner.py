@@ -217,6 +217,7 @@ class Runner:
             tokenizer=self._tokenizer(group),
         )
         self._write_env()
+        self._write_settings()  # the gate's outcome on file now: a run cut short keeps it
 
     def _flush(self, inst: Instance, cell: Cell) -> None:
         """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm

@@ -328,6 +328,29 @@ def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
     assert "suspect" in (tmp_path / "r.md").read_text().lower()
 
 
+def test_a_run_cut_short_keeps_the_correctness_gates_outcome(tmp_path: Path) -> None:
+    """settings.json carries each gate's outcome as soon as it is known, so `analyse` on a run
+    interrupted after both arms' gates does not say "outputs not checked" (seen on the H200:
+    a run stopped at the device's time limit)."""
+    spec = _spec_with(
+        tmp_path,
+        "correctness: {enabled: false}",
+        "correctness: {enabled: true, prompts: 3, input_len: 8, max_new_tokens: 12, floor: 90%}",
+    )
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "matrixrun", "run", str(spec), "--rehearse", "--out",
+           str(run_dir), "--report", str(tmp_path / "r.md")]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    _wait_for_lines(run_dir / "results.jsonl", 3, proc, 180)  # the second arm has measured
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert len(read_results(run_dir)) < 8  # cut short, not finished
+    settings = json.loads((run_dir / "settings.json").read_text())["analysis"]
+    assert settings["correctness"] == {"fast": pytest.approx(1.0)}
+
+
 def test_missing_sglang_says_which_python_to_point_at(tmp_path: Path) -> None:
     """The default launch (this Python, no SGLang here) fails with what to do."""
     spec = tmp_path / "spec.yaml"
