@@ -841,6 +841,10 @@ def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput()
     capped = {"capped": {"after_s": 40.0, "cut_requests": 28, "completed": 36}}
     latency = limited_cell("mean_ttft_ms", [50.0] * 3, **capped)  # −50%: flattered by the cap
     assert latency.verdict == "inconclusive" and latency.leading_note == CellNote.CAPPED
+    from matrixrun.report.wording.verdicts import undecided
+
+    said = undecided(latency)  # what took it away, not "on the margin" (its interval clears it)
+    assert "hit the cell's time cap" in said and "on the margin" not in said
     rate = limited_cell("output_throughput", [130.0] * 3, **capped)
     assert rate.verdict == "better" and CellNote.CAPPED in rate.notes
     assert rate.candidate.capped == 3

@@ -9,6 +9,7 @@ from typing import Any
 
 from matrixrun.report import fmt
 from matrixrun.verdict import (
+    LEADING_NOTES,
     AnalysisSettings,
     ArmSample,
     Caveat,
@@ -242,7 +243,9 @@ def undecided(c: Comparison) -> str:
             f"about {c.runs_needed} runs per arm in all, the extra ones each on a fresh "
             "server, would settle it if the observed change and the noise estimate held"
         )
-    elif c.d is not None and CellNote.NO_NOISE not in c.notes:
+    elif c.d is not None and c.leading_note not in LEADING_NOTES:
+        # (an interval that clears the margin but lost its confidence to a leading note —
+        # a capped arm's latency, warm-up, the client — is said by that note, not this)
         parts.append("the change sits on the margin: more runs alone may not settle it")
     parts += [cell_note(n, c) for n in c.notes if n != CellNote.SMALL_CHANGE]
     return "; ".join(parts)
