@@ -147,3 +147,35 @@ def check_hardware(spec: Spec, timeout_s: float = 30.0) -> HardwareCheck:
             finding=found,
         )
     return compare(spec.hardwares, visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+
+def gpu_serials(timeout_s: float = 30.0) -> list[str]:
+    """Serials (else UUIDs) of the GPUs this process may use, from nvidia-smi; [] where there is
+    none. Slurm's SLURM_JOB_GPUS names the node's GPU indices it allocated (else
+    CUDA_VISIBLE_DEVICES, when it lists indices); without either, every GPU nvidia-smi shows.
+    Lines that are not `index, serial, uuid` are ignored."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [exe, "--query-gpu=index,serial,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    visible = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    allocated = {g.strip() for g in visible.split(",") if g.strip()}
+    out = []
+    for line in done.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or not parts[0].isdigit():
+            continue
+        if allocated and parts[0] not in allocated and parts[2] not in allocated:
+            continue
+        serial, uuid = parts[1], parts[2]
+        out.append(serial if serial and not serial.startswith("[") else uuid)
+    return out

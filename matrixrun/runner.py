@@ -37,6 +37,7 @@ from matrixrun.engines.base import (
 from matrixrun.environment import HardwareGate, ServerRecord, capture_environment, read_environment
 from matrixrun.errors import EngineError
 from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
+from matrixrun.hardware import gpu_serials
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
@@ -133,6 +134,9 @@ class Runner:
         self._unfinished: Unfinished | None = None
         #: cell ids the plan file holds: an added cell not among them is written first
         self._on_file: set[str] = {c.cell_id for c in self.plan.cells()}
+        #: the GPUs this process's servers run on, recorded with each: a run resumed on
+        #: another machine (a lent GPU node is often a fresh one) shows it in env.json
+        self.serials: list[str] = [] if options.rehearse else gpu_serials()
 
     # -- bookkeeping --------------------------------------------------------------------
     def attempts(self, cell: Cell) -> list[Measurement]:
@@ -192,6 +196,7 @@ class Runner:
                 version=self.engine.version(info),
                 args=redact_json(self.engine.effective_args(info)),
                 argv=redact_argv(launch.argv),
+                gpu_serials=self.serials,
             )
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
             self._write_env()

@@ -13,8 +13,8 @@ from matrixrun.cli import main
 from matrixrun.errors import InputError
 from matrixrun.executors import make_executor
 from matrixrun.executors.jobs import JobRecord, node_sharing
-from matrixrun.executors.node import gpu_serials
 from matrixrun.executors.slurm import parse_slurm_args, progress_line, time_limit_minutes
+from matrixrun.hardware import gpu_serials
 from matrixrun.measurement import Measurement
 from matrixrun.results import RunDir
 

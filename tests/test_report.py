@@ -1019,3 +1019,19 @@ def test_user_text_cannot_inject_html_or_structure_into_the_document(tmp_path: P
     assert "<img" not in doc and "&lt;img src=x onerror=alert(1)&gt;" in doc
     assert "\\*\\*bold\\*\\*" in doc  # the author's asterisks shown, not emphasis
     assert check_markdown(doc) == []
+
+
+def test_servers_on_different_gpus_get_a_serials_column() -> None:
+    """A run resumed on another lent machine: each server's GPUs show, so the launch spread
+    is read as including the machines'; one GPU for all servers adds no column."""
+    from matrixrun.report.run_sections import environment_of
+
+    def server(arm: str, serials: list[str]) -> dict[str, object]:
+        return {"arm": arm, "version": "v", "startup_s": 12.0, "gpu_serials": serials}
+
+    same = {"servers": {"a#1": server("a", ["1652"]), "b#1": server("b", ["1652"])}}
+    assert "GPU serials" not in environment_of(same, None).servers_header
+    moved = {"servers": {"a#1": server("a", ["1652"]), "a#2": server("a", ["1654"])}}
+    env = environment_of(moved, None)
+    col = env.servers_header.index("GPU serials")
+    assert [row[col] for row in env.servers] == ["1652", "1654"]

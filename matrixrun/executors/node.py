@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,36 +66,6 @@ class GroupTask:
         return f"{self.group_id}.r{self.round_no}"
 
 
-def gpu_serials(timeout_s: float = 30.0) -> list[str]:
-    """Serials (else UUIDs) of the GPUs this job was given, from nvidia-smi; [] where there is
-    none. Slurm's SLURM_JOB_GPUS names the node's GPU indices it allocated; without it, every
-    GPU nvidia-smi shows. Lines that are not `index, serial, uuid` are ignored."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            [exe, "--query-gpu=index,serial,uuid", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    allocated = {g.strip() for g in os.environ.get("SLURM_JOB_GPUS", "").split(",") if g.strip()}
-    out = []
-    for line in done.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit():
-            continue
-        if allocated and parts[0] not in allocated:
-            continue
-        serial, uuid = parts[1], parts[2]
-        out.append(serial if serial and not serial.startswith("[") else uuid)
-    return out
-
-
 class NodeRunner(Runner):
     """The runner inside a job: the same launches and measurements, but env.json facts go to
     env.d/<group>.json (several nodes rewriting one env.json would lose each other's
@@ -106,7 +74,6 @@ class NodeRunner(Runner):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.node = socket.gethostname()
-        self.serials = gpu_serials()
         self.failed_here = 0
 
     def record(self, m: Measurement, note: str = "") -> None:

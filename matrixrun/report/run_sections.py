@@ -262,11 +262,16 @@ def _servers(env: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     # issue 16 (--executor slurm), the one addition here: a node column when instances say
     # where they ran (arms may run on different nodes at once); jobs.json has the rest
     noded = any(info.get("node") for info in infos.values())
+    # the GPUs, when the servers did not all run on the same ones (a run resumed on another
+    # lent machine): their launch-to-launch spread then includes the machines'
+    gpus = {tuple(info.get("gpu_serials") or ()) for info in infos.values()}
+    on_gpus = len(gpus - {()}) > 1
     header = [
         "server instance",
         "arm",
         *(["slice"] if sliced else []),
         *(["node"] if noded else []),
+        *(["GPU serials"] if on_gpus else []),
         "engine version",
         "startup",
     ]
@@ -279,6 +284,7 @@ def _servers(env: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
                 f"`{info.get('arm', '?')}`",
                 *([fmt.table_cell(str(info.get("slice") or "—"))] if sliced else []),
                 *([fmt.table_cell(str(info.get("node") or "—"))] if noded else []),
+                *([fmt.table_cell(", ".join(info.get("gpu_serials") or ["—"]))] if on_gpus else []),
                 fmt.table_cell(str(info.get("version") or "n/a")),
                 fmt.seconds(float(startup)) if isinstance(startup, int | float) else "n/a",
             ]
