@@ -460,11 +460,12 @@ class Runner:
 
         obs.status("analysing")
         self._write_settings()  # now with the correctness gate's outcome
+        # before the report: a run directory with no run_end is one that stopped early
+        rd.event("run_end", measured=self.new_measurements)
         stages.analyse_run(rd)
         # redacted as a whole too (the renderer should redact per field): report.md is what
         # `post` puts on a PR
         report = redact_file(stages.render_run(rd))
-        rd.event("run_end", measured=self.new_measurements)
         obs.finish()
         failed = sum(1 for m in self.measurements if not m.ok)
         over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)

@@ -349,6 +349,16 @@ def test_a_run_cut_short_keeps_the_correctness_gates_outcome(tmp_path: Path) -> 
     assert len(read_results(run_dir)) < 8  # cut short, not finished
     settings = json.loads((run_dir / "settings.json").read_text())["analysis"]
     assert settings["correctness"] == {"fast": pytest.approx(1.0)}
+    # its report says it stopped early and how to continue; a finished run's does not
+    assert mr("analyse", str(run_dir)).returncode == 0
+    text = mr("report", str(run_dir), "-o", "-").stdout
+    assert "This run did not finish" in text
+    assert f"matrixrun run {run_dir}/spec.yaml --rehearse --resume {run_dir}" in text
+    again = mr(
+        "run", str(spec), "--rehearse", "--resume", str(run_dir), "--report", str(tmp_path / "r.md")
+    )
+    assert again.returncode == 0
+    assert "did not finish" not in (run_dir / "report.md").read_text()
 
 
 def test_missing_sglang_says_which_python_to_point_at(tmp_path: Path) -> None:

@@ -246,9 +246,9 @@ class SlurmExecutor:
         self._merge_env()
         obs.status("analysing")
         self.runner._write_settings()  # now with every group's correctness gate
-        report = analyse_and_render(rd)
         ms = rd.measurements()
-        rd.event("run_end", measured=len(ms) - before)
+        rd.event("run_end", measured=len(ms) - before)  # before the report (see Runner.run)
+        report = analyse_and_render(rd)
         obs.finish()
         failed = sum(1 for m in ms if not m.ok)
         return RunSummary(rd.path, len(ms) - before, failed, skipped, report)

@@ -283,6 +283,15 @@ def _settle(inputs: RunInputs) -> str | None:
     )
 
 
+def _resume(inputs: RunInputs) -> str | None:
+    """The command that continues a run that stopped before its end (None: it ended)."""
+    if not run_sections.unfinished(inputs.events):
+        return None
+    rehearse = " --rehearse" if inputs.settings.rehearsal else ""
+    slurm = " --executor slurm" if Path(inputs.run_dir, "jobs.json").exists() else ""
+    return f"matrixrun run {inputs.run_dir}/spec.yaml{rehearse}{slurm} --resume {inputs.run_dir}"
+
+
 def context_from(inputs: RunInputs) -> Context:
     """The template context of one run."""
     verdict, ms = inputs.verdict, inputs.measurements
@@ -312,7 +321,11 @@ def context_from(inputs: RunInputs) -> Context:
     return Context(
         title=fmt.user_heading(title),
         decision=summary.decision_of(
-            verdict, inputs.settings, simulated=simulation is not None, settle_command=settle
+            verdict,
+            inputs.settings,
+            simulated=simulation is not None,
+            settle_command=settle,
+            resume_command=_resume(inputs),
         ),
         charts=summary.charts_of(verdict),
         folded=summary.folded_lines(verdict),

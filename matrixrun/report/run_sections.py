@@ -121,6 +121,13 @@ class RerunEntry:
     error: str
 
 
+def unfinished(events: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the run's last session started and never ended (no `run_end` after its last
+    `run_start`): a directory without run events (an ingest) is not a run that stopped."""
+    starts = [i for i, e in enumerate(events) if e.get("event") == "run_start"]
+    return bool(starts) and not any(e.get("event") == "run_end" for e in events[starts[-1] :])
+
+
 def verify_whys(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
     """(cell id, attempt) → why the verify event that asked for that rerun asked, in words
     (the runner records the attempt the rerun will have, and the reason as data)."""

@@ -35,6 +35,8 @@ class DecisionBlock:
     checks: str
     why: list[str]
     notes: str | None
+    #: The run stopped before its verify policy was done, and how to continue it; "" if not.
+    unfinished: str = ""
 
 
 @dataclass
@@ -143,6 +145,7 @@ def decision_of(
     *,
     simulated: bool,
     settle_command: str | None,
+    resume_command: str | None = None,
 ) -> DecisionBlock:
     s = verdict.settings
     recs = decision.recommendations(verdict)
@@ -180,13 +183,17 @@ def decision_of(
         + (" on speed, but the outputs disagree" if suspect else ""),
         metric=s.primary,
         recommendations=lines,
-        settle=words.settle(settle_command, needed, points) if undecided else "",
+        # an unfinished run is settled by continuing it first, not by a bigger spec
+        settle=words.settle(settle_command, needed, points)
+        if undecided and not resume_command
+        else "",
         hypothesis=words.hypothesis(fmt.user(facts.hypothesis), recs, s.axis)
         if facts is not None and facts.hypothesis
         else None,
         checks=words.checks_line(decision.checks(verdict), simulated, facts is None, s.axis),
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,
+        unfinished=words.unfinished(resume_command) if resume_command else "",
     )
 
 

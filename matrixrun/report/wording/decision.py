@@ -198,6 +198,15 @@ def verdict_word(r: Recommendation) -> str:
     }[r.advice]
 
 
+def unfinished(command: str) -> str:
+    """A run directory whose last session has no end: interrupted, killed, or out of time."""
+    return (
+        "**This run did not finish**: it stopped before its verify policy was done "
+        "(interrupted, or out of time); everything it measured is here and judged as it stands. "
+        f"Continue it, measuring only what is missing: `{command}`."
+    )
+
+
 def settle(command: str | None, needed: Sequence[int] = (), points: int = 0) -> str:
     """The exact command that would settle an undecided verdict, with what it takes: runs per
     arm for every undecided point, and — when one point needs far more than the rest (a near
