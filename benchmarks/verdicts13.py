@@ -59,6 +59,7 @@ from matrixrun.analysis import analyse
 from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, expand
 from matrixrun.settings import analysis_settings
+from matrixrun.verdict import Sigma
 from matrixrun.verify import Policy, drive
 
 WORLDS = ("today", "launch", "hetero", "h200")
@@ -69,6 +70,10 @@ REF_LEVELS = (0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
 BANDS = ("tie", "below m", "at ±m", "m–2m", "2m–5m", "> 5m")
 #: `--spending` (tuning only): the policy's α spending instead of the spec-derived one.
 SPENDING: list[str] = []
+#: `--history`: the policy pools in the noise of an earlier run of the same matrix
+#: (`verify.noise_from`): that run is the same world measured again with its own noise, by the
+#: same policy; its GPU time is not counted (it was spent on another day, for its own answer).
+HISTORY: list[bool] = []
 CONC_BANDS = {"1–4": (1, 4), "16–64": (16, 64), "256–1024": (256, 1024)}
 
 
@@ -218,6 +223,10 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
     policy = Policy(spec, plan)
     if SPENDING:
         policy.settings = policy.settings.model_copy(update={"spending": SPENDING[0]})
+    if HISTORY:
+        policy.settings = policy.settings.model_copy(
+            update={"noise_history": _earlier_noise(world_name, seed, i), "noise_from": "earlier"}
+        )
     drive(policy, lab.ms, lab.run_cells)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     pol = tally(verdicts_of(lab.ms, policy.settings, world), gpu)
@@ -238,6 +247,19 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
         for level in REF_LEVELS
     }
     return pol, refs
+
+
+def _earlier_noise(world_name: str, seed: int, i: int) -> dict[str, Sigma]:
+    """The noise an earlier run of matrix i found: the same world (same noise, same effects)
+    measured by the same policy with noise drawn independently of the scored run's."""
+    world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
+    world.rng = np.random.default_rng([seed, i, 7777])
+    spec = spec_for(points, cands, POLICY)
+    plan = expand(spec)
+    lab = NoisyLab(world)
+    policy = Policy(spec, plan)
+    drive(policy, lab.ms, lab.run_cells)
+    return {s.metric: s for s in analyse(lab.ms, policy.settings).sigma}
 
 
 def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
@@ -411,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spending", choices=["information", "power"])
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (results identical)")
     ap.add_argument(
+        "--history",
+        action="store_true",
+        help="the policy pools in the noise of an earlier run of each matrix (verify.noise_from)",
+    )
+    ap.add_argument(
         "--what-if",
         choices=["group-sequential"],
         help="judge each state at exact Lan–DeMets levels (benchmarks/sequential.py), not the "
@@ -419,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.spending:
         SPENDING[:] = [args.spending]
+    if args.history:
+        HISTORY[:] = [True]
     if args.what_if == "group-sequential":
         _group_sequential()
     out = []

@@ -15,6 +15,7 @@ from typing import Any
 from matrixrun.errors import InputError
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
+from matrixrun.verdict import Sigma
 
 
 @dataclass(frozen=True)
@@ -130,3 +131,46 @@ def history_estimate(spec: Spec, plan: Plan, roots: Sequence[str | Path]) -> His
 
 
 # ------------------------------------------------------------------------------ commands
+
+
+@dataclass(frozen=True)
+class NoiseHistory:
+    """The noise an earlier run measured, per metric, for `verify.noise_from`."""
+
+    sigmas: dict[str, Sigma]
+    label: str  # how the report names it: the directory, and SIMULATED where it was
+    simulated: bool
+
+
+def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
+    """The per-metric noise in an earlier run's verdict.json, after checking that its server
+    groups have this spec's engine kind, model, GPU and GPU count (another engine's or node's
+    noise says nothing about this one's). One sentence on what does not fit."""
+    from pydantic import ValidationError
+
+    from matrixrun.verdict import Verdict
+
+    rd = Path(run_dir)
+    try:
+        verdict = Verdict.model_validate_json((rd / "verdict.json").read_text())
+        old = json.loads((rd / "plan.json").read_text())
+        env = json.loads((rd / "env.json").read_text()) if (rd / "env.json").exists() else {}
+    except (OSError, ValueError, ValidationError) as exc:
+        raise InputError(
+            f"verify.noise_from {rd}: cannot read its verdict.json and plan.json ({exc}); run "
+            "`matrixrun analyse` there, or point at another run directory"
+        ) from None
+    engine = _engine_kind(rd / "spec.yaml") if (rd / "spec.yaml").exists() else None
+    theirs = {_group_key(engine or "?", g) for g in old.get("groups") or [] if isinstance(g, dict)}
+    ours = {_group_key(spec.engine.kind, g.model_dump(mode="json")) for g in plan.groups}
+    missing = sorted(ours - theirs)
+    if missing:
+        e, model, gpu, count = missing[0]
+        raise InputError(
+            f"verify.noise_from {rd}: that run has no server group of engine {e}, model "
+            f"{model} on {count}× {gpu}; its noise says nothing about this one's: point at a "
+            "run of the same engine, model and hardware, or remove verify.noise_from"
+        )
+    simulated = bool(env.get("simulated"))
+    label = f"{rd}" + (" (SIMULATED)" if simulated else "")
+    return NoiseHistory({s.metric: s for s in verdict.sigma}, label, simulated)

@@ -35,7 +35,7 @@ from matrixrun.engines.base import (
     redact_argv,
 )
 from matrixrun.environment import HardwareGate, ServerRecord, capture_environment, read_environment
-from matrixrun.errors import EngineError
+from matrixrun.errors import EngineError, InputError
 from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
 from matrixrun.hardware import gpu_serials
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
@@ -571,6 +571,21 @@ class _EventJournal:
         self.rd.event("round_group_done", round=round_no, group=group_id)
 
 
+def _check_noise_from(spec: Spec, rehearse: bool) -> None:
+    """A run on real servers never borrows a simulator's noise (`verify.noise_from`): before
+    any launch, so nothing is spent on a run whose verdicts would rest on it."""
+    if rehearse or spec.verify.noise_from is None:
+        return
+    from matrixrun.history import noise_history
+
+    past = noise_history(spec, expand(spec), spec.verify.noise_from)
+    if past.simulated:
+        raise InputError(
+            f"verify.noise_from {spec.verify.noise_from} is a SIMULATED run: its noise is the "
+            "simulator's, not this engine's; point at a real run, or rehearse (--rehearse)"
+        )
+
+
 def run_experiment(
     spec_path: str | Path,
     out: str | Path | None = None,
@@ -588,6 +603,7 @@ def run_experiment(
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     text = spec_path.read_text()
+    _check_noise_from(spec, rehearse)
     if resume is not None:
         rd = resumed_run_dir(resume, spec_path, text)
     else:

@@ -110,7 +110,14 @@ def analysis_settings(
     """Analysis settings implied by the spec: what the runner writes into settings.json, and
     what the verify policy (and its scoring benchmark) judge the measurements so far by."""
     v = spec.verify
+    history = None
+    if v.noise_from is not None:
+        from matrixrun.history import noise_history
+
+        history = noise_history(spec, plan, v.noise_from)
     return AnalysisSettings(
+        noise_history=history.sigmas if history else {},
+        noise_from=history.label if history else None,
         baseline=plan.baseline,
         candidates=plan.candidates,
         primary=spec.metrics.primary,

@@ -146,6 +146,12 @@ class AnalysisSettings(_Model):
     secondary: list[str] = Field(default_factory=list)
     margin: float = Field(0.03, gt=0, lt=1, description="Practical margin m (0.03 = 3%).")
     surprise: float = Field(0.10, gt=0, description="|change| above this is a surprise.")
+    noise_history: dict[str, Sigma] = Field(
+        default_factory=dict,
+        description="Per metric, the noise of an earlier run of the same engine, model and "
+        "hardware (verify.noise_from), pooled with this run's by df.",
+    )
+    noise_from: str | None = Field(None, description="Where `noise_history` was read from.")
     noise: float | None = Field(
         None, gt=0, description="Declared relative σ of one measurement (prior), e.g. 0.02."
     )
@@ -286,6 +292,10 @@ class Sigma(_Model):
     run: float | None = Field(None, description="σ_w pooled over the points.")
     run_df: float = 0.0
     by_x: list[SigmaAt] = Field(default_factory=list)
+    history: str | None = Field(
+        None, description="The earlier run whose noise was pooled in (verify.noise_from)."
+    )
+    history_df: float = Field(0.0, description="The df that earlier run's noise brought.")
 
 
 class ArmSample(_Model):

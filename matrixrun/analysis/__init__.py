@@ -39,6 +39,7 @@ from matrixrun.analysis.noise import (
     value_of,
     warmup_gaps,
 )
+from matrixrun.analysis.prior import with_history
 from matrixrun.analysis.reruns import reruns
 from matrixrun.analysis.stats import (
     crossover_estimate,
@@ -146,7 +147,12 @@ def _start(measurements: Sequence[Measurement], settings: AnalysisSettings) -> _
     arms = _first_seen([m.arm for m in measurements])
     candidates = settings.candidates or [a for a in arms if a != settings.baseline]
     sigmas = {
-        m: estimate_sigma(measurements, m, settings.noise, settings.axis) for m in settings.metrics
+        m: with_history(
+            estimate_sigma(measurements, m, settings.noise, settings.axis),
+            settings.noise_history.get(m),
+            settings.noise_from or "",
+        )
+        for m in settings.metrics
     }
     run = _Run(
         settings=settings,

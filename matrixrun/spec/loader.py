@@ -133,7 +133,32 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         )
     if isinstance(spec.rehearsal.profile, str):
         spec = _with_profile_file(spec, Path(where).parent, where, data)
+    if spec.verify.noise_from is not None:
+        spec = _with_noise_from(spec, Path(where).parent, where, data)
     return spec
+
+
+def _with_noise_from(spec: Spec, base: Path, where: str, data: Any) -> Spec:
+    """`verify.noise_from` resolved against the spec's folder, checked to be a run directory
+    that has been analysed (its verdict.json holds the noise)."""
+    assert spec.verify.noise_from is not None
+    path = (base / spec.verify.noise_from).resolve()
+    if not (path / "verdict.json").is_file():
+        line = _line_of(data, ("verify", "noise_from"))
+        why = "no such directory" if not path.is_dir() else "it has no verdict.json"
+        raise SpecError(
+            [
+                SpecIssue(
+                    where,
+                    line,
+                    "verify.noise_from",
+                    f"{spec.verify.noise_from} ({path}): {why}; give an earlier run directory "
+                    "that `matrixrun analyse` has been run on",
+                )
+            ]
+        )
+    verify = spec.verify.model_copy(update={"noise_from": str(path)})
+    return spec.model_copy(update={"verify": verify})
 
 
 def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:

@@ -395,6 +395,14 @@ class VerifySpec(_Model):
         description="Declared spread of one run (relative σ): a floor on the noise that a "
         "few df of measured repeats cannot shrink.",
     )
+    noise_from: str | None = Field(
+        None,
+        description="An earlier run directory of the same engine, model and hardware (path "
+        "relative to the spec): its measured noise is pooled with this run's, each by its "
+        "degrees of freedom, so few runs here are not judged as if nothing were known about "
+        "the noise. Only as good as that run's noise is this one's: same engine build, same "
+        "kind of node.",
+    )
     max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
     warm_rerun: bool = Field(True, description="Rerun surprising cells on the still-warm server.")

@@ -109,7 +109,14 @@ def sigma_text(s: Sigma) -> str:
         return "no noise estimate (every cell has n = 1 and no noise prior is declared)"
     if s.df is None:
         return f"σ = {fmt.percent(s.value)} ({SOURCE_WORDS[s.source]})"
-    return f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
+    text = f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
+    if s.history:
+        text += (
+            f", pooled with the noise an earlier run measured ({s.history_df:g} df, "
+            f"`{fmt.user_plain(s.history)}`, verify.noise_from): it holds only if that run's "
+            "noise is this one's"
+        )
+    return text
 
 
 def level_text(s: AnalysisSettings) -> str:

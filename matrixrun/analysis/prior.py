@@ -1,0 +1,106 @@
+"""The noise of an earlier run as prior information (`verify.noise_from`, docs/verdicts.md,
+"Noise from an earlier run"): this run's variance components pooled with that run's, each
+weighted by its degrees of freedom — the conjugate (scaled inverse-χ²) update, with the
+earlier estimate as a prior worth the df it was measured on. Pure: both are `Sigma` records.
+
+Why: on a real engine the noise is large and a matrix has few df of its own (the H200 runs,
+reports/runs/h200_transformers_cb-3: run noise 16% on 4 df), and Student's t on 2–4 df at the
+levels the looks leave (99.3% at a cell's first look) turns a 10× throughput gap into an
+interval of −93% to +146 000%. The same engine, model and hardware measured before carries
+df that this run need not spend again. It is only as good as the assumption that the noise
+is the same: the earlier run must be of the same engine, model and hardware (checked where it
+is read, `history.noise_history`), and the report says where the prior came from.
+"""
+
+from __future__ import annotations
+
+import math
+
+from matrixrun.analysis.components import satterthwaite
+from matrixrun.verdict import Sigma, SigmaAt, SigmaSource
+
+
+def _pool(
+    own: tuple[float, float] | None, past: tuple[float, float] | None
+) -> tuple[float, float] | None:
+    """Two variance estimates (value, df) pooled by df; either may be missing."""
+    parts = [p for p in (own, past) if p is not None and p[1] > 0]
+    if not parts:
+        return own
+    df = sum(d for _, d in parts)
+    return sum(v * d for v, d in parts) / df, df
+
+
+def _run_at(sigma: Sigma, x: float | None) -> tuple[float, float] | None:
+    """Run-noise variance and df at x: the point's own estimate, else the pooled one."""
+    for at in sigma.by_x:
+        if at.x == x:
+            return at.run**2, at.run_df
+    return (sigma.run**2, sigma.run_df) if sigma.run is not None else None
+
+
+def _launch(sigma: Sigma) -> tuple[float, float, float] | None:
+    """(σ_b², df, Var of the σ_b² estimate) of a record, or None where it has none."""
+    if sigma.launch is None or sigma.launch_df <= 0:
+        return None
+    v = sigma.launch**2
+    var = sigma.launch_var_sd**2 if sigma.launch_var_sd is not None else 2 * v * v / sigma.launch_df
+    return v, float(sigma.launch_df), var
+
+
+def with_history(sigma: Sigma, past: Sigma | None, source: str) -> Sigma:
+    """`sigma` with the earlier run's components pooled in: run noise at each point (the
+    earlier run's at the same point, else its pooled value) and the launch variance, each by
+    df; the spread of the pooled launch estimate from both spreads, so an estimate near 0 keeps
+    its uncertainty. A run with no relaunch of its own gets the earlier run's launch part (its
+    warm repeats cannot show one). `past` None: `sigma` unchanged."""
+    if past is None or past.metric != sigma.metric:
+        return sigma
+    by_x = []
+    for at in sigma.by_x:
+        pooled = _pool((at.run**2, at.run_df), _run_at(past, at.x))
+        assert pooled is not None
+        by_x.append(at.model_copy(update={"run": math.sqrt(pooled[0]), "run_df": pooled[1]}))
+    own_run = (sigma.run**2, sigma.run_df) if sigma.run is not None else None
+    past_run = (past.run**2, past.run_df) if past.run is not None else None
+    run = _pool(own_run, past_run)
+    launch = _pool_launch(_launch(sigma), _launch(past))
+    if run is None and launch is None:
+        return sigma
+    if not by_x and run is not None and sigma.run is None:
+        by_x = [SigmaAt(x=at.x, run=at.run, run_df=at.run_df) for at in past.by_x]
+    vw, dw = run if run is not None else (0.0, 0.0)
+    update: dict[str, object] = {
+        "by_x": by_x,
+        "run": math.sqrt(vw) if run is not None else None,
+        "run_df": round(dw, 2),
+        "history": source,
+        "history_df": round(past.run_df + (past.launch_df if _launch(past) else 0), 2),
+    }
+    if launch is not None:
+        vb, db, var_b = launch
+        df = satterthwaite([(vb, db), (vw, dw or None)])
+        update |= {
+            "launch": math.sqrt(vb),
+            "launch_df": round(db),
+            "launch_var_sd": math.sqrt(var_b),
+            "value": math.sqrt(vb + vw),
+            "df": round(df, 2) if df is not None and math.isfinite(df) else None,
+            "source": SigmaSource.FRESH_SERVER,
+        }
+    elif run is not None:
+        update |= {"value": math.sqrt(vw), "df": round(dw, 2), "source": SigmaSource.WARM}
+    return sigma.model_copy(update=update)
+
+
+def _pool_launch(
+    own: tuple[float, float, float] | None, past: tuple[float, float, float] | None
+) -> tuple[float, float, float] | None:
+    """Launch variances (value, df, Var of the estimate) pooled by df."""
+    parts = [p for p in (own, past) if p is not None]
+    if not parts:
+        return None
+    df = sum(d for _, d, _ in parts)
+    value = sum(v * d for v, d, _ in parts) / df
+    var = sum(d * d * s for _, d, s in parts) / (df * df)
+    return value, df, var

@@ -1,0 +1,123 @@
+"""`verify.noise_from`: an earlier run's noise pooled with this run's (analysis/prior.py),
+the spec's path checks, the history's compatibility checks, and the whole path on the
+simulator: one rehearsal's verdict.json feeding the next one's analysis and report."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from matrixrun.analysis.prior import with_history
+from matrixrun.errors import InputError, SpecError
+from matrixrun.history import noise_history
+from matrixrun.plan import expand
+from matrixrun.spec import load_spec
+from matrixrun.verdict import Sigma, SigmaAt, SigmaSource
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
+
+
+def sigma(**kw: object) -> Sigma:
+    base: dict[str, object] = dict(metric="output_throughput", value=None, df=None,
+                                   source=SigmaSource.NONE)  # fmt: skip
+    return Sigma.model_validate(base | kw)
+
+
+def test_components_pool_by_df_and_a_missing_launch_part_comes_from_history() -> None:
+    own = sigma(
+        value=0.04,
+        df=2,
+        source=SigmaSource.WARM,
+        run=0.04,
+        run_df=2.0,
+        by_x=[SigmaAt(x=1, run=0.04, run_df=2.0), SigmaAt(x=8, run=0.05, run_df=1.0)],
+    )
+    past = sigma(value=0.036, df=5, source=SigmaSource.FRESH_SERVER, run=0.02, run_df=6.0,
+                 launch=0.03, launch_df=3, by_x=[SigmaAt(x=1, run=0.01, run_df=6.0)])  # fmt: skip
+    got = with_history(own, past, "runs/earlier")
+    at = {a.x: a for a in got.by_x}
+    assert at[1].run ** 2 == pytest.approx((2 * 0.04**2 + 6 * 0.01**2) / 8) and at[1].run_df == 8
+    # no point 8 in the earlier run: its pooled run noise stands in
+    assert at[8].run ** 2 == pytest.approx((1 * 0.05**2 + 6 * 0.02**2) / 7) and at[8].run_df == 7
+    assert got.run is not None and got.run**2 == pytest.approx((2 * 0.04**2 + 6 * 0.02**2) / 8)
+    # warm repeats alone cannot show a launch part; the earlier run's is taken, on its df
+    assert got.source == SigmaSource.FRESH_SERVER and got.launch == pytest.approx(0.03)
+    assert got.launch_df == 3 and got.history == "runs/earlier" and got.history_df == 9
+    assert got.value == pytest.approx(math.sqrt(0.03**2 + got.run**2))
+    assert with_history(own, None, "x") == own
+
+
+def test_launch_variances_pool_with_their_spreads() -> None:
+    own = sigma(value=0.05, df=3, source=SigmaSource.FRESH_SERVER, run=0.03, run_df=4.0,
+                launch=0.04, launch_df=1, launch_var_sd=0.004)  # fmt: skip
+    past = sigma(value=0.03, df=6, source=SigmaSource.FRESH_SERVER, run=0.02, run_df=8.0,
+                 launch=0.02, launch_df=3)  # fmt: skip
+    got = with_history(own, past, "e")
+    assert got.launch is not None and got.launch**2 == pytest.approx((0.04**2 + 3 * 0.02**2) / 4)
+    past_var = 2 * 0.02**4 / 3  # no spread recorded: from its df
+    assert got.launch_var_sd == pytest.approx(math.sqrt((0.004**2 + 9 * past_var) / 16))
+    assert got.launch_df == 4
+
+
+def _write_spec(tmp_path: Path, noise_from: str, model: str = "/models/tiny") -> Path:
+    text = TINY.replace("noise: 2%}", f"noise: 2%, noise_from: {noise_from}}}")
+    path = tmp_path / "spec.yaml"
+    path.write_text(text.replace("/models/tiny", model))
+    return path
+
+
+def test_noise_from_must_name_an_analysed_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as err:
+        load_spec(_write_spec(tmp_path, "runs/nope"))
+    assert "verify.noise_from" in str(err.value) and "no such directory" in str(err.value)
+    assert "spec.yaml:13" in str(err.value)  # where, in the spec
+    (tmp_path / "runs" / "empty").mkdir(parents=True)
+    with pytest.raises(SpecError, match=r"it has no verdict\.json"):
+        load_spec(_write_spec(tmp_path, "runs/empty"))
+
+
+def _rehearse(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "matrixrun", "run", str(spec), *extra, "--out", str(out),
+         "--report", str(out.parent / f"{out.name}.md")],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_rehearsal_pools_the_noise_of_an_earlier_one(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    spec0 = tmp_path / "tiny.yaml"
+    spec0.write_text(TINY)
+    assert _rehearse(spec0, first, "--rehearse").returncode == 0
+    before = {s["metric"]: s for s in json.loads((first / "verdict.json").read_text())["sigma"]}
+
+    spec = _write_spec(tmp_path, "first")
+    second = tmp_path / "second"
+    res = _rehearse(spec, second, "--rehearse")
+    assert res.returncode == 0, res.stderr[-2000:]
+    settings = json.loads((second / "settings.json").read_text())["analysis"]
+    assert settings["noise_from"] == f"{first} (SIMULATED)"
+    assert set(settings["noise_history"]) == set(before)  # on file: re-analysis needs no dir
+    sig = {s["metric"]: s for s in json.loads((second / "verdict.json").read_text())["sigma"]}
+    s, b = sig["output_throughput"], before["output_throughput"]
+    assert s["history"] == settings["noise_from"]
+    # the earlier run's df are added to this run's own (its launch df here, 1 + 1)
+    assert s["history_df"] > 0 and s["launch_df"] > b["launch_df"] and s["df"] > b["df"]
+    report = (tmp_path / "second.md").read_text()
+    assert "pooled with the noise an earlier run measured" in report
+
+    # a real run never borrows a simulator's noise: refused before any launch
+    real = _rehearse(spec, tmp_path / "real")
+    assert real.returncode != 0 and "is a SIMULATED run" in real.stderr
+    assert not (tmp_path / "real" / "results.jsonl").exists()
+    # nor another model's noise
+    other = load_spec(_write_spec(tmp_path, "first", model="/models/other"))
+    with pytest.raises(InputError, match="no server group of engine sglang, model /models/other"):
+        noise_history(other, expand(other), first)
