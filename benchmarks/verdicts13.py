@@ -26,6 +26,7 @@ per correct verdict (launches counted).
 
     python benchmarks/verdicts13.py --matrices 200 --seed 2      # tuning seed
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --write docs/benchmarks.md
+    python benchmarks/verdicts13.py --matrices 1000 --seed 7 --history   # verify.noise_from
 """
 
 from __future__ import annotations

@@ -130,9 +130,6 @@ def history_estimate(spec: Spec, plan: Plan, roots: Sequence[str | Path]) -> His
     )
 
 
-# ------------------------------------------------------------------------------ commands
-
-
 @dataclass(frozen=True)
 class NoiseHistory:
     """The noise an earlier run measured, per metric, for `verify.noise_from`."""
@@ -174,3 +171,6 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     simulated = bool(env.get("simulated"))
     label = f"{rd}" + (" (SIMULATED)" if simulated else "")
     return NoiseHistory({s.metric: s for s in verdict.sigma}, label, simulated)
+
+
+# ------------------------------------------------------------------------------ commands
