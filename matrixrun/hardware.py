@@ -114,14 +114,14 @@ def compare(hardware: Sequence[HardwareSpec], gpus: list[Gpu]) -> HardwareCheck:
     return HardwareCheck(ok=False, gpus=gpus, message=f"{found}; {OVERRIDE}", finding=found)
 
 
-def query_gpus(timeout_s: float = 30.0) -> tuple[list[Gpu] | None, str]:
-    """Run nvidia-smi; (GPUs, '') or (None, why it could not be asked)."""
+def _nvidia_smi(args: Sequence[str], timeout_s: float) -> tuple[str | None, str]:
+    """nvidia-smi's stdout, or (None, why it could not be asked): run directly, no shell."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None, "nvidia-smi is not on PATH (no NVIDIA driver on this machine?)"
     try:
         done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            [exe, *QUERY], capture_output=True, text=True, timeout=timeout_s, check=False
+            [exe, *args], capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except subprocess.TimeoutExpired:
         return None, f"nvidia-smi did not answer within {timeout_s:.0f}s"
@@ -130,7 +130,13 @@ def query_gpus(timeout_s: float = 30.0) -> tuple[list[Gpu] | None, str]:
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return None, f"nvidia-smi failed (exit code {done.returncode}): {last[0]}"
-    return parse_csv(done.stdout), ""
+    return done.stdout, ""
+
+
+def query_gpus(timeout_s: float = 30.0) -> tuple[list[Gpu] | None, str]:
+    """Run nvidia-smi; (GPUs, '') or (None, why it could not be asked)."""
+    out, why = _nvidia_smi(QUERY, timeout_s)
+    return (parse_csv(out), "") if out is not None else (None, why)
 
 
 def check_hardware(spec: Spec, timeout_s: float = 30.0) -> HardwareCheck:
@@ -154,23 +160,13 @@ def gpu_serials(timeout_s: float = 30.0) -> list[str]:
     none. Slurm's SLURM_JOB_GPUS names the node's GPU indices it allocated (else
     CUDA_VISIBLE_DEVICES, when it lists indices); without either, every GPU nvidia-smi shows.
     Lines that are not `index, serial, uuid` are ignored."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            [exe, "--query-gpu=index,serial,uuid", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    text, _ = _nvidia_smi(["--query-gpu=index,serial,uuid", "--format=csv,noheader"], timeout_s)
+    if text is None:
         return []
     visible = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
     allocated = {g.strip() for g in visible.split(",") if g.strip()}
     out = []
-    for line in done.stdout.splitlines():
+    for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 3 or not parts[0].isdigit():
             continue
