@@ -109,8 +109,16 @@ def test_a_rehearsal_pools_the_noise_of_an_earlier_one(tmp_path: Path) -> None:
     sig = {s["metric"]: s for s in json.loads((second / "verdict.json").read_text())["sigma"]}
     s, b = sig["output_throughput"], before["output_throughput"]
     assert s["history"] == settings["noise_from"]
-    # the earlier run's df are added to this run's own
-    assert s["history_df"] > 0 and s["df"] > b["df"]
+    # the earlier run's run-noise df are added to what this run's own measurements give
+    from matrixrun.analysis import analyse
+    from matrixrun.results import RunDir
+    from matrixrun.verdict import AnalysisSettings
+
+    alone = AnalysisSettings.model_validate(settings | {"noise_history": {}, "noise_from": None})
+    own = next(x for x in analyse(RunDir(second).measurements(), alone).sigma
+               if x.metric == "output_throughput")  # fmt: skip
+    assert s["history_df"] >= b["run_df"] > 0
+    assert s["run_df"] == pytest.approx(own.run_df + b["run_df"], abs=0.02)
     report = (tmp_path / "second.md").read_text()
     assert "pooled with the noise an earlier run measured" in report
 
