@@ -300,4 +300,4 @@ def test_the_cap_cuts_a_warmup_copy_of_a_capped_cell_too(server: str) -> None:
                  time_cap_s=2.5 * e2e)  # fmt: skip
     res = run_load_sync(cfg)
     assert 8 <= res.metrics.completed <= 12 and res.capped == 40 - res.metrics.completed
-    assert 28 <= res.warmup_capped <= 32 and res.warmup_failed == 0
+    assert 20 <= res.warmup_capped <= 36 and res.warmup_failed == 0  # about 30: 2.5 of 10 waves ran
