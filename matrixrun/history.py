@@ -173,4 +173,18 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     return NoiseHistory({s.metric: s for s in verdict.sigma}, label, simulated)
 
 
+def refuse_simulated_noise(spec: Spec, rehearse: bool) -> None:
+    """A run on real servers never borrows a simulator's noise (`verify.noise_from`): checked
+    before any launch, so nothing is spent on a run whose verdicts would rest on it."""
+    if rehearse or spec.verify.noise_from is None:
+        return
+    from matrixrun.plan import expand
+
+    if noise_history(spec, expand(spec), spec.verify.noise_from).simulated:
+        raise InputError(
+            f"verify.noise_from {spec.verify.noise_from} is a SIMULATED run: its noise is the "
+            "simulator's, not this engine's; point at a real run, or rehearse (--rehearse)"
+        )
+
+
 # ------------------------------------------------------------------------------ commands

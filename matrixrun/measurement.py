@@ -67,3 +67,24 @@ class Measurement(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None and self.metrics is not None and self.metrics.completed > 0
+
+
+def over_failure_rate(measurements: list[Measurement], limit: float) -> list[str]:
+    """Cells (arm at a point, all their runs together, as the analysis pools them) whose
+    share of failed requests is above `limit`: one sentence each, for the exit code. A
+    cell with 20% malformed streams still has numbers, so without this it would pass."""
+    totals: dict[str, list[Any]] = {}
+    for m in measurements:
+        if m.metrics is None:
+            continue
+        t = totals.setdefault(m.cell_id, [0, 0, m])
+        t[0] += m.metrics.failed
+        t[1] += m.metrics.failed + m.metrics.completed
+    out = []
+    for cell_id, (failed, sent, m) in totals.items():
+        if sent and failed / sent > limit:
+            out.append(
+                f"cell {cell_id} ({m.arm} at {m.point}): {failed} of {sent} requests failed "
+                f"({100 * failed / sent:.1f}%, over verify.failure_rate {100 * limit:g}%)"
+            )
+    return out

@@ -35,13 +35,14 @@ from matrixrun.engines.base import (
     redact_argv,
 )
 from matrixrun.environment import HardwareGate, ServerRecord, capture_environment, read_environment
-from matrixrun.errors import EngineError, InputError
+from matrixrun.errors import EngineError
 from matrixrun.gates import correctness_done, correctness_gate, hardware_gate
 from matrixrun.hardware import gpu_serials
+from matrixrun.history import refuse_simulated_noise
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
-from matrixrun.measurement import Failure, Measurement, Reason
+from matrixrun.measurement import Failure, Measurement, Reason, over_failure_rate
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.progress import NullObserver, Observer
 from matrixrun.redact import redact_file, redact_json, redact_text
@@ -536,27 +537,6 @@ class Runner:
         self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
 
 
-def over_failure_rate(measurements: list[Measurement], limit: float) -> list[str]:
-    """Cells (arm at a point, all their runs together, as the analysis pools them) whose
-    share of failed requests is above `limit`: one sentence each, for the exit code. A
-    cell with 20% malformed streams still has numbers, so without this it would pass."""
-    totals: dict[str, list[Any]] = {}
-    for m in measurements:
-        if m.metrics is None:
-            continue
-        t = totals.setdefault(m.cell_id, [0, 0, m])
-        t[0] += m.metrics.failed
-        t[1] += m.metrics.failed + m.metrics.completed
-    out = []
-    for cell_id, (failed, sent, m) in totals.items():
-        if sent and failed / sent > limit:
-            out.append(
-                f"cell {cell_id} ({m.arm} at {m.point}): {failed} of {sent} requests failed "
-                f"({100 * failed / sent:.1f}%, over verify.failure_rate {100 * limit:g}%)"
-            )
-    return out
-
-
 class _EventJournal:
     """The verify journal as audit-log events (`round_begin`, `round_group_done`), read back
     by `resume.unfinished_round`."""
@@ -569,21 +549,6 @@ class _EventJournal:
 
     def group_done(self, round_no: int, group_id: str) -> None:
         self.rd.event("round_group_done", round=round_no, group=group_id)
-
-
-def _check_noise_from(spec: Spec, rehearse: bool) -> None:
-    """A run on real servers never borrows a simulator's noise (`verify.noise_from`): before
-    any launch, so nothing is spent on a run whose verdicts would rest on it."""
-    if rehearse or spec.verify.noise_from is None:
-        return
-    from matrixrun.history import noise_history
-
-    past = noise_history(spec, expand(spec), spec.verify.noise_from)
-    if past.simulated:
-        raise InputError(
-            f"verify.noise_from {spec.verify.noise_from} is a SIMULATED run: its noise is the "
-            "simulator's, not this engine's; point at a real run, or rehearse (--rehearse)"
-        )
 
 
 def run_experiment(
@@ -603,7 +568,7 @@ def run_experiment(
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     text = spec_path.read_text()
-    _check_noise_from(spec, rehearse)
+    refuse_simulated_noise(spec, rehearse)
     if resume is not None:
         rd = resumed_run_dir(resume, spec_path, text)
     else:

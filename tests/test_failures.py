@@ -21,8 +21,8 @@ from matrixrun.engines.openai import RemoteServer
 from matrixrun.errors import EngineError
 from matrixrun.load import LoadConfig, run_load_sync
 from matrixrun.load.apis import OpenAIParser
+from matrixrun.measurement import over_failure_rate
 from matrixrun.metrics import Metrics
-from matrixrun.runner import over_failure_rate
 
 SERVER = Path(__file__).resolve().parent / "fixedserver.py"
 pytestmark = pytest.mark.timeout(60)
