@@ -5,6 +5,7 @@ cost rests on what such runs took rather than on a guess."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -169,7 +170,9 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
             "run of the same engine, model and hardware, or remove verify.noise_from"
         )
     simulated = bool(env.get("simulated"))
-    label = f"{rd}" + (" (SIMULATED)" if simulated else "")
+    # named as the user would type it from here, not as the absolute path the loader made
+    shown = os.path.relpath(rd) if rd.is_relative_to(Path.cwd()) else str(rd)
+    label = shown + (" (SIMULATED)" if simulated else "")
     return NoiseHistory({s.metric: s for s in verdict.sigma}, label, simulated)
 
 

@@ -149,7 +149,8 @@ class AnalysisSettings(_Model):
     noise_history: dict[str, Sigma] = Field(
         default_factory=dict,
         description="Per metric, the noise of an earlier run of the same engine, model and "
-        "hardware (verify.noise_from), pooled with this run's by df.",
+        "hardware (verify.noise_from): its run noise pooled with this run's by df, its launch "
+        "variance used only where this run has none.",
     )
     noise_from: str | None = Field(None, description="Where `noise_history` was read from.")
     noise: float | None = Field(

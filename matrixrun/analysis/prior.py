@@ -5,7 +5,7 @@ earlier estimate as a prior worth the df it was measured on. Pure: both are `Sig
 
 Why: on a real engine the noise is large and a matrix has few df of its own (the H200 runs,
 reports/runs/h200_transformers_cb-3: run noise 16% on 4 df), and Student's t on 2–4 df at the
-levels the looks leave (99.3% at a cell's first look) turns a 10× throughput gap into an
+levels the looks leave (99.93% at a cell's first state) turns a 10× throughput gap into an
 interval of −93% to +146 000%. The same engine, model and hardware measured before carries
 df that this run need not spend again. It is only as good as the assumption that the noise
 is the same: the earlier run must be of the same engine, model and hardware (checked where it
@@ -73,8 +73,9 @@ def with_history(sigma: Sigma, past: Sigma | None, source: str) -> Sigma:
     run = _pool(own_run, past_run)
     # the launch variance is pooled in only where this run has none of its own (see the
     # module docstring: pooled always, it failed the calibration gate in `launch`)
-    launch = _launch(sigma) or _launch(past)
-    borrowed = _launch(sigma) is None and launch is not None
+    own_launch = _launch(sigma)
+    launch = own_launch or _launch(past)
+    borrowed = own_launch is None and launch is not None
     if run is None and launch is None:
         return sigma
     if not by_x and run is not None and sigma.run is None:
