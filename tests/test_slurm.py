@@ -299,3 +299,42 @@ def test_interrupted_controller_leaves_jobs_running_and_resume_waits_for_them(
     firsts = [m for m in ms if m.reason == "first"]
     assert len(firsts) == len({m.cell_id for m in firsts}) == 4
     assert (run_dir / "report.md").exists()
+
+
+def test_stage_two_on_slurm_tags_its_round_and_too_many_failed_requests_exit_1(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """As on one node: a stage-2 measurement carries the round that asked for it (what a
+    resume reads back), and a run whose requests fail beyond `verify.failure_rate` exits 1.
+    Two equal arms at a 3% margin with a 2% prior cannot be decided on one run each, so
+    stage 2 relaunches both; 30% malformed streams put every cell over the rule."""
+    spec = tmp_path / "tie.yaml"
+    text = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
+    text = text.replace(
+        "fast: {moe_runner_backend: flashinfer_cutedsl}", "fast: {moe_runner_backend: b}"
+    )
+    text = text.replace("    rules:", "    effects: {malformed_rate: 0.3}\n    rules:")
+    text = text.replace("num_prompts: 8", "num_prompts: 16")
+    spec.write_text(text)
+    run_dir = tmp_path / "run"
+    proc = start(
+        slurm, "run", str(spec), "--rehearse", "--executor", "slurm",
+        "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
+    )  # fmt: skip
+    try:
+        code, out = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cleanup(slurm, run_dir)
+    assert code == 1, out
+    assert "over verify.failure_rate" in out, out
+    book = json.loads((run_dir / "jobs.json").read_text())
+    assert any(j["round"] == 1 for j in book["jobs"]), book["jobs"]
+    ms = RunDir(run_dir).measurements()
+    stage2 = [m for m in ms if m.reason not in ("first", "surprise")]
+    assert stage2, [m.reason for m in ms]
+    assert all(m.extra.get("round") == 1 for m in stage2 if m.instance.endswith("#2")), [
+        (m.instance, m.reason, m.extra.get("round")) for m in stage2
+    ]
+    assert all("round" not in m.extra for m in ms if m.reason in ("first", "surprise"))

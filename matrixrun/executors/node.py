@@ -159,7 +159,10 @@ def _run(task: GroupTask) -> dict[str, Any]:
     group = runner.plan.group(task.group_id)
 
     def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
-        # the same event as Runner.run's (an added cell goes to plan.d first), plus the job
+        # the same event as Runner.run's (an added cell goes to plan.d first), plus the job;
+        # a stage-2 run is tagged with its round, as on one node (`resume.unfinished_round`)
+        if stage == 2:
+            runner._round_of[cell.cell_id] = round_no
         runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
 
     if task.round_no == 0:

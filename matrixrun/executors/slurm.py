@@ -39,6 +39,7 @@ from matrixrun.errors import InputError, MatrixError
 from matrixrun.executors import OnInterrupt
 from matrixrun.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
+from matrixrun.measurement import over_failure_rate
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir, now_iso
 
@@ -251,7 +252,11 @@ class SlurmExecutor:
         report = analyse_and_render(rd)
         obs.finish()
         failed = sum(1 for m in ms if not m.ok)
-        return RunSummary(rd.path, len(ms) - before, failed, skipped, report)
+        # as a run on one node: too many failed requests is a failed run (cli's exit code)
+        over = over_failure_rate(ms, runner.spec.verify.failure_rate)
+        return RunSummary(
+            rd.path, len(ms) - before, failed, skipped, report, over_failure_rate=over
+        )
 
     def _prepare(self) -> None:
         """The run's fixed files, as `Runner.run` writes them, and an empty results.jsonl
