@@ -140,9 +140,17 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
 
 def _with_noise_from(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     """`verify.noise_from` resolved against the spec's folder, checked to be a run directory
-    that has been analysed (its verdict.json holds the noise)."""
+    that has been analysed (its verdict.json holds the noise).
+
+    A run directory's own copy of the spec (`RUN/spec.yaml`, what its report's Reproduce
+    commands name) keeps the path as written, relative to where the original spec was, so it
+    rarely resolves from there; then the run directory itself is the earlier run: its noise
+    is what it measured with the borrowed noise pooled in, the evidence so far."""
     assert spec.verify.noise_from is not None
     path = (base / spec.verify.noise_from).resolve()
+    own_run = (base / "plan.json").is_file() and (base / "verdict.json").is_file()
+    if not (path / "verdict.json").is_file() and own_run:
+        path = base.resolve()
     if not (path / "verdict.json").is_file():
         line = _line_of(data, ("verify", "noise_from"))
         why = "no such directory" if not path.is_dir() else "it has no verdict.json"
