@@ -16,7 +16,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site .whl/*.whl || exit 3
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total,serial --format=csv | tee "$OUT/smi.csv"
-python3 benchmarks/gpu/make_model.py /tmp/llama-0.8b 2>&1 | tail -2
+python3 benchmarks/gpu/make_model.py /tmp/llama-0.8b > "$OUT/make_model.log" 2>&1
+grep -E "^(greedy|decisive|model:)" "$OUT/make_model.log" || tail -5 "$OUT/make_model.log"
 python3 -c "from transformers.cli.transformers import main; main()" serve --help \
   > "$OUT/serve_help.txt" 2>&1
 name=$(basename "$SPEC" .yaml)
