@@ -146,6 +146,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from matrixrun.progress import observer_for
     from matrixrun.runner import run_experiment
 
+    if args.retry_failed and not args.resume:
+        _err("--retry-failed measures again the failed cells of a run: give --resume RUN_DIR")
+        return EXIT_INPUT
     executor = None
     if args.executor != "local" or args.partition or args.max_parallel or args.slurm_arg:
         executor = make_executor(
@@ -167,6 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         observer=observer_for(),
         ignore_hardware=args.ignore_hardware,
         executor=executor,
+        retry_failed=args.retry_failed,
     )
     for note in summary.notes:
         _err(note)

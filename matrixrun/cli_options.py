@@ -50,6 +50,12 @@ def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<stem>/<time>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run: skip what is measured")
     p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: measure again, once, the cells whose every attempt failed (a "
+        "crash, an OOM, a harness bug fixed since); their failed attempts are kept",
+    )
+    p.add_argument(
         "--report",
         metavar="FILE",
         help="where to copy the report (default reports/<stem>[.rehearsal].md)",

@@ -7,6 +7,7 @@ files). A rerun is a new Measurement with a higher `attempt`; nothing is ever ov
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -69,13 +70,47 @@ class Measurement(BaseModel):
         return self.error is None and self.metrics is not None and self.metrics.completed > 0
 
 
+def failed_cells(measurements: Iterable[Measurement]) -> set[str]:
+    """Cells measured at least once and never successfully: what `run --resume
+    --retry-failed` measures again (a server that would not start, a crash, a harness bug
+    fixed since)."""
+    tried: set[str] = set()
+    ok: set[str] = set()
+    for m in measurements:
+        tried.add(m.cell_id)
+        if m.ok:
+            ok.add(m.cell_id)
+    return tried - ok
+
+
+def superseded(measurements: Iterable[Measurement]) -> set[tuple[str, int]]:
+    """(cell, attempt) of the failed measurements a later retry of the same cell
+    (`extra.retry`, from `--retry-failed`) replaces in the counts: the user said their cause
+    is gone, so their failed requests no longer count against the cell's failure rate nor the
+    run's exit status. They stay in results.jsonl and in the report's failures."""
+    ms = list(measurements)
+    last: dict[str, int] = {}
+    for m in ms:
+        if m.extra.get("retry"):
+            last[m.cell_id] = max(last.get(m.cell_id, 0), m.attempt)
+    return {(m.cell_id, m.attempt) for m in ms if not m.ok and m.attempt < last.get(m.cell_id, 0)}
+
+
+def still_failed(measurements: Iterable[Measurement]) -> int:
+    """Failed measurements that no retry replaced: a run with any exits 1."""
+    ms = list(measurements)
+    gone = superseded(ms)
+    return sum(1 for m in ms if not m.ok and (m.cell_id, m.attempt) not in gone)
+
+
 def over_failure_rate(measurements: list[Measurement], limit: float) -> list[str]:
     """Cells (arm at a point, all their runs together, as the analysis pools them) whose
     share of failed requests is above `limit`: one sentence each, for the exit code. A
     cell with 20% malformed streams still has numbers, so without this it would pass."""
     totals: dict[str, list[Any]] = {}
+    gone = superseded(measurements)
     for m in measurements:
-        if m.metrics is None:
+        if m.metrics is None or (m.cell_id, m.attempt) in gone:
             continue
         t = totals.setdefault(m.cell_id, [0, 0, m])
         t[0] += m.metrics.failed

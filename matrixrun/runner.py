@@ -42,7 +42,14 @@ from matrixrun.history import refuse_simulated_noise
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
-from matrixrun.measurement import Failure, Measurement, Reason, over_failure_rate
+from matrixrun.measurement import (
+    Failure,
+    Measurement,
+    Reason,
+    failed_cells,
+    over_failure_rate,
+    still_failed,
+)
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.progress import NullObserver, Observer
 from matrixrun.redact import redact_file, redact_json, redact_text
@@ -75,6 +82,8 @@ class RunOptions:
     #: is used even when the spec asks for bench_serving (which needs SGLang installed).
     rehearse: bool = False
     observer: Observer = field(default_factory=NullObserver)
+    #: With --resume: measure again, once, the cells whose every attempt failed.
+    retry_failed: bool = False
 
 
 @dataclass
@@ -132,6 +141,8 @@ class Runner:
         #: cell id -> the stage-2 round that asked for its next run (tagged on the
         #: measurement as extra.round, so a resumed run knows what a round already did)
         self._round_of: dict[str, int] = {}
+        #: cell ids `--retry-failed` measures again: the next run of each is tagged extra.retry
+        self.retry: set[str] = failed_cells(self.measurements) if options.retry_failed else set()
         self._unfinished: Unfinished | None = None
         #: cell ids the plan file holds: an added cell not among them is written first
         self._on_file: set[str] = {c.cell_id for c in self.plan.cells()}
@@ -147,6 +158,9 @@ class Runner:
         round_no = self._round_of.pop(m.cell_id, None)
         if round_no is not None:
             m = m.model_copy(update={"extra": {**m.extra, "round": round_no}})
+        if m.cell_id in self.retry:  # it replaces the failed attempts before it in the counts
+            self.retry.discard(m.cell_id)
+            m = m.model_copy(update={"extra": {**m.extra, "retry": True}})
         if m.error:  # errors quote log tails and command lines
             m = m.model_copy(update={"error": redact_text(m.error)})
         self.run_dir.append(m)
@@ -441,7 +455,11 @@ class Runner:
         obs.start(policy.expected_runs())
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
 
-        self.skipped = sum(1 for c in self.plan.cells() if self.attempts(c))
+        self.skipped = sum(
+            1 for c in self.plan.cells() if self.attempts(c) and c.cell_id not in self.retry
+        )
+        if self.retry:
+            rd.event("retry_failed", cells=sorted(self.retry))
 
         def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
             after = None if warm is None else (lambda inst: warm())
@@ -456,7 +474,13 @@ class Runner:
         # the planned stage-2 rounds: the order of work is verify.drive's, the same code the
         # policy's scoring benchmark runs.
         verify.drive(
-            policy, self.measurements, run_cells, note, _EventJournal(rd), self._unfinished
+            policy,
+            self.measurements,
+            run_cells,
+            note,
+            _EventJournal(rd),
+            self._unfinished,
+            retry=frozenset(self.retry),
         )
 
         obs.status("analysing")
@@ -468,7 +492,7 @@ class Runner:
         # `post` puts on a PR
         report = redact_file(stages.render_run(rd))
         obs.finish()
-        failed = sum(1 for m in self.measurements if not m.ok)
+        failed = still_failed(self.measurements)
         over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes, over)
 
@@ -559,6 +583,7 @@ def run_experiment(
     observer: Observer | None = None,
     ignore_hardware: bool = False,
     executor: Executor | None = None,
+    retry_failed: bool = False,
 ) -> RunSummary:
     """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
     hardware (real launches only), run (here, or through `executor`: executors/)."""
@@ -583,7 +608,9 @@ def run_experiment(
         engine = for_spec(spec.engine)
         if engine.launches and (executor is None or executor.gates_here):
             hardware = hardware_gate(spec, ignore_hardware)
-    options = RunOptions(rehearse=rehearse, observer=observer or NullObserver())
+    options = RunOptions(
+        rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed
+    )
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware

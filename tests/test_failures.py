@@ -205,3 +205,71 @@ def test_a_launched_server_that_never_listens_says_connection_refused(tmp_path: 
     finally:
         server.stop()
     assert not (tmp_path / "s.pid").exists()
+
+
+PROFILE = """\
+name: retry
+base: {step_ms: [[1, 20], [8, 24]], prefill_ms_per_token: 0.1}
+rules:
+  - when: {moe_runner_backend: flashinfer_cutedsl}
+    set: {step_ms: [[1, 10], [8, 12]]}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_resume_with_retry_failed_measures_the_failed_cells_again_and_keeps_what_failed(
+    tmp_path: Path,
+) -> None:
+    """A candidate whose server answers every request 500 fails all its cells. Without
+    --retry-failed a resume measures nothing; once the cause is gone (the profile file the spec
+    names is fixed: the spec's text, which a resume checks, is unchanged), `--resume
+    --retry-failed` measures each of them again on a fresh launch. The failed attempts stay in
+    results.jsonl; the retries, tagged `retry`, replace them in the counts: the run exits 0."""
+    import json
+
+    from test_runner import TINY, mr
+
+    from matrixrun.measurement import superseded
+    from matrixrun.results import RunDir
+    from matrixrun.verdict import Verdict
+
+    profile = tmp_path / "p.yaml"
+    broken = PROFILE.replace(
+        "    set: {step_ms: [[1, 10], [8, 12]]}",
+        "    set: {step_ms: [[1, 10], [8, 12]]}\neffect_rules:\n"
+        "  - when: {moe_runner_backend: flashinfer_cutedsl}\n    set: {error_rate: 1.0}",
+    )
+    profile.write_text(broken)
+    head, _ = TINY.split("  profile:\n")
+    spec = tmp_path / "retry.yaml"
+    spec.write_text(head + "  profile: p.yaml\n")
+    run = tmp_path / "run"
+    args = ("--rehearse", "--report", str(tmp_path / "r.md"))
+    first = mr("run", str(spec), "--out", str(run), *args)
+    assert first.returncode == 1, first.stderr[-2000:]
+    failed = [m for m in RunDir(run).measurements() if not m.ok]
+    assert failed and {m.arm for m in failed} == {"fast"}
+
+    alone = mr("run", str(spec), "--resume", str(run), *args)
+    assert alone.returncode == 1 and "measured 0" in alone.stdout, alone.stdout
+    assert mr("run", str(spec), "--retry-failed", *args).returncode == 2
+
+    profile.write_text(PROFILE)  # the cause is gone
+    res = mr("run", str(spec), "--resume", str(run), "--retry-failed", *args)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    ms = RunDir(run).measurements()
+    kept = {(m.cell_id, m.attempt) for m in failed}
+    assert kept <= {(m.cell_id, m.attempt) for m in ms}  # nothing measured is lost
+    retries = [m for m in ms if m.extra.get("retry")]
+    assert {m.cell_id for m in retries} == {m.cell_id for m in failed}
+    assert all(m.ok and m.reason == "first" and m.attempt > 1 for m in retries)
+    assert superseded(ms) == kept
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    asked = [e for e in events if e["event"] == "retry_failed"]
+    assert len(asked) == 1 and set(asked[0]["cells"]) == {m.cell_id for m in failed}
+    verdict = Verdict.model_validate_json((run / "verdict.json").read_text())
+    primary = [c for _, _, c in verdict.comparisons()]
+    assert primary and all(c.candidate.n >= 1 for c in primary)
+    # the replaced attempts' 500s no longer count against the cells
+    assert all(c.candidate.failure_rate == 0 for c in primary)

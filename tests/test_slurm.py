@@ -338,3 +338,37 @@ def test_stage_two_on_slurm_tags_its_round_and_too_many_failed_requests_exit_1(
         (m.instance, m.reason, m.extra.get("round")) for m in stage2
     ]
     assert all("round" not in m.extra for m in ms if m.reason in ("first", "surprise"))
+
+
+def test_retry_failed_on_slurm_measures_the_failed_cells_again(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """`--resume --retry-failed` through the Slurm executor: the jobs of stage 1 measure the
+    cells whose every attempt failed once more, tagged `retry`, and the run exits 0."""
+    from test_failures import PROFILE
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        PROFILE + "effect_rules:\n  - when: {moe_runner_backend: flashinfer_cutedsl}\n"
+        "    set: {error_rate: 1.0}\n"
+    )
+    head, _ = (ROOT / "tests" / "specs" / "tiny.yaml").read_text().split("  profile:\n")
+    spec = tmp_path / "retry.yaml"
+    spec.write_text(head + "  profile: p.yaml\n")
+    run_dir = tmp_path / "run"
+    args = ("--rehearse", "--executor", "slurm", "--report", str(tmp_path / "r.md"))
+    code, out = finish(start(slurm, "run", str(spec), "--out", str(run_dir), *args))
+    assert code == 1, out
+    failed = {m.cell_id for m in RunDir(run_dir).measurements() if not m.ok}
+    assert failed
+    profile.write_text(PROFILE)
+    proc = start(slurm, "run", str(spec), "--resume", str(run_dir), "--retry-failed", *args)
+    try:
+        code, out = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cleanup(slurm, run_dir)
+    assert code == 0, out
+    retries = [m for m in RunDir(run_dir).measurements() if m.extra.get("retry")]
+    assert {m.cell_id for m in retries} == failed and all(m.ok for m in retries)

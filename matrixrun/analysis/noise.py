@@ -17,7 +17,7 @@ __all__ = [
     "value_of",
     "warmup_gaps",
 ]
-from matrixrun.measurement import Measurement
+from matrixrun.measurement import Measurement, superseded
 from matrixrun.metrics import higher_is_better
 from matrixrun.verdict import ArmSample, Sigma
 
@@ -40,7 +40,10 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
     errors: list[str] = []
     failed_measurements = failed_requests = total_requests = capped = 0
     client_bound = 0.0
+    gone = superseded(measurements)  # failed runs a --retry-failed run replaced
     for m in measurements:
+        if (m.cell_id, m.attempt) in gone:
+            continue
         check = m.extra.get("client_check")
         if isinstance(check, dict) and isinstance(check.get("affected"), dict):
             client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))

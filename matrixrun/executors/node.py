@@ -59,6 +59,8 @@ class GroupTask:
     round_no: int
     rehearse: bool
     ignore_hardware: bool
+    #: stage 1: cells of this group to measure again although tried (`--retry-failed`)
+    retry: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -166,8 +168,9 @@ def _run(task: GroupTask) -> dict[str, Any]:
         runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
 
     if task.round_no == 0:
+        runner.retry = set(task.retry)  # tagged extra.retry as on one node (`Runner.record`)
         todo: list[tuple[Cell, Reason]] = [
-            (c, "first") for c in group.cells if not runner.attempts(c)
+            (c, "first") for c in group.cells if not runner.attempts(c) or c.cell_id in runner.retry
         ]
 
         def warm(_inst: object) -> list[tuple[Cell, Reason]]:

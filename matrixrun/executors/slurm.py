@@ -39,7 +39,7 @@ from matrixrun.errors import InputError, MatrixError
 from matrixrun.executors import OnInterrupt
 from matrixrun.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
-from matrixrun.measurement import over_failure_rate
+from matrixrun.measurement import over_failure_rate, still_failed
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir, now_iso
 
@@ -219,6 +219,8 @@ class SlurmExecutor:
         obs = runner.options.observer
         obs.start(policy.expected_runs())
         skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c))
+        if runner.retry:
+            rd.event("retry_failed", cells=sorted(runner.retry))
         rd.event(
             "run_start",
             resumed=bool(runner.measurements),
@@ -251,7 +253,7 @@ class SlurmExecutor:
         rd.event("run_end", measured=len(ms) - before)  # before the report (see Runner.run)
         report = analyse_and_render(rd)
         obs.finish()
-        failed = sum(1 for m in ms if not m.ok)
+        failed = still_failed(ms)
         # as a run on one node: too many failed requests is a failed run (cli's exit code)
         over = over_failure_rate(ms, runner.spec.verify.failure_rate)
         return RunSummary(
@@ -271,7 +273,9 @@ class SlurmExecutor:
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:
-        return any(not self.runner.attempts(c) for c in group.cells)
+        return any(
+            not self.runner.attempts(c) or c.cell_id in self.runner.retry for c in group.cells
+        )
 
     def _task(self, group: ServerGroup, round_no: int) -> GroupTask:
         return GroupTask(
@@ -281,6 +285,9 @@ class SlurmExecutor:
             round_no=round_no,
             rehearse=self.runner.options.rehearse,
             ignore_hardware=self.options.ignore_hardware,
+            retry=tuple(c.cell_id for c in group.cells if c.cell_id in self.runner.retry)
+            if round_no == 0
+            else (),
         )
 
     def _spec_path(self) -> Path:

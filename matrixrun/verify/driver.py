@@ -3,7 +3,7 @@ exactly the policy that is scored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,6 +68,7 @@ def drive(
     note: Note | None = None,
     journal: Journal | None = None,
     unfinished: Unfinished | None = None,
+    retry: Collection[str] = frozenset(),
 ) -> None:
     """The order of work, shared by the runner and the scoring benchmark so both run exactly
     the policy that is scored: stage 1 group by group (cells not yet measured), each followed,
@@ -75,8 +76,9 @@ def drive(
     a round on one fresh launch whose reruns are re-chosen as σ arrives (`_run_round`). `ms`
     is the live list `run_cells` appends to. `journal` hears each round begin and each group
     finish its launch of it; `unfinished` (read back from a journal) resumes inside a round
-    (without one, stage 2 resumes after the rounds the measurements show begun)."""
-    measured = {m.cell_id for m in ms}
+    (without one, stage 2 resumes after the rounds the measurements show begun). `retry`:
+    cells stage 1 measures again although tried (`--retry-failed`: every attempt failed)."""
+    measured = {m.cell_id for m in ms} - set(retry)
     for group in policy.plan.groups:
         # cells bisection added are stage 2's (a resumed run has them in its plan)
         todo = [c for c in group.cells if c.cell_id not in measured and c.added_by is None]
