@@ -1035,3 +1035,16 @@ def test_servers_on_different_gpus_get_a_serials_column() -> None:
     env = environment_of(moved, None)
     col = env.servers_header.index("GPU serials")
     assert [row[col] for row in env.servers] == ["1652", "1654"]
+
+
+def test_a_launch_command_is_shown_as_a_shell_would_need_it_typed() -> None:
+    """The Setup's `launched with` line copies into a terminal: a `python3 -c` program (spaces,
+    `;`, parentheses) and a quote are quoted, `{placeholders}` read as they are."""
+    import shlex
+
+    from matrixrun.report.sections import shell_words
+
+    argv = ["python3", "-c", "from x import main; main()", "serve", "{model}", "--x", "it's"]
+    shown = shell_words(argv)
+    assert shlex.split(shown) == argv
+    assert "serve {model} --x" in shown

@@ -5,6 +5,8 @@ numbers are formatted by `fmt`; nothing here estimates anything."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,11 +234,20 @@ def effective_arg_differences(
 # ------------------------------------------------------------------------------ setup
 
 
+def shell_words(argv: Sequence[str]) -> str:
+    """An argv as a shell would need it typed: a word with spaces, quotes or `;` (a `python3
+    -c` program) is quoted, a `{placeholder}` is left as it reads, so the line copies into a
+    terminal once the placeholders are filled in."""
+    return " ".join(a if re.fullmatch(r"[\w@%+=:,./{}-]+", a) else shlex.quote(a) for a in argv)
+
+
 def _hardware_line(group: ServerGroup, given: Mapping[str, str]) -> str:
     h = group.hardware
     args = " ".join(given[k] for k in h.args if k in given)
+    # the label only where it says more than the default one (`1x NVIDIA H200`)
+    named = f"`{h.label}`: " if h.label != f"{h.count}x {h.gpu}" else ""
     return (
-        f"`{h.label}`: {h.count}× {h.gpu}"
+        f"{named}{h.count}× {h.gpu}"
         + (f" (compute capability {h.compute_capability})" if h.compute_capability else "")
         + (f", args `{args}`" if args else "")
     )
@@ -264,7 +275,7 @@ def setup_of(
         hardware=[_hardware_line(g, given_by[g.group_id]) for g in hardware.values()],
         engine=facts.engine,
         common_args=diffs.common,
-        launch=" ".join(facts.launch) if facts.launch else None,
+        launch=shell_words(facts.launch) if facts.launch else None,
         workload=wording.workload(facts),
         sweep=[f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
         or ["(a single point)"],
