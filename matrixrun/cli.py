@@ -81,7 +81,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact_json(plan.model_dump(mode="json")), indent=2))
     else:
-        print(redact_text(plan_text(spec, plan)))
+        noise = None
+        if spec.verify.noise_from is not None:
+            from matrixrun.history import noise_history
+
+            noise = noise_history(spec, plan, spec.verify.noise_from)
+        print(redact_text(plan_text(spec, plan, noise)))
     _summary(_plan_summary(args.spec, args.history or ()))
     return EXIT_OK
 

@@ -369,6 +369,8 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         f"{' (capped by the budget)' if c.budget_s else ''}.",
         "",
     ]
+    if v.noise_from is not None:
+        lines += [f"{_noise_sentence(spec, plan)}.", ""]
     if timed:
         lines.append(f"{source[0].upper()}{source[1:]}.")
     elif history is not None:
@@ -391,6 +393,20 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
             "inconclusive: raise `verify.budget`."
         )
     return lines
+
+
+def _noise_sentence(spec: Spec, plan: Plan) -> str:
+    """`verify.noise_from` in the proposal: what it lends, or why it cannot (one sentence)."""
+    from matrixrun.errors import InputError
+    from matrixrun.history import noise_history
+    from matrixrun.render_plan import noise_line
+
+    assert spec.verify.noise_from is not None
+    try:
+        line = noise_line(noise_history(spec, plan, spec.verify.noise_from), spec.metrics.primary)
+    except InputError as exc:
+        return f"**Noise from an earlier run cannot be used:** {exc}"
+    return line[0].upper() + line[1:]
 
 
 def _validation_section(validation: Validation, plan: Plan | None = None) -> list[str]:

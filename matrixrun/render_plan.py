@@ -4,11 +4,15 @@ it may cost — shown before anything runs. Pure: returns a string."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
 from matrixrun.units import format_duration
 from matrixrun.verify import MIN_FRESH_DF
+
+if TYPE_CHECKING:
+    from matrixrun.history import NoiseHistory
 
 
 def _flags(flags: Mapping[str, object]) -> str:
@@ -32,7 +36,25 @@ def sigma_cost(plan: Plan) -> tuple[float, int, int] | None:
     return launches * c.launch_s + need * c.cell_s, launches, need
 
 
-def plan_text(spec: Spec, plan: Plan) -> str:
+def noise_line(history: NoiseHistory, primary: str) -> str:
+    """What `verify.noise_from` brings, before anything runs: the earlier run's σ of one run on
+    the primary metric and the df it rests on (what a reviewer weighs the borrowing by)."""
+    s = history.sigmas.get(primary)
+    if s is None or s.value is None:
+        return f"noise from {history.label}: it measured no σ on {primary}; nothing is borrowed"
+    size = "estimated at 0" if s.launch == 0 else f"σ_b {s.launch or 0:.1%}"
+    launch = (
+        f"; its launch part, {size} on {s.launch_df} df, only where this run relaunches nothing"
+        if s.launch is not None
+        else ""
+    )
+    return (
+        f"noise from {history.label}: {primary} σ {s.value:.1%}, run noise on "
+        f"{s.run_df:g} df, pooled by df with this run's{launch}"
+    )
+
+
+def plan_text(spec: Spec, plan: Plan, noise: NoiseHistory | None = None) -> str:
     c = plan.cost
     v = spec.verify
     lines = [
@@ -59,6 +81,7 @@ def plan_text(spec: Spec, plan: Plan) -> str:
     lines += [
         "",
         f"verify policy: {policy}",
+        *([noise_line(noise, spec.metrics.primary)] if noise is not None else []),
         f"best case (nothing surprising or inconclusive): {c.launches} launches, "
         f"{c.runs_first_pass} cell runs{when(c.time_first_pass_s)}",
         f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "

@@ -135,3 +135,17 @@ def test_a_rehearsal_pools_the_noise_of_an_earlier_one(tmp_path: Path) -> None:
     other = load_spec(_write_spec(tmp_path, "first", model="/models/other"))
     with pytest.raises(InputError, match="no server group of engine sglang, model /models/other"):
         noise_history(other, expand(other), first)
+
+
+def test_plan_and_proposal_say_what_noise_from_lends_before_anything_runs() -> None:
+    """A reviewer sees the borrowed σ and its df in `plan` and in the PR proposal."""
+    spec = ROOT / "spec" / "h200_transformers_cb.yaml"
+    run = [sys.executable, "-m", "matrixrun", "plan", str(spec)]
+    text = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in text.splitlines() if x.startswith("noise from "))
+    source = Path(load_spec(spec).verify.noise_from or "")
+    past = {s["metric"]: s for s in json.loads((source / "verdict.json").read_text())["sigma"]}
+    sigma = past["output_throughput"]
+    assert f"output_throughput σ {sigma['value']:.1%}, run noise on {sigma['run_df']:g} df" in line
+    proposal = subprocess.run([*run, "--markdown"], cwd=ROOT, capture_output=True, text=True)
+    assert "Noise from " in proposal.stdout and "pooled by df" in proposal.stdout
