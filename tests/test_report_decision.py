@@ -295,3 +295,18 @@ def test_the_settle_line_does_not_let_one_near_tie_hide_the_easy_points() -> Non
     assert "every one with an estimate about 9" in wording.settle(cmd, [4, 9], 3)
     assert wording.settle(cmd, [], 2) == f"Settle it (more runs): `{cmd}`."
     assert wording.settle(None, [3], 1) == ""
+
+
+def test_an_untested_warmup_says_when_each_cell_ran_after_an_unmeasured_copy() -> None:
+    """`warmup_requests: cell` lowers a first pass's warm-up without ruling it out: the checks
+    line still marks it untested, and says the copy ran."""
+    from matrixrun.report.decision import Checks
+    from matrixrun.report.wording.decision import checks_line
+
+    none = Checks(explanations=[], suspect=[], agreement={}, failed_requests=0,
+                  failed_measurements=0, total_requests=10)  # fmt: skip
+    plain = checks_line(none, simulated=False, ingested=False, axis="concurrency")
+    copied = checks_line(none, simulated=False, ingested=False, axis="concurrency", copied=True)
+    assert "not tested: warm-up or an odd server instance ⚠️ (no rerun tested it)" in plain
+    assert "no rerun tested it; each cell ran after an unmeasured copy of itself" in copied
+    assert "unmeasured copy" not in plain

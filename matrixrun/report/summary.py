@@ -190,7 +190,13 @@ def decision_of(
         hypothesis=words.hypothesis(fmt.user(facts.hypothesis), recs, s.axis)
         if facts is not None and facts.hypothesis
         else None,
-        checks=words.checks_line(decision.checks(verdict), simulated, facts is None, s.axis),
+        checks=words.checks_line(
+            decision.checks(verdict),
+            simulated,
+            facts is None,
+            s.axis,
+            copied=facts is not None and facts.workload.warmup_requests == "cell",
+        ),
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,
         unfinished=words.unfinished(resume_command) if resume_command else "",

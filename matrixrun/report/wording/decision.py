@@ -256,9 +256,11 @@ def _rerun_numbers(r: Rerun) -> str:
     )
 
 
-def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str) -> str:
+def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str, copied: bool = False) -> str:
     """'Ruled out: warm-up ✅ (…) · Ruled out: an odd server ✅ (…) · outputs agree ✅ (…) ·
-    failed requests 0 ✅'."""
+    failed requests 0 ✅'. `copied`: each cell ran after an unmeasured copy of itself
+    (`warmup_requests: cell`), which an untested warm-up says (it lowers a first pass's
+    warm-up, it does not rule it out: on the lent H200 a first pass stayed 10–15% slow)."""
     items = []
     tested = {e.explanation for e in c.explanations}
     for e in c.explanations:
@@ -280,6 +282,8 @@ def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str) -> str:
     ]
     if untested:
         why = "one run per cell" if ingested else "no rerun tested it"
+        if copied and EXPLANATION_WORDS[Explanation.WARMUP] in untested:
+            why += "; each cell ran after an unmeasured copy of itself"
         items.append(f"not tested: {' or '.join(untested)} {WARN} ({why})")
     if c.suspect:
         shares = [
