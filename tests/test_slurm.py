@@ -155,6 +155,17 @@ def finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str]
     return proc.returncode, out
 
 
+def run_to_end(env: dict[str, str], run_dir: Path, *args: str) -> tuple[int, str]:
+    """`matrixrun` with `args`, waited for; what it left queued or running is cleaned up."""
+    proc = start(env, *args)
+    try:
+        return finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cleanup(env, run_dir)
+
+
 def cleanup(env: dict[str, str], run_dir: Path) -> None:
     """Cancel what a failed test left queued; stop servers a killed job left (their pid files)."""
     ids = [j["job_id"] for j in jobs_of(run_dir) if j["job_id"] in squeue_ids(env)]
@@ -317,16 +328,10 @@ def test_stage_two_on_slurm_tags_its_round_and_too_many_failed_requests_exit_1(
     text = text.replace("num_prompts: 8", "num_prompts: 16")
     spec.write_text(text)
     run_dir = tmp_path / "run"
-    proc = start(
-        slurm, "run", str(spec), "--rehearse", "--executor", "slurm",
+    code, out = run_to_end(
+        slurm, run_dir, "run", str(spec), "--rehearse", "--executor", "slurm",
         "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
     )  # fmt: skip
-    try:
-        code, out = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        cleanup(slurm, run_dir)
     assert code == 1, out
     assert "over verify.failure_rate" in out, out
     book = json.loads((run_dir / "jobs.json").read_text())
@@ -357,18 +362,13 @@ def test_retry_failed_on_slurm_measures_the_failed_cells_again(
     spec.write_text(head + "  profile: p.yaml\n")
     run_dir = tmp_path / "run"
     args = ("--rehearse", "--executor", "slurm", "--report", str(tmp_path / "r.md"))
-    code, out = finish(start(slurm, "run", str(spec), "--out", str(run_dir), *args))
+    code, out = run_to_end(slurm, run_dir, "run", str(spec), "--out", str(run_dir), *args)
     assert code == 1, out
     failed = {m.cell_id for m in RunDir(run_dir).measurements() if not m.ok}
     assert failed
     profile.write_text(PROFILE)
-    proc = start(slurm, "run", str(spec), "--resume", str(run_dir), "--retry-failed", *args)
-    try:
-        code, out = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        cleanup(slurm, run_dir)
+    resume = ("--resume", str(run_dir), "--retry-failed")
+    code, out = run_to_end(slurm, run_dir, "run", str(spec), *resume, *args)
     assert code == 0, out
     retries = [m for m in RunDir(run_dir).measurements() if m.extra.get("retry")]
     assert {m.cell_id for m in retries} == failed and all(m.ok for m in retries)
