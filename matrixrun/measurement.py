@@ -83,6 +83,14 @@ def failed_cells(measurements: Iterable[Measurement]) -> set[str]:
     return tried - ok
 
 
+def retry_note(cells: int) -> str:
+    """What `--retry-failed` found to do, for the CLI to print: the count, or that none of the
+    run's cells had only failed attempts."""
+    if not cells:
+        return "--retry-failed: no cell of this run has only failed attempts; nothing to retry"
+    return f"--retry-failed: measuring again {cells} cell(s) whose every attempt failed"
+
+
 def superseded(measurements: Iterable[Measurement]) -> set[tuple[str, int]]:
     """(cell, attempt) of the failed measurements a later retry of the same cell
     (`extra.retry`, from `--retry-failed`) replaces in the counts: the user said their cause

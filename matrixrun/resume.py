@@ -18,6 +18,7 @@ from typing import cast, get_args
 
 from matrixrun.errors import InputError, MatrixError
 from matrixrun.measurement import Measurement, Reason
+from matrixrun.plan import Plan
 from matrixrun.procs import stop_leftovers
 from matrixrun.redact import redact_logs
 from matrixrun.results import RunDir
@@ -134,3 +135,35 @@ def stop_left_servers(rd: RunDir) -> list[str]:
             notes.append(f"server {left.instance}: {left.why}")
     redact_logs(rd.path / "logs")
     return notes
+
+
+def mend_run_dir(
+    rd: RunDir, plan: Plan, measurements: list[Measurement]
+) -> tuple[list[str], Unfinished | None]:
+    """Before measuring into a directory an earlier session wrote: stop the servers it left
+    running, cut a torn last record (its cell is measured again: the round it belonged to is
+    reopened), and read where stage 2 stood. One sentence per repair, and the round left
+    unfinished (None: none)."""
+    notes = stop_left_servers(rd)
+    torn = rd.mend()
+    torn_group = None
+    if torn is not None:
+        groups = {c.cell_id: g.group_id for g in plan.groups for c in g.cells}
+        torn_group = groups.get(torn.cell_id or "")
+        rd.event("torn_tail", cell=torn.cell_id, bytes=torn.size)
+        notes.append(torn.sentence(rd.results_file))
+    return notes, unfinished_round(rd.events(), measurements, torn_group)
+
+
+class EventJournal:
+    """The verify journal as audit-log events (`round_begin`, `round_group_done`), written by
+    the runner and read back by `unfinished_round` above."""
+
+    def __init__(self, rd: RunDir) -> None:
+        self.rd = rd
+
+    def round_begun(self, round_no: int, groups: list[str]) -> None:
+        self.rd.event("round_begin", round=round_no, groups=groups)
+
+    def group_done(self, round_no: int, group_id: str) -> None:
+        self.rd.event("round_group_done", round=round_no, group=group_id)

@@ -48,6 +48,7 @@ from matrixrun.measurement import (
     Reason,
     failed_cells,
     over_failure_rate,
+    retry_note,
     still_failed,
 )
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
@@ -56,11 +57,11 @@ from matrixrun.redact import redact_file, redact_json, redact_text
 from matrixrun.rerun_reason import RerunWhy
 from matrixrun.results import RunDir, now_iso
 from matrixrun.resume import (
+    EventJournal,
     launch_counts,
+    mend_run_dir,
     new_run_dir,
     resumed_run_dir,
-    stop_left_servers,
-    unfinished_round,
 )
 from matrixrun.spec import Spec, spec_hash
 from matrixrun.verify import Unfinished
@@ -445,7 +446,7 @@ class Runner:
 
         rd = self.run_dir.create()
         self._on_file = self._write_plan(rd)  # first: a resumed run's added cells are its own
-        notes = self._mend(rd)
+        notes, self._unfinished = mend_run_dir(rd, self.plan, self.measurements)
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
         self._write_settings()
@@ -460,6 +461,8 @@ class Runner:
         )
         if self.retry:
             rd.event("retry_failed", cells=sorted(self.retry))
+        if self.options.retry_failed:
+            notes.append(retry_note(len(self.retry)))
 
         def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
             after = None if warm is None else (lambda inst: warm())
@@ -478,7 +481,7 @@ class Runner:
             self.measurements,
             run_cells,
             note,
-            _EventJournal(rd),
+            EventJournal(rd),
             self._unfinished,
             retry=frozenset(self.retry),
         )
@@ -505,21 +508,6 @@ class Runner:
                 self.plan.adopt_added(Plan.model_validate(rd.read_json("plan.json")))
         rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
         return {c.cell_id for c in self.plan.cells()}
-
-    def _mend(self, rd: RunDir) -> list[str]:
-        """Before measuring into a directory an earlier session wrote: stop the servers it
-        left running, cut a torn last record (its cell is measured again: the round it
-        belonged to is reopened), and read where stage 2 stood. One sentence per repair."""
-        notes = stop_left_servers(rd)
-        torn = rd.mend()
-        torn_group = None
-        if torn is not None:
-            groups = {c.cell_id: g.group_id for g in self.plan.groups for c in g.cells}
-            torn_group = groups.get(torn.cell_id or "")
-            rd.event("torn_tail", cell=torn.cell_id, bytes=torn.size)
-            notes.append(torn.sentence(rd.results_file))
-        self._unfinished = unfinished_round(rd.events(), self.measurements, torn_group)
-        return notes
 
     def _write_settings(self) -> None:
         """settings.json: what the analysis and the report need, with the correctness gate's
@@ -559,20 +547,6 @@ class Runner:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
         self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
-
-
-class _EventJournal:
-    """The verify journal as audit-log events (`round_begin`, `round_group_done`), read back
-    by `resume.unfinished_round`."""
-
-    def __init__(self, rd: RunDir) -> None:
-        self.rd = rd
-
-    def round_begun(self, round_no: int, groups: list[str]) -> None:
-        self.rd.event("round_begin", round=round_no, groups=groups)
-
-    def group_done(self, round_no: int, group_id: str) -> None:
-        self.rd.event("round_group_done", round=round_no, group=group_id)
 
 
 def run_experiment(

@@ -258,6 +258,12 @@ def test_resume_with_retry_failed_measures_the_failed_cells_again_and_keeps_what
     profile.write_text(PROFILE)  # the cause is gone
     res = mr("run", str(spec), "--resume", str(run), "--retry-failed", *args)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    cells = len({m.cell_id for m in failed})
+    assert f"--retry-failed: measuring again {cells} cell(s) whose every attempt failed" in (
+        res.stderr
+    )
+    again = mr("run", str(spec), "--resume", str(run), "--retry-failed", *args)
+    assert again.returncode == 0 and "nothing to retry" in again.stderr
     ms = RunDir(run).measurements()
     kept = {(m.cell_id, m.attempt) for m in failed}
     assert kept <= {(m.cell_id, m.attempt) for m in ms}  # nothing measured is lost

@@ -39,7 +39,7 @@ from matrixrun.errors import InputError, MatrixError
 from matrixrun.executors import OnInterrupt
 from matrixrun.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
-from matrixrun.measurement import over_failure_rate, still_failed
+from matrixrun.measurement import over_failure_rate, retry_note, still_failed
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir, now_iso
 
@@ -221,6 +221,7 @@ class SlurmExecutor:
         skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c))
         if runner.retry:
             rd.event("retry_failed", cells=sorted(runner.retry))
+        notes = [retry_note(len(runner.retry))] if runner.options.retry_failed else []
         rd.event(
             "run_start",
             resumed=bool(runner.measurements),
@@ -256,9 +257,7 @@ class SlurmExecutor:
         failed = still_failed(ms)
         # as a run on one node: too many failed requests is a failed run (cli's exit code)
         over = over_failure_rate(ms, runner.spec.verify.failure_rate)
-        return RunSummary(
-            rd.path, len(ms) - before, failed, skipped, report, over_failure_rate=over
-        )
+        return RunSummary(rd.path, len(ms) - before, failed, skipped, report, notes, over)
 
     def _prepare(self) -> None:
         """The run's fixed files, as `Runner.run` writes them, and an empty results.jsonl
