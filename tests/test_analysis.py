@@ -932,3 +932,50 @@ def test_calibration_at_the_margin_in_a_launch_dominant_world() -> None:
             wrong += c.verdict == "better"
     assert total == 300
     assert wrong / total <= 0.05
+
+
+def test_a_fresh_server_rerun_of_an_ordinary_cell_tests_no_odd_server() -> None:
+    """The real H200 run -6: the baseline at concurrency 1 re-measured on a fresh server as a
+    σ replicate (60.96 vs 63.13 tok/s, the candidate 60.50: −2.5%, nothing surprising) was
+    printed "odd server instance confirmed". A cell whose first run was not beyond the
+    surprise threshold has no effect for an odd server to explain: it is a replicate. A
+    surprising cell's fresh-server rerun still tests it (reproduced here: falsified)."""
+    from matrixrun.analysis.reruns import reruns
+
+    ordinary = [
+        meas(BASE, 1, 63.13, instance="b#1"),
+        meas(BASE, 1, 60.96, instance="b#2", attempt=2, reason="fresh_server"),
+        meas(CAND, 1, 60.50, instance="c#1"),
+    ]
+    surprising = [
+        meas(BASE, 8, 62.09, instance="b#1"),
+        meas(CAND, 8, 466.0, instance="c#1"),
+        meas(CAND, 8, 314.5, instance="c#2", attempt=2, reason="fresh_server"),
+    ]
+    ms = ordinary + surprising
+    s = settings(margin=0.05, surprise=0.2, noise=0.14)
+    cells = {("", CAND, c.point_id): c for c in primary_cells(analyse(ms, s))}
+    kw: dict[str, Any] = {"baseline": BASE, "margin": 0.05, "surprise": 0.2, "sigma": 0.14}
+    by_x = {r.point["concurrency"]: r for r in reruns(ms, "output_throughput", cells=cells, **kw)}
+    assert by_x[1].tests == Explanation.REPLICATE and by_x[1].outcome is None
+    assert by_x[8].tests == Explanation.INSTANCE and by_x[8].outcome == CheckOutcome.FALSIFIED
+
+
+def test_the_routine_replicates_line_counts_against_the_noise_it_names() -> None:
+    """The H200 example printed "2 of 2 within ±5% of their first run (−18.53% to +30.38%)":
+    counted against the noise band, worded as the margin. Now the words name the band."""
+    from matrixrun.report.wording.decision import rerun_summary
+    from matrixrun.verdict import Rerun, RerunKind
+
+    def rep(change: float, band: float | None) -> Rerun:
+        return Rerun(slice="", arm=CAND, cell_id="c", candidate=CAND, point_id="p",
+                     point={"concurrency": 8}, attempt=2, reason="inconclusive", instance="c#2",
+                     kind=RerunKind.FRESH_SERVER, metric="output_throughput", value=1.0,
+                     first_value=1.0, change_vs_first=change, noise_band=band,
+                     matches_first=None if band is None else abs(change) <= band,
+                     tests=Explanation.REPLICATE)  # fmt: skip
+
+    line = rerun_summary([rep(-0.1853, 0.6), rep(0.3038, 0.6), rep(0.9, 0.6)])
+    assert "2 of 3 within the noise of their first run" in line
+    assert "±" not in line and "changes −18.53% to +90.00%" in line
+    assert "no noise estimate" in rerun_summary([rep(0.02, None)])

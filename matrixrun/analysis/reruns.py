@@ -34,7 +34,9 @@ def judge_rerun(
     (`noise.confirmed_warmup` with the run's σ), else it settles nothing. A fresh-server rerun
     tests "that instance was odd", which predicts the effect does not reproduce: the rerun on
     its own still beyond the surprise threshold, same sign, falsifies it; within the margin of
-    the baseline confirms it; in between settles nothing. Inconclusive/crossover/A/A reruns are
+    the baseline confirms it; in between settles nothing. It tests that only where the first
+    run, on its own against the other arm, was beyond the surprise threshold: an ordinary cell
+    has no effect for an odd server to explain. Inconclusive/crossover/A/A reruns are
     replicates and test no story."""
     if r.reason not in _CHECKS or r.change_vs_first is None:
         return Explanation.REPLICATE, None
@@ -49,6 +51,12 @@ def judge_rerun(
     alone = r.alone
     if alone is None or cell is None or cell.change is None:
         return Explanation.INSTANCE, None
+    first_alone = _alone(r.arm, cell.baseline.arm, r.first_value, cell)
+    if first_alone is not None and abs(first_alone) <= surprise:
+        # nothing surprising to explain: a fresh-server run of an ordinary cell (the policy's
+        # σ replicates share the reason) is a replicate, not a test of "that server was odd"
+        # (a real run printed "odd server confirmed" from a baseline replicate 3.4% off)
+        return Explanation.REPLICATE, None
     if abs(alone) > surprise and (alone > 0) == (cell.change > 0):
         return Explanation.INSTANCE, CheckOutcome.FALSIFIED
     if abs(math.log1p(alone)) < math.log1p(margin):

@@ -332,11 +332,7 @@ def context_from(inputs: RunInputs) -> Context:
         secondary=summary.secondary_lines(verdict),
         slo=summary.slo_of(verdict, inputs.settings),
         rerun_checks=[reruns[i] for i in tested if i < len(reruns)],
-        rerun_routine=wording.decision.rerun_summary(
-            routine, f"±{fmt.setting_percent(settings.margin)}"
-        )
-        if routine
-        else None,
+        rerun_routine=wording.decision.rerun_summary(routine) if routine else None,
         simulated_hardware=simulation is not None,
         compared=wording.compared(*pair) if (pair := _compared(inputs)) else None,
         run_dir=inputs.run_dir,
