@@ -155,10 +155,17 @@ def server() -> Iterator[str]:
 
 
 def test_a_quiet_client_is_not_flagged_end_to_end(server: str) -> None:
-    res = run_load_sync(config(server, num_prompts=16, output_len=20))
-    assert res.check is not None and res.metrics.completed == 16
-    # the robust statistics; a p99 may flag when other work shares this machine's 2 cores
+    """The robust statistics of a quiet client are not flagged. A p99 may flag when other
+    work shares this machine's 2 cores, and once in a while a burst of it stalls the loop for
+    10+ ms (seen once in a fresh venv: lag p99 5.7 ms, max 12.7 ms, the median ITL flagged —
+    correctly, for that run): then one more run must come out clean, so a client that always
+    flags itself still fails here."""
     robust = {"median_itl_ms", "mean_tpot_ms", "mean_ttft_ms", "output_throughput"}
+    for _ in range(2):
+        res = run_load_sync(config(server, num_prompts=16, output_len=20))
+        assert res.check is not None and res.metrics.completed == 16
+        if not robust & set(res.check.affected):
+            break
     assert not robust & set(res.check.affected), res.check.as_dict()
 
 
