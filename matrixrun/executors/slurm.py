@@ -14,11 +14,11 @@ for a stage-1 job that failed, was cancelled or timed out, each cell it left unm
 failed measurement with Slurm's reason, so the report's failures show them and the rest of the
 matrix goes on). Jobs append to results.d/<group>.jsonl; `RunDir` merges on reading.
 
-Job states come from sacct (which needs Slurm's accounting, slurmdbd: without it a job that
-dies without writing its result is indistinguishable from one still being cleaned up), with
-squeue as the fallback for clusters without accounting. `--resume` reads jobs.json and waits
-for jobs still queued or running instead of submitting their groups again. On Ctrl-C the
-controller asks (through `on_interrupt`) whether to cancel the jobs or leave them running.
+Job states come from sacct (`sacct.py`; it needs Slurm's accounting, slurmdbd: without it a
+job that dies without writing its result is indistinguishable from one still being cleaned
+up), with squeue as the fallback for clusters without accounting. `--resume` reads jobs.json
+and waits for jobs still queued or running instead of submitting their groups again. On Ctrl-C
+the controller asks (through `on_interrupt`) whether to cancel the jobs or leave them running.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import shutil
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from matrixrun.errors import InputError, MatrixError
 from matrixrun.executors import OnInterrupt
 from matrixrun.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
+from matrixrun.executors.sacct import SlurmState, query_states, slurm_tool
 from matrixrun.measurement import over_failure_rate, retry_note, still_failed
 from matrixrun.plan import ServerGroup
 from matrixrun.results import RunDir, now_iso
@@ -90,86 +90,6 @@ def parse_slurm_args(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class SlurmState:
-    """What Slurm says about one job now."""
-
-    state: str
-    detail: str
-    exit_code: str | None = None
-    reason: str | None = None
-    node: str | None = None
-    start: str | None = None
-    end: str | None = None
-    elapsed: str | None = None
-
-
-def _blank(value: str) -> str | None:
-    return None if value in ("", "None", "Unknown", "(null)", "None assigned") else value
-
-
-def _tool(name: str) -> str:
-    exe = shutil.which(name)
-    if exe is None:
-        raise InputError(
-            f"{name} is not on PATH: --executor slurm needs the Slurm client commands "
-            "(sbatch, sacct, squeue, scancel) and SLURM_CONF if the cluster needs it"
-        )
-    return exe
-
-
-def query_states(job_ids: Sequence[str], timeout_s: float = 30.0) -> dict[str, SlurmState]:
-    """Slurm's view of `job_ids`: sacct when accounting works, else squeue (jobs that left the
-    queue are then missing from the answer). A job too new for sacct is missing too."""
-    if not job_ids:
-        return {}
-    ids = ",".join(job_ids)
-    fields = "JobID,State,ExitCode,Reason,NodeList,Start,End,Elapsed"
-    done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-        [_tool("sacct"), "-X", "-n", "-P", "-j", ids, "-o", fields],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    out: dict[str, SlurmState] = {}
-    if done.returncode == 0:
-        for line in done.stdout.splitlines():
-            parts = line.split("|")
-            if len(parts) != 8:
-                continue
-            jid, state, code, reason, nodes, start, end, elapsed = parts
-            out[jid] = SlurmState(
-                state=state.split()[0] if state else "PENDING",
-                detail=state,
-                exit_code=_blank(code),
-                reason=_blank(reason),
-                node=_blank(nodes),
-                start=_blank(start),
-                end=_blank(end),
-                elapsed=_blank(elapsed),
-            )
-        return out
-    queue = subprocess.run(  # noqa: S603 - fixed argv, no shell
-        [_tool("squeue"), "-h", "-j", ids, "-o", "%i|%T|%r|%N|%S"],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    for line in queue.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) == 5:
-            out[parts[0]] = SlurmState(
-                state=parts[1],
-                detail=parts[1],
-                reason=_blank(parts[2]),
-                node=_blank(parts[3]),
-                start=_blank(parts[4]),
-            )
-    return out
-
-
 def time_limit_minutes(runner: Runner, group: ServerGroup, round_no: int) -> int:
     """A job's time limit from the plan's estimate (`estimate.launch`, `estimate.cell`), or
     from the spec's limits where it gives none (startup_timeout, cell_timeout: upper bounds),
@@ -208,7 +128,7 @@ class SlurmExecutor:
         from matrixrun.runner import RunSummary
 
         self._submitit = _import_submitit()
-        _tool("sbatch")
+        slurm_tool("sbatch")
         self.runner = runner
         rd = self.rd = runner.run_dir
         self._prepare()
@@ -521,7 +441,7 @@ class SlurmExecutor:
         if cancel:
             with contextlib.suppress(subprocess.TimeoutExpired, OSError):
                 subprocess.run(  # noqa: S603 - fixed argv, no shell
-                    [_tool("scancel"), *ids], capture_output=True, timeout=60, check=False
+                    [slurm_tool("scancel"), *ids], capture_output=True, timeout=60, check=False
                 )
             for j in live:
                 j.cancelled_by_matrixrun = True
