@@ -149,6 +149,8 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     from matrixrun.verdict import Verdict
 
     rd = Path(run_dir)
+    if rd.name == "settings.json":  # a run directory's own spec copy (`spec.loader`)
+        return _borrowed_by(spec, plan, rd)
     try:
         verdict = Verdict.model_validate_json((rd / "verdict.json").read_text())
         old = json.loads((rd / "plan.json").read_text())
@@ -158,6 +160,44 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
             f"verify.noise_from {rd}: cannot read its verdict.json and plan.json ({exc}); run "
             "`matrixrun analyse` there, or point at another run directory"
         ) from None
+    _check_groups(spec, plan, rd, old)
+    simulated = bool(env.get("simulated"))
+    # named as the user would type it from here, not as the absolute path the loader made
+    shown = os.path.relpath(rd) if rd.is_relative_to(Path.cwd()) else str(rd)
+    label = shown + (" (SIMULATED)" if simulated else "")
+    return NoiseHistory({s.metric: s for s in verdict.sigma}, label, simulated)
+
+
+def _borrowed_by(spec: Spec, plan: Plan, settings_file: Path) -> NoiseHistory:
+    """What a run borrowed (its settings.json's records and their label), for that run's own
+    spec copy: resuming or reproducing it uses the same prior it had."""
+    from pydantic import ValidationError
+
+    from matrixrun.verdict import AnalysisSettings
+
+    rd = settings_file.parent
+    try:
+        data = json.loads(settings_file.read_text()).get("analysis") or {}
+        settings = AnalysisSettings.model_validate(data)
+        old = json.loads((rd / "plan.json").read_text())
+    except (OSError, ValueError, ValidationError) as exc:
+        raise InputError(
+            f"verify.noise_from of {rd}/spec.yaml: cannot read what that run borrowed from "
+            f"{settings_file} ({exc}); run the original spec instead"
+        ) from None
+    if not settings.noise_history or settings.noise_from is None:
+        raise InputError(
+            f"verify.noise_from of {rd}/spec.yaml: {settings_file} records no borrowed noise; "
+            "run the original spec, or point verify.noise_from at an earlier run directory"
+        )
+    _check_groups(spec, plan, rd, old)
+    simulated = settings.noise_from.endswith("(SIMULATED)")
+    return NoiseHistory(dict(settings.noise_history), settings.noise_from, simulated)
+
+
+def _check_groups(spec: Spec, plan: Plan, rd: Path, old: Mapping[str, Any]) -> None:
+    """The earlier run must have this spec's engine kind, model, GPU and GPU count in its
+    server groups (another engine's or node's noise says nothing about this one's)."""
     engine = _engine_kind(rd / "spec.yaml") if (rd / "spec.yaml").exists() else None
     theirs = {_group_key(engine or "?", g) for g in old.get("groups") or [] if isinstance(g, dict)}
     ours = {_group_key(spec.engine.kind, g.model_dump(mode="json")) for g in plan.groups}
@@ -169,11 +209,6 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
             f"{model} on {count}× {gpu}; its noise says nothing about this one's: point at a "
             "run of the same engine, model and hardware, or remove verify.noise_from"
         )
-    simulated = bool(env.get("simulated"))
-    # named as the user would type it from here, not as the absolute path the loader made
-    shown = os.path.relpath(rd) if rd.is_relative_to(Path.cwd()) else str(rd)
-    label = shown + (" (SIMULATED)" if simulated else "")
-    return NoiseHistory({s.metric: s for s in verdict.sigma}, label, simulated)
 
 
 def refuse_simulated_noise(spec: Spec, rehearse: bool) -> None:

@@ -121,11 +121,18 @@ def test_a_rehearsal_pools_the_noise_of_an_earlier_one(tmp_path: Path) -> None:
     assert s["run_df"] == pytest.approx(own.run_df + b["run_df"], abs=0.02)
     report = (tmp_path / "second.md").read_text()
     assert "pooled with the noise an earlier run measured" in report
-    # the run's own copy of the spec (what its report's Reproduce names) keeps `first`,
-    # which does not resolve from inside it: the run directory itself is the earlier run
+    # the run's own copy of the spec (what its report's Reproduce and resume commands name)
+    # keeps `first`, which does not resolve from inside it: it borrows what `second` borrowed
+    # (first's noise, from second's settings.json), never second's own (a resume of second
+    # would count its own df twice)
     assert not (second / "first").exists()
     copy = load_spec(second / "spec.yaml")
-    assert copy.verify.noise_from == str(second.resolve())
+    assert copy.verify.noise_from == str((second / "settings.json").resolve())
+    assert copy.verify.noise_from is not None
+    again = noise_history(copy, expand(copy), copy.verify.noise_from)
+    assert again.label == settings["noise_from"]
+    assert again.sigmas["output_throughput"].run_df == b["run_df"]
+    assert again.sigmas["output_throughput"].run_df != s["run_df"]
 
     # a real run never borrows a simulator's noise: refused before any launch
     real = _rehearse(spec, tmp_path / "real")

@@ -142,15 +142,18 @@ def _with_noise_from(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     """`verify.noise_from` resolved against the spec's folder, checked to be a run directory
     that has been analysed (its verdict.json holds the noise).
 
-    A run directory's own copy of the spec (`RUN/spec.yaml`, what its report's Reproduce
-    commands name) keeps the path as written, relative to where the original spec was, so it
-    rarely resolves from there; then the run directory itself is the earlier run: its noise
-    is what it measured with the borrowed noise pooled in, the evidence so far."""
+    A run directory's own copy of the spec (`RUN/spec.yaml`, what its report's Reproduce and
+    resume commands name) keeps the path as written, relative to where the original spec was,
+    so it rarely resolves from there; then it means what that run borrowed: `RUN/settings.json`,
+    whose records of the borrowed noise `history.noise_history` reads. Not RUN's own noise: a
+    resumed RUN would count its own df twice."""
     assert spec.verify.noise_from is not None
     path = (base / spec.verify.noise_from).resolve()
-    own_run = (base / "plan.json").is_file() and (base / "verdict.json").is_file()
-    if not (path / "verdict.json").is_file() and own_run:
-        path = base.resolve()
+    borrowed = base / "settings.json"
+    own_copy = (base / "plan.json").is_file() and borrowed.is_file()
+    if not (path / "verdict.json").is_file() and own_copy:
+        verify = spec.verify.model_copy(update={"noise_from": str(borrowed.resolve())})
+        return spec.model_copy(update={"verify": verify})
     if not (path / "verdict.json").is_file():
         line = _line_of(data, ("verify", "noise_from"))
         why = "no such directory" if not path.is_dir() else "it has no verdict.json"
