@@ -170,7 +170,7 @@ def _run(task: GroupTask) -> dict[str, Any]:
     if task.round_no == 0:
         runner.retry = set(task.retry)  # tagged extra.retry as on one node (`Runner.record`)
         todo: list[tuple[Cell, Reason]] = [
-            (c, "first") for c in group.cells if not runner.attempts(c) or c.cell_id in runner.retry
+            (c, "first") for c in verify.first_pass(group, runner.measurements, runner.retry)
         ]
 
         def warm(_inst: object) -> list[tuple[Cell, Reason]]:

@@ -192,9 +192,9 @@ class SlurmExecutor:
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:
-        return any(
-            not self.runner.attempts(c) or c.cell_id in self.runner.retry for c in group.cells
-        )
+        from matrixrun.verify import first_pass
+
+        return bool(first_pass(group, self.runner.measurements, self.runner.retry))
 
     def _task(self, group: ServerGroup, round_no: int) -> GroupTask:
         return GroupTask(

@@ -32,6 +32,7 @@ from matrixrun.verify.driver import (
     RunCells,
     Unfinished,
     drive,
+    first_pass,
     rounds_done,
 )
 from matrixrun.verify.policy import FUTILITY, MIN_FRESH_DF, Pick, Policy
@@ -48,5 +49,6 @@ __all__ = [
     "Unfinished",
     "decide_chance",
     "drive",
+    "first_pass",
     "rounds_done",
 ]

@@ -61,6 +61,17 @@ def rounds_done(policy: Policy, ms: Sequence[Measurement]) -> int:
     return max((len(names - first) for names in instances.values()), default=0)
 
 
+def first_pass(
+    group: ServerGroup, ms: Sequence[Measurement], retry: Collection[str] = frozenset()
+) -> list[Cell]:
+    """The cells stage 1 measures on a group's first launch: those never measured, and those
+    `--retry-failed` measures again (every attempt failed); not the cells bisection added
+    (stage 2's, even in a resumed run's plan). The one rule for the runner, the Slurm
+    controller and its jobs."""
+    measured = {m.cell_id for m in ms} - set(retry)
+    return [c for c in group.cells if c.cell_id not in measured and c.added_by is None]
+
+
 def drive(
     policy: Policy,
     ms: list[Measurement],
@@ -78,10 +89,8 @@ def drive(
     finish its launch of it; `unfinished` (read back from a journal) resumes inside a round
     (without one, stage 2 resumes after the rounds the measurements show begun). `retry`:
     cells stage 1 measures again although tried (`--retry-failed`: every attempt failed)."""
-    measured = {m.cell_id for m in ms} - set(retry)
     for group in policy.plan.groups:
-        # cells bisection added are stage 2's (a resumed run has them in its plan)
-        todo = [c for c in group.cells if c.cell_id not in measured and c.added_by is None]
+        todo = first_pass(group, ms, retry)
         if not todo:
             continue
 
