@@ -42,10 +42,12 @@ def corpus(limit_bytes: int = 40_000_000) -> list[str]:
     return texts
 
 
-#: Token embeddings' scale over the default init (std 0.02): each layer adds about 1 to the
-#: residual stream whatever its size (its input is normalised, its weights std 0.02), 16
-#: layers about 4 in all; embeddings of std 20 (×1000) keep the last token's direction at
-#: cos ≈ 0.98 of the final hidden state.
+#: Token embeddings' scale over the default init (std 0.02). By estimate, each layer adds
+#: about 1 to the residual stream whatever its size (its input is normalised, its weights std
+#: 0.02), 16 layers about 4 in all, so embeddings of std 20 (×1000) should keep the last
+#: token's direction at cos ≈ 0.98 of the final hidden state. Measured on the H200 by `check`
+#: (reports/runs/h200_transformers_cb-6/make_model.log): the greedy token is the designed one
+#: on 100% of 1024 steps, smallest top-1 − top-2 gap 1729 against a logit spread of 47.
 EMBED_SCALE = 1000.0
 #: The special tokens (<s>, </s>, <pad>): the head never predicts them.
 SPECIAL = 3
