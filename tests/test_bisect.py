@@ -229,8 +229,14 @@ def test_resume_keeps_bisection_cells_once(tmp_path: Path) -> None:
     """Killed after the candidate's stage-2 launch measured its midpoint and before the
     baseline's: the resumed run measures the baseline's midpoint (plan.json has it), never
     re-adds or re-measures the candidate's, and measures no added cell as a first run."""
-    full = tmp_path / "full"
-    run_experiment(CROSSING, out=full, rehearse=True)
+    # the premise, a full run that bisected, rests on the simulator's timing: on a loaded
+    # 2-core CI machine one full run in many came out with no bracket to bisect (seen once in
+    # .ci/run), so the full run is made again, at most twice more, until it has one
+    for attempt in range(3):
+        full = tmp_path / f"full{attempt}"
+        run_experiment(CROSSING, out=full, rehearse=True)
+        if added(full) == [(8, "fast"), (8, "slow")]:
+            break
     cut = tmp_path / "cut"
     shutil.copytree(full, cut)
     lines = (cut / "events.jsonl").read_text().splitlines(keepends=True)
@@ -289,8 +295,14 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
     from matrixrun.runner import Runner, RunOptions
     from matrixrun.spec import load_spec
 
-    full = tmp_path / "full"
-    run_experiment(CROSSING, out=full, rehearse=True)
+    # the premise, a full run that bisected, rests on the simulator's timing: on a loaded
+    # 2-core CI machine one full run in many came out with no bracket to bisect (seen once in
+    # .ci/run), so the full run is made again, at most twice more, until it has one
+    for attempt in range(3):
+        full = tmp_path / f"full{attempt}"
+        run_experiment(CROSSING, out=full, rehearse=True)
+        if added(full) == [(8, "fast"), (8, "slow")]:
+            break
     cut = tmp_path / "cut"
     cut.mkdir()
     for name in ("spec.yaml", "settings.json", "env.json"):
