@@ -27,6 +27,7 @@ per correct verdict (launches counted).
     python benchmarks/verdicts13.py --matrices 200 --seed 2      # tuning seed
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --write docs/benchmarks.md
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --history   # verify.noise_from
+    python benchmarks/verdicts13.py --matrices 1000 --seed 7 --history --calibration 3
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from matrixrun.measurement import Measurement, Reason
 from matrixrun.plan import Cell, expand
 from matrixrun.settings import analysis_settings
 from matrixrun.verdict import Sigma
-from matrixrun.verify import Policy, drive
+from matrixrun.verify import Policy, drive, policy_for
 
 WORLDS = ("today", "launch", "hetero", "h200")
 H200_SIGMA_W = {1: 0.12, 4: 0.09, 16: 0.09, 64: 0.06, 256: 0.04, 1024: 0.04}
@@ -75,6 +76,10 @@ SPENDING: list[str] = []
 #: (`verify.noise_from`): that run is the same world measured again with its own noise, by the
 #: same policy; its GPU time is not counted (it was spent on another day, for its own answer).
 HISTORY: list[bool] = []
+#: `--calibration L` (with `--history`): the earlier run is a calibration run, `verify.design:
+#: fixed` with max_runs L (every cell L times, each on its own launch), whose launch variance
+#: the scored run pools too; its GPU time is not counted either (once per engine and node kind).
+CALIBRATION: list[int] = []
 CONC_BANDS = {"1–4": (1, 4), "16–64": (16, 64), "256–1024": (256, 1024)}
 
 
@@ -252,13 +257,16 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
 
 def _earlier_noise(world_name: str, seed: int, i: int) -> dict[str, Sigma]:
     """The noise an earlier run of matrix i found: the same world (same noise, same effects)
-    measured by the same policy with noise drawn independently of the scored run's."""
+    measured by the same policy with noise drawn independently of the scored run's; with
+    `--calibration L`, by a fixed design instead (every arm launched L times, every cell once
+    on each launch: no stopping, so its launch variance is not selected by its own verdicts)."""
     world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
     world.rng = np.random.default_rng([seed, i, 7777])
-    spec = spec_for(points, cands, POLICY)
+    verify = f"{{design: fixed, max_runs: {CALIBRATION[0]}}}" if CALIBRATION else POLICY
+    spec = spec_for(points, cands, verify)
     plan = expand(spec)
     lab = NoisyLab(world)
-    policy = Policy(spec, plan)
+    policy = policy_for(spec, plan)
     drive(policy, lab.ms, lab.run_cells)
     return {s.metric: s for s in analyse(lab.ms, policy.settings).sigma}
 
@@ -444,11 +452,22 @@ def main(argv: list[str] | None = None) -> int:
         help="judge each state at exact Lan–DeMets levels (benchmarks/sequential.py), not the "
         "analysis's Bonferroni shares: measures the slack, is not a result",
     )
+    ap.add_argument(
+        "--calibration",
+        type=int,
+        help="with --history: the earlier run is a "
+        "fixed design of this many launches per arm, its launch variance pooled",
+    )
+    ap.add_argument(
+        "--gs-df", type=float, help="with --what-if group-sequential: only at df ≥ this"
+    )
     args = ap.parse_args(argv)
     if args.spending:
         SPENDING[:] = [args.spending]
     if args.history:
         HISTORY[:] = [True]
+    if args.calibration:
+        CALIBRATION[:] = [args.calibration]
     if args.what_if == "group-sequential":
         _group_sequential()
     out = []

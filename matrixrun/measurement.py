@@ -16,9 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from matrixrun.metrics import Metrics
 
 #: Why a measurement was taken. `first` is stage 1; the rest are repeat-to-verify (VERDICTS.md §6),
-#: except `bisection`: the first run of a cell the policy added at a crossover bracket's midpoint.
+#: except `bisection`: the first run of a cell the policy added at a crossover bracket's midpoint,
+#: and `fixed`: a fixed design's run on its own launch (`verify.design: fixed`).
 Reason = Literal[
-    "first", "surprise", "inconclusive", "crossover", "fresh_server", "aa", "manual", "bisection"
+    "first",
+    "surprise",
+    "inconclusive",
+    "crossover",
+    "fresh_server",
+    "aa",
+    "manual",
+    "bisection",
+    "fixed",
 ]
 
 

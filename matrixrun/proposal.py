@@ -27,7 +27,7 @@ from matrixrun.errors import MatrixError, SpecError
 from matrixrun.history import HistoryEstimate, history_estimate
 from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
 from matrixrun.redact import is_secret_name
-from matrixrun.render_plan import sigma_cost
+from matrixrun.render_plan import policy_words, sigma_cost
 from matrixrun.spec import Spec, load_spec
 from matrixrun.units import format_duration
 
@@ -349,11 +349,11 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
             return "— | —"
         return f"≈ {format_duration(seconds)} | ≈ {_gpu_hours(seconds * share)}"
 
-    budget = f", rerun budget {format_duration(c.budget_s)}" if c.budget_s else ""
-    policy = (
-        f"threshold {v.threshold:.1%}, surprise {v.surprise:.0%}, max_runs {v.max_runs}"
-        f"{', warm reruns' if v.warm_rerun else ''}"
-        f"{', fresh-server reruns' if v.fresh_server else ''}{', A/A' if v.aa else ''}{budget}"
+    policy = policy_words(spec, c.budget_s)
+    worst = (
+        "Every cell runs max_runs times, each on its own launch"
+        if v.design == "fixed"
+        else "The worst case reruns every cell to max_runs"
     )
     lines = [
         "### Cost",
@@ -365,8 +365,7 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         f"| verify worst case | {cost.launches_worst_case} | {cost.runs_worst_case} | "
         f"{times(cost.time_worst_case_s)} |",
         "",
-        f"Verify policy: {policy}. The worst case reruns every cell to max_runs"
-        f"{' (capped by the budget)' if c.budget_s else ''}.",
+        f"Verify policy: {policy}. {worst}{' (capped by the budget)' if c.budget_s else ''}.",
         "",
     ]
     if v.noise_from is not None:

@@ -43,14 +43,33 @@ def noise_line(history: NoiseHistory, primary: str) -> str:
     if s is None or s.value is None:
         return f"noise from {history.label}: it measured no σ on {primary}; nothing is borrowed"
     size = "estimated at 0" if s.launch == 0 else f"σ_b {s.launch or 0:.1%}"
+    where = (
+        "pooled by df too (a fixed design: no stopping selected it)"
+        if s.fixed_design
+        else "only where this run relaunches nothing"
+    )
     launch = (
-        f"; its launch part, {size} on {s.launch_df} df, only where this run relaunches nothing"
-        if s.launch is not None
-        else ""
+        f"; its launch part, {size} on {s.launch_df} df, {where}" if s.launch is not None else ""
     )
     return (
         f"noise from {history.label}: {primary} σ {s.value:.1%}, run noise on "
         f"{s.run_df:g} df, pooled by df with this run's{launch}"
+    )
+
+
+def policy_words(spec: Spec, budget_s: float | None) -> str:
+    """The verify block in one line, for the plan and the PR proposal."""
+    v = spec.verify
+    budget = f", rerun budget {format_duration(budget_s)}" if budget_s else ""
+    if v.design == "fixed":
+        return (
+            f"fixed design (calibration): every cell {v.max_runs} times, each run on its own "
+            f"launch, judged once at the end; threshold {v.threshold:.1%}{budget}"
+        )
+    return (
+        f"threshold {v.threshold:.1%}, surprise {v.surprise:.0%}, max_runs {v.max_runs}"
+        f"{', warm reruns' if v.warm_rerun else ''}"
+        f"{', fresh-server reruns' if v.fresh_server else ''}{', A/A' if v.aa else ''}{budget}"
     )
 
 
@@ -67,12 +86,7 @@ def plan_text(spec: Spec, plan: Plan, noise: NoiseHistory | None = None) -> str:
         xs = ", ".join(str(cell.x) for cell in g.cells)
         lines.append(f"launch {g.group_id}  {g.arm}{where}: {_flags(g.flags)}")
         lines.append(f"    {len(g.cells)} cells, {plan.axis} = {xs}")
-    budget = f", rerun budget {format_duration(c.budget_s)}" if c.budget_s else ""
-    policy = (
-        f"threshold {v.threshold:.1%}, surprise {v.surprise:.0%}, max_runs {v.max_runs}"
-        f"{', warm reruns' if v.warm_rerun else ''}"
-        f"{', fresh-server reruns' if v.fresh_server else ''}{', A/A' if v.aa else ''}{budget}"
-    )
+    policy = policy_words(spec, c.budget_s)
     timed = c.time_first_pass_s is not None and c.time_worst_case_s is not None
 
     def when(seconds: float | None) -> str:
@@ -82,10 +96,19 @@ def plan_text(spec: Spec, plan: Plan, noise: NoiseHistory | None = None) -> str:
         "",
         f"verify policy: {policy}",
         *([noise_line(noise, spec.metrics.primary)] if noise is not None else []),
-        f"best case (nothing surprising or inconclusive): {c.launches} launches, "
-        f"{c.runs_first_pass} cell runs{when(c.time_first_pass_s)}",
-        f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "
-        f"{c.runs_worst_case} cell runs{when(c.time_worst_case_s)}",
+        *(
+            [
+                f"fixed design: {c.launches_worst_case} launches, {c.runs_worst_case} cell "
+                f"runs{when(c.time_worst_case_s)}"
+            ]
+            if v.design == "fixed"
+            else [
+                f"best case (nothing surprising or inconclusive): {c.launches} launches, "
+                f"{c.runs_first_pass} cell runs{when(c.time_first_pass_s)}",
+                f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "
+                f"{c.runs_worst_case} cell runs{when(c.time_worst_case_s)}",
+            ]
+        ),
     ]
     if c.bisection_runs_worst_case:
         lines.append(

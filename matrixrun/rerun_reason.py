@@ -20,6 +20,7 @@ class WhyKind(StrEnum):
     SIGMA_REPLICATE = "sigma_replicate"  # fresh-server degrees of freedom for σ
     CROSSOVER = "crossover"  # brackets a crossover: a second run of its end
     BISECTION = "bisection"  # a new cell at the geometric midpoint of a crossover bracket
+    FIXED_DESIGN = "fixed_design"  # verify.design: fixed, every cell max_runs times
 
 
 class RerunWhy(BaseModel):

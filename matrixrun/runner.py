@@ -451,7 +451,7 @@ class Runner:
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
         self._write_settings()
         self._write_env()
-        policy = verify.Policy(self.spec, self.plan)
+        policy = verify.policy_for(self.spec, self.plan)
         obs = self.options.observer
         obs.start(policy.expected_runs())
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)

@@ -100,8 +100,9 @@ def rounds(spec: Spec) -> int:
 
 
 def looks(spec: Spec) -> int:
-    """Times the data are judged with the power to stop: after stage 1 and after each round."""
-    return 1 + rounds(spec)
+    """Times the data are judged with the power to stop: after stage 1 and after each round;
+    once, at the end, in a fixed design (nothing stops it early)."""
+    return 1 if spec.verify.design == "fixed" else 1 + rounds(spec)
 
 
 def analysis_settings(
@@ -133,6 +134,7 @@ def analysis_settings(
         # Bonferroni whatever the policy re-measures or re-analyses.
         spending="information" if looks(spec) > 1 else "equal",
         failure_limit=v.failure_rate,
+        design=v.design,
         axis=plan.axis,
         correctness=dict(correctness or {}),
         correctness_min=spec.correctness.floor,

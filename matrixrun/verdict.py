@@ -177,6 +177,11 @@ class AnalysisSettings(_Model):
         "a metric not listed uses `margin`.",
     )
     failure_limit: float = Field(0.01, ge=0, lt=1, description="Share of failed requests.")
+    design: Literal["adaptive", "fixed"] = Field(
+        "adaptive",
+        description="verify.design: fixed = every cell max_runs times, each on its own launch, "
+        "nothing chosen by the data (its σ records say so: `Sigma.fixed_design`).",
+    )
     axis: str = Field("concurrency", description="Main sweep axis: point[axis] is x.")
     correctness: dict[str, float] = Field(
         default_factory=dict, description="Output agreement with the baseline per arm, 0..1."
@@ -297,6 +302,15 @@ class Sigma(_Model):
         None, description="The earlier run whose noise was pooled in (verify.noise_from)."
     )
     history_df: float = Field(0.0, description="The df that earlier run's noise brought.")
+    history_fixed: bool = Field(
+        False, description="That earlier run was a fixed design: its launch part was pooled too."
+    )
+    fixed_design: bool = Field(
+        False,
+        description="Measured by a fixed design (verify.design: fixed): no launch was chosen "
+        "by the data, so the launch variance is not biased by stopping and a later run may "
+        "pool it (verify.noise_from).",
+    )
 
 
 class ArmSample(_Model):

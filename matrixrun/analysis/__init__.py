@@ -142,13 +142,24 @@ def _sigma_caveats(sigmas: Sequence[Sigma], settings: AnalysisSettings) -> list[
     return out
 
 
+def _own_sigma(
+    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
+) -> Sigma:
+    """This run's own noise estimate, marked as a fixed design's where it is one and has a
+    launch part of its own (what a later run's `verify.noise_from` may then pool)."""
+    sigma = estimate_sigma(measurements, metric, settings.noise, settings.axis)
+    if settings.design == "fixed" and sigma.launch_df > 0:
+        return sigma.model_copy(update={"fixed_design": True})
+    return sigma
+
+
 def _start(measurements: Sequence[Measurement], settings: AnalysisSettings) -> _Run:
     """σ, warmup and the run-level caveats that come before any cell is judged."""
     arms = _first_seen([m.arm for m in measurements])
     candidates = settings.candidates or [a for a in arms if a != settings.baseline]
     sigmas = {
         m: with_history(
-            estimate_sigma(measurements, m, settings.noise, settings.axis),
+            _own_sigma(measurements, m, settings),
             settings.noise_history.get(m),
             settings.noise_from or "",
         )

@@ -16,7 +16,15 @@ Why the launch variance is not pooled when this run has its own: scored on the `
 the cells at exactly −m worse at concurrency 16–64 (the gate is 3%): the failing cells had a
 pooled σ̂_b 0.4–0.8× the truth on 7–11 df where the realised launch offsets of their 2–3
 launches per arm fell far from 0; pooling only the run noise, and the launch part only where
-the run has none, kept that band at 0.6% (worst in the world 2.4%).
+the run has none, kept that band at 0.6% (worst in the world 2.4%). The reason is the
+policy's stopping, not the pooling: a run whose σ̂_b came out low decided its cells and
+launched no more, one whose σ̂_b came out high relaunched and regressed toward the truth, so
+an adaptive run's final launch variance is a selected, low-leaning sample (40 redraws of each
+failing matrix's earlier run: mean 0.71–0.97× the truth, median 0.44–0.76×).
+
+A fixed design (`verify.design: fixed`, `Sigma.fixed_design`) has no stopping: every cell
+ran max_runs times, each on its own launch, whatever the data said. Its launch variance is
+then pooled with this run's by df like the run noise (docs/verdicts.md, "A calibration run").
 """
 
 from __future__ import annotations
@@ -55,12 +63,23 @@ def _launch(sigma: Sigma) -> tuple[float, float, float] | None:
     return v, float(sigma.launch_df), var
 
 
+def _pool_launch(
+    own: tuple[float, float, float], past: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """Two launch variances (σ_b², df, Var of the estimate) pooled by df: the weights are
+    dfᵢ / Σdf, so the pooled estimate's variance is Σ(dfᵢ / Σdf)²·Varᵢ."""
+    (v1, d1, var1), (v2, d2, var2) = own, past
+    df = d1 + d2
+    return (d1 * v1 + d2 * v2) / df, df, (d1 * d1 * var1 + d2 * d2 * var2) / (df * df)
+
+
 def with_history(sigma: Sigma, past: Sigma | None, source: str) -> Sigma:
     """`sigma` with the earlier run's run noise pooled in, by df, at each point (the earlier
-    run's at the same point, else its pooled value). The launch part: this run's own where it
-    has one; else the earlier run's, on its df and with its spread (warm repeats alone cannot
-    show a launch part, and without it the launch noise would be taken as 0). `past` None:
-    `sigma` unchanged."""
+    run's at the same point, else its pooled value). The launch part: pooled by df where the
+    earlier run is a fixed design; else this run's own where it has one, and the earlier
+    run's, on its df and with its spread, where it has none (warm repeats alone cannot show a
+    launch part, and without it the launch noise would be taken as 0). `past` None: `sigma`
+    unchanged."""
     if past is None or past.metric != sigma.metric:
         return sigma
     by_x = []
@@ -71,27 +90,34 @@ def with_history(sigma: Sigma, past: Sigma | None, source: str) -> Sigma:
     own_run = (sigma.run**2, sigma.run_df) if sigma.run is not None else None
     past_run = (past.run**2, past.run_df) if past.run is not None else None
     run = _pool(own_run, past_run)
-    # the launch variance is pooled in only where this run has none of its own (see the
-    # module docstring: pooled always, it failed the calibration gate in `launch`)
-    own_launch = _launch(sigma)
-    launch = own_launch or _launch(past)
+    # an adaptive run's launch variance is pooled in only where this run has none of its own
+    # (see the module docstring: pooled always, it failed the calibration gate in `launch`);
+    # a fixed design's is pooled by df
+    own_launch, past_launch = _launch(sigma), _launch(past)
+    pool = own_launch is not None and past_launch is not None and past.fixed_design
+    launch = own_launch or past_launch
+    if pool:
+        assert own_launch is not None and past_launch is not None
+        launch = _pool_launch(own_launch, past_launch)
     borrowed = own_launch is None and launch is not None
     if run is None and launch is None:
         return sigma
     if not by_x and run is not None and sigma.run is None:
         by_x = [SigmaAt(x=at.x, run=at.run, run_df=at.run_df) for at in past.by_x]
     vw, dw = run if run is not None else (0.0, 0.0)
+    lent = past.launch_df if (borrowed or pool) else 0
     update: dict[str, object] = {
         "by_x": by_x,
         "run": math.sqrt(vw) if run is not None else None,
         "run_df": round(dw, 2),
         "history": source,
-        "history_df": round(past.run_df + (past.launch_df if borrowed else 0), 2),
+        "history_df": round(past.run_df + lent, 2),
+        "history_fixed": past.fixed_design and (borrowed or pool),
     }
     if launch is not None:
         vb, db, var_b = launch
         df = satterthwaite([(vb, db), (vw, dw or None)])
-        if borrowed:  # this run's own launch estimate, where it has one, is left as it is
+        if borrowed or pool:  # an adaptive run's own launch estimate is left as it is
             update |= {
                 "launch": math.sqrt(vb),
                 "launch_df": round(db),

@@ -157,7 +157,7 @@ def _run(task: GroupTask) -> dict[str, Any]:
     if engine.launches and not task.rehearse:
         runner.hardware = hardware_gate(spec, task.ignore_hardware)
     runner.adopt_shared_plan()
-    policy = verify.Policy(spec, runner.plan)
+    policy = verify.policy_for(spec, runner.plan)
     group = runner.plan.group(task.group_id)
 
     def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:

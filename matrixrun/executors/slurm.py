@@ -135,7 +135,7 @@ class SlurmExecutor:
         self.book = read_jobs(rd.path / "jobs.json")
         self.book.partition = self.options.partition
         self.book.max_parallel = self.options.max_parallel
-        policy = verify.Policy(runner.spec, runner.plan)
+        policy = verify.policy_for(runner.spec, runner.plan)
         obs = runner.options.observer
         obs.start(policy.expected_runs())
         skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c))
@@ -163,7 +163,7 @@ class SlurmExecutor:
                     break
                 self._wait([], [self._task(g, round_no) for g, _ in batch])
                 if self._merge_plan():  # the next round's policy knows the added cells
-                    policy = verify.Policy(runner.spec, runner.plan)
+                    policy = verify.policy_for(runner.spec, runner.plan)
         except KeyboardInterrupt:
             self._interrupted()
         self._merge_plan()

@@ -418,11 +418,47 @@ class VerifySpec(_Model):
         "the crossing candidate, run twice on a stage-2 relaunch of their groups, within "
         "max_runs' rounds and the budget. 0: off.",
     )
+    design: Literal["adaptive", "fixed"] = Field(
+        "adaptive",
+        description="adaptive: the policy reruns what the data leave open. fixed: a "
+        "calibration run, every cell exactly max_runs times, each run on its own launch, "
+        "nothing chosen by the data (no warm reruns, checks or bisection) and judged once at "
+        "the end. A later run's verify.noise_from pools a fixed design's launch-to-launch "
+        "noise too, which it cannot do with an adaptive run's (its stopping leaves that "
+        "estimate biased low).",
+    )
     confidence: float = Field(0.95, gt=0.5, lt=1)
     failure_rate: Percent = Field(
         0.01,
         description="An arm failing more requests than this cannot be called better in that cell.",
     )
+
+    @model_validator(mode="after")
+    def _fixed_design(self) -> VerifySpec:
+        if self.design != "fixed":
+            return self
+        if self.max_runs < 2:
+            raise ValueError(
+                "design: fixed needs max_runs of at least 2 (each run is its own launch, and "
+                "one launch per arm shows no launch-to-launch noise); set max_runs: 3"
+            )
+        # what the fixed design is not: a setting asked for explicitly is an error, the
+        # defaults are set to what the design does, so every reader of the spec agrees
+        design = {"bisect": 0, "aa": False, "warm_rerun": False, "fresh_server": True}
+        asked = [
+            f"{k}: {str(getattr(self, k)).lower()}"
+            for k, value in design.items()
+            if k in self.model_fields_set and getattr(self, k) != value
+        ]
+        if asked:
+            them = "it" if len(asked) == 1 else "them"
+            raise ValueError(
+                f"design: fixed runs nothing the data choose and relaunches for every run, so "
+                f"{' and '.join(asked)} cannot apply; remove {them}, or use design: adaptive"
+            )
+        for k, value in design.items():
+            setattr(self, k, value)
+        return self
 
 
 class LimitsSpec(_Model):

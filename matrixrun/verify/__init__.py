@@ -20,10 +20,18 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
   groups are batched so each arm is relaunched once per round, in ABBA order across rounds,
   and a round that would exceed the rerun `budget` is trimmed to fit.
 
-Modules: `policy` (the pure policy), `driver` (the order of work the runner and the scoring
-benchmark share), `chance` (the futility rule's prediction), `bisect` (crossover bisection).
+`verify.design: fixed` replaces all of this with a fixed design (`fixed`): every cell
+`max_runs` times, each run on its own launch, nothing chosen by the data — a calibration run
+whose launch noise a later run may pool (`verify.noise_from`). `policy_for` picks the one the
+spec asks for; the runner, the Slurm controller and its jobs all construct it through it.
+
+Modules: `policy` (the pure policy), `fixed` (the fixed design), `driver` (the order of work
+the runner and the scoring benchmark share), `chance` (the futility rule's prediction),
+`bisect` (crossover bisection).
 """
 
+from matrixrun.plan import Plan
+from matrixrun.spec import Spec
 from matrixrun.verify.chance import decide_chance
 from matrixrun.verify.driver import (
     After,
@@ -35,12 +43,20 @@ from matrixrun.verify.driver import (
     first_pass,
     rounds_done,
 )
+from matrixrun.verify.fixed import FixedDesign
 from matrixrun.verify.policy import FUTILITY, MIN_FRESH_DF, Pick, Policy
+
+
+def policy_for(spec: Spec, plan: Plan) -> Policy:
+    """The verify policy the spec asks for: adaptive, or the fixed design."""
+    return FixedDesign(spec, plan) if spec.verify.design == "fixed" else Policy(spec, plan)
+
 
 __all__ = [
     "FUTILITY",
     "MIN_FRESH_DF",
     "After",
+    "FixedDesign",
     "Journal",
     "Note",
     "Pick",
@@ -50,5 +66,6 @@ __all__ = [
     "decide_chance",
     "drive",
     "first_pass",
+    "policy_for",
     "rounds_done",
 ]

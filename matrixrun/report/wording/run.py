@@ -30,6 +30,7 @@ REASON_WORDS = {
     "aa": "A/A (baseline against itself)",
     "manual": "repeat found in the input (reason not recorded)",
     "bisection": "bisection midpoint",
+    "fixed": "fixed design (calibration)",
 }
 
 CLIENT_WORDS = {
@@ -150,6 +151,11 @@ def rerun_why(w: RerunWhy) -> str:
         return (
             f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
             "(the analysis prefers fresh-server σ once one exists)"
+        )
+    if w.kind == WhyKind.FIXED_DESIGN:
+        return (
+            f"fixed design (verify.design: fixed): every cell {w.max_runs} times, each run on "
+            "its own launch, whatever the data say"
         )
     if w.kind == WhyKind.BISECTION and w.bracket is not None:
         return (

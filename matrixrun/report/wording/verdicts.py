@@ -111,8 +111,13 @@ def sigma_text(s: Sigma) -> str:
         return f"σ = {fmt.percent(s.value)} ({SOURCE_WORDS[s.source]})"
     text = f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
     if s.history:
+        which = (
+            "a calibration run (verify.design: fixed) measured, its launch part included"
+            if s.history_fixed
+            else "an earlier run measured"
+        )
         text += (
-            f", pooled with the noise an earlier run measured ({s.history_df:g} df, "
+            f", pooled with the noise {which} ({s.history_df:g} df, "
             f"`{fmt.user_plain(s.history)}`, verify.noise_from): it holds only if that run's "
             "noise is this one's"
         )
@@ -121,7 +126,8 @@ def sigma_text(s: Sigma) -> str:
 
 def level_text(s: AnalysisSettings) -> str:
     if s.looks == 1:
-        return f"{100 * s.level:.4g}% confidence (one look)"
+        fixed = ": a fixed design, every cell judged once at the end" if s.design == "fixed" else ""
+        return f"{100 * s.level:.4g}% confidence (one look{fixed})"
     head = f"{fmt.setting_percent(s.confidence)} confidence over {s.looks} planned looks"
     if s.spending == "equal":
         return f"{head} (Bonferroni): each interval is a {100 * s.level:.4g}% interval"
