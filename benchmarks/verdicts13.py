@@ -178,6 +178,8 @@ class Tally:
     tie_n: int = 0
     tie_alarm: int = 0
     gpu_s: float = 0.0
+    #: GPU time of the earlier run `--history` borrowed from (not in `gpu_s`: another day's)
+    prior_s: float = 0.0
 
 
 def tally(verdicts: Iterable[tuple[float, float, str]], gpu_s: float) -> Tally:
@@ -229,13 +231,16 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
     policy = Policy(spec, plan)
     if SPENDING:
         policy.settings = policy.settings.model_copy(update={"spending": SPENDING[0]})
+    prior_s = 0.0
     if HISTORY:
+        earlier, prior_s = _earlier_noise(world_name, seed, i)
         policy.settings = policy.settings.model_copy(
-            update={"noise_history": _earlier_noise(world_name, seed, i), "noise_from": "earlier"}
+            update={"noise_history": earlier, "noise_from": "earlier"}
         )
     drive(policy, lab.ms, lab.run_cells)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     pol = tally(verdicts_of(lab.ms, policy.settings, world), gpu)
+    pol.prior_s = prior_s
     world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
     world.rng = np.random.default_rng([seed, i, 99])
     ref_spec = spec_for(points, cands, "{threshold: 3%, max_runs: 1}")
@@ -255,11 +260,12 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
     return pol, refs
 
 
-def _earlier_noise(world_name: str, seed: int, i: int) -> dict[str, Sigma]:
+def _earlier_noise(world_name: str, seed: int, i: int) -> tuple[dict[str, Sigma], float]:
     """The noise an earlier run of matrix i found: the same world (same noise, same effects)
     measured by the same policy with noise drawn independently of the scored run's; with
     `--calibration L`, by a fixed design instead (every arm launched L times, every cell once
-    on each launch: no stopping, so its launch variance is not selected by its own verdicts)."""
+    on each launch: no stopping, so its launch variance is not selected by its own verdicts).
+    Returns its σ records and the GPU time it took (reported, not charged)."""
     world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
     world.rng = np.random.default_rng([seed, i, 7777])
     verify = f"{{design: fixed, max_runs: {CALIBRATION[0]}}}" if CALIBRATION else POLICY
@@ -268,7 +274,8 @@ def _earlier_noise(world_name: str, seed: int, i: int) -> dict[str, Sigma]:
     lab = NoisyLab(world)
     policy = policy_for(spec, plan)
     drive(policy, lab.ms, lab.run_cells)
-    return {s.metric: s for s in analyse(lab.ms, policy.settings).sigma}
+    gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
+    return {s.metric: s for s in analyse(lab.ms, policy.settings).sigma}, gpu
 
 
 def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
@@ -281,6 +288,7 @@ def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
         out.tie_n += t.tie_n
         out.tie_alarm += t.tie_alarm
         out.gpu_s += t.gpu_s
+        out.prior_s += t.prior_s
         for src, dst in ((t.cells, out.cells), (t.gate, out.gate), (t.ties, out.ties)):
             for k, v in src.items():
                 row = dst.setdefault(k, [0] * len(v))  # type: ignore[arg-type]
@@ -292,6 +300,24 @@ def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
 def _ci(values: list[float]) -> str:
     lo, hi = np.quantile(values, [0.025, 0.975])
     return f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def _prior_cost(p: Tally, per_r: float) -> str:
+    """What the earlier run `--history` borrowed from cost, against the reference, and how
+    many experiments must share it before the 0.75× target holds with it charged."""
+    if not p.prior_s or not p.correct:
+        return ""
+    charged = (p.gpu_s + p.prior_s) / p.correct / per_r
+    room = 0.75 * per_r * p.correct - p.gpu_s
+    share = (
+        f"; shared by k experiments it stays ≤ 0.75× from k ≥ {math.ceil(p.prior_s / room)}"
+        if room > 0
+        else "; no number of experiments sharing it brings the ratio to 0.75×"
+    )
+    return (
+        f" The earlier run (not charged) cost {p.prior_s / p.gpu_s:.2f}× the policy's GPU "
+        f"time; charged in full to this run the ratio would be {charged:.2f}×{share}."
+    )
 
 
 def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots: int) -> str:
@@ -341,7 +367,7 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
         f"(target ≥ +2.0 points at ≤ 0.75×: "
         f"{'met' if matched and gain >= 2.0 and per_p / per_r <= 0.75 else 'not met'}"
         f"{'' if matched else ', no matched reference'}). Matched level across the "
-        f"resamples: {spread}.",
+        f"resamples: {spread}.{_prior_cost(p, per_r)}",
         "",
         "| |" + "|".join(f" {cb} " for cb in CONC_BANDS) + "|",
         "|---|" + "---:|" * len(CONC_BANDS),

@@ -181,7 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(note)
     print(f"run directory: {summary.run_dir}")
     print(
-        f"measured {summary.measured} (skipped {summary.skipped} already measured), "
+        f"measured {summary.measured} (skipped {summary.skipped} cell(s) already measured), "
         f"failed measurements in the run: {summary.failed}"
     )
     if summary.report is not None:

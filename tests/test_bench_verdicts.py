@@ -105,3 +105,24 @@ def test_group_sequential_levels_spend_exactly_alpha() -> None:
     levels = sequential.state_levels(s.states, s.confidence)
     assert all(g <= s.level_at(k + 1) + 1e-12 for k, g in enumerate(levels))
     assert levels[-1] == pytest.approx(1 - 0.0375, abs=5e-4)  # docs: 96.3% for the last state
+
+
+def test_the_calibration_prior_is_the_real_fixed_design() -> None:
+    """`verdicts13 --calibration 3`: the earlier run goes through `verify.design: fixed`
+    (every cell 3 times, each on its own launch), so its σ records are a fixed design's, and
+    its GPU time is what that design costs."""
+    import verdicts13
+    from verdicts import CELL_S, LAUNCH_S
+
+    verdicts13.CALIBRATION[:] = [3]
+    try:
+        sigmas, gpu = verdicts13._earlier_noise("launch", 3, 0)
+    finally:
+        verdicts13.CALIBRATION[:] = []
+    _, points, cands = verdicts13.draw("launch", np.random.default_rng([3, 0]))
+    groups, cells = 1 + len(cands), (1 + len(cands)) * len(points)
+    s = sigmas["output_throughput"]
+    assert s.fixed_design and s.launch_df == groups * 2  # 3 launches − 1, per group
+    assert gpu == 3 * groups * LAUNCH_S + 3 * cells * CELL_S
+    adaptive, _ = verdicts13._earlier_noise("launch", 3, 0)
+    assert not adaptive["output_throughput"].fixed_design

@@ -81,6 +81,7 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
         "run", str(spec), "--rehearse", "--out", str(cal), "--report", str(tmp_path / "c.md")
     )
     assert res.returncode == 0, res.stderr[-2000:]
+    assert "12/12+" in res.stdout + res.stderr  # the progress counts the whole design
     ms = [json.loads(line) for line in (cal / "results.jsonl").read_text().splitlines()]
     by_cell: dict[str, list[dict[str, object]]] = {}
     for m in ms:
@@ -97,6 +98,9 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
     assert past["fixed_design"] and past["launch_df"] == 4  # 6 launches − 2 groups
     report = (tmp_path / "c.md").read_text()
     assert "one look: a fixed design" in report and "fixed design (calibration)" in report
+    assert "a fixed design tests no explanation; every cell ran on 3 launches" in report
+    assert "8 replicates of the fixed design, each on its own launch" in report
+    assert "pools all of it, the launch part included" in report
 
     later = tmp_path / "later.yaml"
     later.write_text(TINY.replace("noise: 2%}", "noise: 2%, noise_from: cal}"))

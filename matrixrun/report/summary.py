@@ -196,6 +196,7 @@ def decision_of(
             facts is None,
             s.axis,
             copied=facts is not None and facts.workload.warmup_requests == "cell",
+            fixed=facts.max_runs if facts is not None and s.design == "fixed" else 0,
         ),
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,

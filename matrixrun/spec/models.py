@@ -400,7 +400,8 @@ class VerifySpec(_Model):
         description="An earlier run directory of the same engine, model and hardware (path "
         "relative to the spec): its measured noise is pooled with this run's, each by its "
         "degrees of freedom, so few runs here are not judged as if nothing were known about "
-        "the noise. Only as good as that run's noise is this one's: same engine build, same "
+        "the noise; its launch-to-launch part too where it is a calibration run (design: "
+        "fixed). Only as good as that run's noise is this one's: same engine build, same "
         "kind of node.",
     )
     max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")

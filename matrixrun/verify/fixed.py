@@ -29,6 +29,10 @@ class FixedDesign(Policy):
     """`max_runs` launches of every group, every cell once on each (see the module
     docstring). Shares the adaptive policy's bookkeeping (budget, ABBA order, batching)."""
 
+    def expected_runs(self) -> int:
+        """Runs the progress display starts with: the whole design (it has no reruns to add)."""
+        return len(self.cells) * self.spec.verify.max_runs
+
     def warm_reruns(
         self, group: ServerGroup, ms: Sequence[Measurement]
     ) -> list[tuple[Cell, RerunWhy]]:

@@ -256,11 +256,15 @@ def _rerun_numbers(r: Rerun) -> str:
     )
 
 
-def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str, copied: bool = False) -> str:
+def checks_line(
+    c: Checks, simulated: bool, ingested: bool, axis: str, copied: bool = False, fixed: int = 0
+) -> str:
     """'Ruled out: warm-up ✅ (…) · Ruled out: an odd server ✅ (…) · outputs agree ✅ (…) ·
     failed requests 0 ✅'. `copied`: each cell ran after an unmeasured copy of itself
     (`warmup_requests: cell`), which an untested warm-up says (it lowers a first pass's
-    warm-up, it does not rule it out: on the lent H200 a first pass stayed 10–15% slow)."""
+    warm-up, it does not rule it out: on the lent H200 a first pass stayed 10–15% slow).
+    `fixed`: max_runs of a fixed design (`verify.design: fixed`), which tests no explanation
+    by design; every cell ran on that many launches, so an odd one is in the launch noise."""
     items = []
     tested = {e.explanation for e in c.explanations}
     for e in c.explanations:
@@ -282,6 +286,11 @@ def checks_line(c: Checks, simulated: bool, ingested: bool, axis: str, copied: b
     ]
     if untested:
         why = "one run per cell" if ingested else "no rerun tested it"
+        if fixed:
+            why = (
+                f"a fixed design tests no explanation; every cell ran on {fixed} launches, so "
+                "an odd one is in the launch noise"
+            )
         if copied and EXPLANATION_WORDS[Explanation.WARMUP] in untested:
             why += "; each cell ran after an unmeasured copy of itself"
         items.append(f"not tested: {' or '.join(untested)} {WARN} ({why})")
@@ -464,6 +473,8 @@ def rerun_summary(replicates: Sequence[Rerun]) -> str:
         f"{len(replicates)} routine replicates ({fresh} on fresh servers) to narrow intervals "
         "and bracket the crossover"
     )
+    if all(r.reason == "fixed" for r in replicates):
+        head = f"{len(replicates)} replicates of the fixed design, each on its own launch"
     if not judged:
         return f"{head}: changes from their first runs {spread} (no noise estimate to judge them)."
     return (

@@ -121,6 +121,11 @@ def sigma_text(s: Sigma) -> str:
             f"`{fmt.user_plain(s.history)}`, verify.noise_from): it holds only if that run's "
             "noise is this one's"
         )
+    if s.fixed_design:
+        text += (
+            "; measured by a fixed design, so a later run naming this one in verify.noise_from "
+            "pools all of it, the launch part included"
+        )
     return text
 
 
