@@ -345,6 +345,38 @@ def test_stage_two_on_slurm_tags_its_round_and_too_many_failed_requests_exit_1(
     assert all("round" not in m.extra for m in ms if m.reason in ("first", "surprise"))
 
 
+def test_a_fixed_design_on_slurm_measures_every_cell_on_its_own_launches(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    """`verify.design: fixed` through the Slurm executor: the controller and its jobs build
+    the same policy as one node (`verify.policy_for`), so every cell runs exactly max_runs
+    times, each on its own launch (one job per group and round), and nothing else runs."""
+    spec = tmp_path / "fixed.yaml"
+    text = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
+    spec.write_text(
+        text.replace(
+            "verify: {threshold: 3%, surprise: 10%, max_runs: 2, noise: 2%}",
+            "verify: {design: fixed, max_runs: 2}",
+        )
+    )
+    run_dir = tmp_path / "run"
+    code, out = run_to_end(
+        slurm, run_dir, "run", str(spec), "--rehearse", "--executor", "slurm",
+        "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
+    )  # fmt: skip
+    assert code == 0, out
+    ms = RunDir(run_dir).measurements()
+    by_cell: dict[str, list[tuple[str, str]]] = {}
+    for m in ms:
+        by_cell.setdefault(m.cell_id, []).append((m.reason, m.instance))
+    assert len(by_cell) == 4 and all(len(v) == 2 for v in by_cell.values()), by_cell
+    assert all(sorted(r for r, _ in v) == ["first", "fixed"] for v in by_cell.values())
+    assert all(len({i for _, i in v}) == 2 for v in by_cell.values()), by_cell
+    assert all(m.extra.get("round") == 1 for m in ms if m.reason == "fixed")
+    sigma = json.loads((run_dir / "verdict.json").read_text())["sigma"][0]
+    assert sigma["fixed_design"] and sigma["launch_df"] == 2
+
+
 def test_retry_failed_on_slurm_measures_the_failed_cells_again(
     slurm: dict[str, str], tmp_path: Path
 ) -> None:
