@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {
     "reports/glm5_cutedsl.rehearsal.md": "reports/runs/glm5_cutedsl.rehearsal/20261201-065252",
     "reports/golden_bench_serving.ingested.md": "reports/runs/golden-ingest",
-    "reports/h200_transformers_cb.md": "reports/runs/h200_transformers_cb-6",
+    "reports/h200_transformers_cb.md": "reports/runs/h200_transformers_cb-7",
 }
 
 
