@@ -132,7 +132,9 @@ def test_a_rehearsal_pools_the_noise_of_an_earlier_one(tmp_path: Path) -> None:
     again = noise_history(copy, expand(copy), copy.verify.noise_from)
     assert again.label == settings["noise_from"]
     assert again.sigmas["output_throughput"].run_df == b["run_df"]
-    assert again.sigmas["output_throughput"].run_df != s["run_df"]
+    if s["run_df"] > b["run_df"]:  # second measured run noise of its own (it may not: the
+        # borrowed σ can decide every cell on the first pass): not counted again
+        assert again.sigmas["output_throughput"].run_df != s["run_df"]
 
     # a real run never borrows a simulator's noise: refused before any launch
     real = _rehearse(spec, tmp_path / "real")

@@ -43,7 +43,7 @@ arms:
   slow: {moe_runner_backend: slow}
   fast: {moe_runner_backend: fast}
 sweep: {concurrency: [1, 2, 4], server.chunked_prefill_size: [4096, 8192]}
-workload: {input_len: 16, output_len: 48, num_prompts: 8, warmup_requests: 1, seed: 3}
+workload: {input_len: 16, output_len: 64, num_prompts: 16, warmup_requests: 1, seed: 3}
 metrics: {primary: output_throughput}
 verify: {threshold: 3%, surprise: 50%, max_runs: 1, noise: 2%}
 limits: {startup_timeout: 60s, cell_timeout: 60s, request_timeout: 30s}
@@ -193,7 +193,10 @@ def test_a_matrix_on_slurm_survives_a_killed_a_timed_out_and_a_cancelled_job(
         "--out", str(run_dir), "--report", str(report),
     )  # fmt: skip
     try:
-        # four jobs, two at a time on the node's two CPUs: the last ones wait in the queue
+        # four jobs, two at a time on the node's two CPUs: the last ones wait in the queue.
+        # Each group's cells take long enough (16 prompts of 64 tokens) that the second running
+        # job cannot finish before the test warns it: with 8 × 48 its fast arm once finished
+        # while the four jobs were still being submitted, and ended COMPLETED (CI, loaded)
         wait_for("four submitted jobs", lambda: len(jobs_of(run_dir)) == 4, proc, 60)
         jobs = jobs_of(run_dir)
         victim, late, done, cancelled = jobs
