@@ -166,6 +166,15 @@ def run_to_end(env: dict[str, str], run_dir: Path, *args: str) -> tuple[int, str
         cleanup(env, run_dir)
 
 
+def rehearse_on_slurm(env: dict[str, str], spec: Path, run_dir: Path) -> tuple[int, str]:
+    """A rehearsal of `spec` through the Slurm executor into `run_dir`, waited for (its
+    report beside it)."""
+    return run_to_end(
+        env, run_dir, "run", str(spec), "--rehearse", "--executor", "slurm",
+        "--out", str(run_dir), "--report", str(run_dir.parent / "r.md"),
+    )  # fmt: skip
+
+
 def cleanup(env: dict[str, str], run_dir: Path) -> None:
     """Cancel what a failed test left queued; stop servers a killed job left (their pid files)."""
     ids = [j["job_id"] for j in jobs_of(run_dir) if j["job_id"] in squeue_ids(env)]
@@ -331,10 +340,7 @@ def test_stage_two_on_slurm_tags_its_round_and_too_many_failed_requests_exit_1(
     text = text.replace("num_prompts: 8", "num_prompts: 16")
     spec.write_text(text)
     run_dir = tmp_path / "run"
-    code, out = run_to_end(
-        slurm, run_dir, "run", str(spec), "--rehearse", "--executor", "slurm",
-        "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
-    )  # fmt: skip
+    code, out = rehearse_on_slurm(slurm, spec, run_dir)
     assert code == 1, out
     assert "over verify.failure_rate" in out, out
     book = json.loads((run_dir / "jobs.json").read_text())
@@ -363,10 +369,7 @@ def test_a_fixed_design_on_slurm_measures_every_cell_on_its_own_launches(
         )
     )
     run_dir = tmp_path / "run"
-    code, out = run_to_end(
-        slurm, run_dir, "run", str(spec), "--rehearse", "--executor", "slurm",
-        "--out", str(run_dir), "--report", str(tmp_path / "r.md"),
-    )  # fmt: skip
+    code, out = rehearse_on_slurm(slurm, spec, run_dir)
     assert code == 0, out
     ms = RunDir(run_dir).measurements()
     by_cell: dict[str, list[tuple[str, str]]] = {}
