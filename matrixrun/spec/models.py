@@ -29,6 +29,7 @@ from pydantic import (
 
 from matrixrun.metrics import MetricName
 from matrixrun.sim.profile import Profile
+from matrixrun.spec.design import fixed_design_rules
 from matrixrun.units import Duration, Percent, Rate
 
 FlagValue = str | int | float | bool | None | list[Any] | dict[str, Any]
@@ -436,30 +437,7 @@ class VerifySpec(_Model):
 
     @model_validator(mode="after")
     def _fixed_design(self) -> VerifySpec:
-        if self.design != "fixed":
-            return self
-        if self.max_runs < 2:
-            raise ValueError(
-                "design: fixed needs max_runs of at least 2 (each run is its own launch, and "
-                "one launch per arm shows no launch-to-launch noise); set max_runs: 3"
-            )
-        # what the fixed design is not: a setting asked for explicitly is an error, the
-        # defaults are set to what the design does, so every reader of the spec agrees
-        design = {"bisect": 0, "aa": False, "warm_rerun": False, "fresh_server": True}
-        asked = [
-            f"{k}: {str(getattr(self, k)).lower()}"
-            for k, value in design.items()
-            if k in self.model_fields_set and getattr(self, k) != value
-        ]
-        if asked:
-            them = "it" if len(asked) == 1 else "them"
-            raise ValueError(
-                f"design: fixed runs nothing the data choose and relaunches for every run, so "
-                f"{' and '.join(asked)} cannot apply; remove {them}, or use design: adaptive"
-            )
-        for k, value in design.items():
-            setattr(self, k, value)
-        return self
+        return fixed_design_rules(self)
 
 
 class LimitsSpec(_Model):
