@@ -430,8 +430,6 @@ def estimate_cost(spec: Spec, groups: list[ServerGroup]) -> Cost:
         runs_worst += sum(len(g.cells) for g in baseline_groups)
     if v.max_runs > 1 and not v.fresh_server:
         launches_worst = launches * v.max_runs  # stage-2 reruns still need the server back
-    if v.design == "fixed":  # not a worst case: exactly what the design runs
-        runs_worst, launches_worst = cells * v.max_runs, launches * v.max_runs
     bisection = 0
     if v.bisect and v.max_runs > 1:
         for g in groups:

@@ -117,3 +117,17 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
     assert s["launch_df"] == past["launch_df"] + max(own_launches - 2, 0)
     assert s["history_fixed"] and s["history_df"] == pytest.approx(past["run_df"] + 4)
     assert "a calibration run (verify.design: fixed) measured" in (tmp_path / "s.md").read_text()
+
+
+def test_a_fixed_designs_checks_line_says_how_many_launches_each_cell_had() -> None:
+    """The launches named are the fewest a cell actually ran on, not max_runs: a cell that one
+    launch alone measured (its other runs failed) cannot carry an odd launch in its noise."""
+    from matrixrun.report.decision import Checks
+    from matrixrun.report.wording.decision import checks_line
+
+    c = Checks(explanations=[], agreement={}, suspect=[], failed_measurements=0,
+               failed_requests=0, total_requests=10)  # fmt: skip
+    assert "every cell ran on 3 launches" in checks_line(c, True, False, "concurrency", fixed=3)
+    one = checks_line(c, True, False, "concurrency", fixed=1)
+    assert "some cell ran on one launch only" in one and "launch noise" not in one
+    assert "no rerun tested it" in checks_line(c, True, False, "concurrency")

@@ -139,6 +139,14 @@ def charts_of(verdict: Verdict) -> list[Chart]:
     return out
 
 
+def _fewest_launches(verdict: Verdict) -> int:
+    """The fewest server launches any arm of a primary cell ran on: what a fixed design's
+    checks line may say every cell had (a failed run or a trimmed round leaves fewer than
+    max_runs)."""
+    cells = [c for _, _, c in verdict.comparisons(verdict.settings.primary)]
+    return min((len(set(a.instances)) for c in cells for a in (c.baseline, c.candidate)), default=0)
+
+
 def decision_of(
     verdict: Verdict,
     settings: RunSettings,
@@ -196,7 +204,7 @@ def decision_of(
             facts is None,
             s.axis,
             copied=facts is not None and facts.workload.warmup_requests == "cell",
-            fixed=facts.max_runs if facts is not None and s.design == "fixed" else 0,
+            fixed=_fewest_launches(verdict) if s.design == "fixed" else None,
         ),
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,

@@ -47,11 +47,11 @@ class FixedDesign(Policy):
         budget, one launch per group, ABBA."""
         if round_no > self.rounds:
             return []
-        picks = []
-        for cell in self.cells.values():
-            tried = [m for m in ms if m.cell_id == cell.cell_id]
-            if len(tried) > round_no or not any(m.ok for m in tried):
-                continue
-            why = RerunWhy(kind=WhyKind.FIXED_DESIGN, max_runs=self.spec.verify.max_runs)
-            picks.append(Pick(cell, "fixed", why))
+        ok = {m.cell_id for m in ms if m.ok}
+        why = RerunWhy(kind=WhyKind.FIXED_DESIGN, max_runs=self.spec.verify.max_runs)
+        picks = [
+            Pick(cell, "fixed", why)
+            for cell in self.cells.values()
+            if cell.cell_id in ok and self._n(cell, ms) <= round_no
+        ]
         return self._batched(self._within_budget(picks, ms, launch=True), round_no)

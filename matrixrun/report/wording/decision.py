@@ -257,14 +257,20 @@ def _rerun_numbers(r: Rerun) -> str:
 
 
 def checks_line(
-    c: Checks, simulated: bool, ingested: bool, axis: str, copied: bool = False, fixed: int = 0
+    c: Checks,
+    simulated: bool,
+    ingested: bool,
+    axis: str,
+    copied: bool = False,
+    fixed: int | None = None,
 ) -> str:
     """'Ruled out: warm-up ✅ (…) · Ruled out: an odd server ✅ (…) · outputs agree ✅ (…) ·
     failed requests 0 ✅'. `copied`: each cell ran after an unmeasured copy of itself
     (`warmup_requests: cell`), which an untested warm-up says (it lowers a first pass's
     warm-up, it does not rule it out: on the lent H200 a first pass stayed 10–15% slow).
-    `fixed`: max_runs of a fixed design (`verify.design: fixed`), which tests no explanation
-    by design; every cell ran on that many launches, so an odd one is in the launch noise."""
+    `fixed`: in a fixed design (`verify.design: fixed`), which tests no explanation, the fewest
+    launches any cell ran on (measured: a failed run leaves fewer than max_runs); on two or
+    more an odd launch is in the launch noise."""
     items = []
     tested = {e.explanation for e in c.explanations}
     for e in c.explanations:
@@ -286,10 +292,12 @@ def checks_line(
     ]
     if untested:
         why = "one run per cell" if ingested else "no rerun tested it"
-        if fixed:
+        if fixed is not None:
             why = (
                 f"a fixed design tests no explanation; every cell ran on {fixed} launches, so "
                 "an odd one is in the launch noise"
+                if fixed >= 2
+                else "a fixed design tests no explanation, and some cell ran on one launch only"
             )
         if copied and EXPLANATION_WORDS[Explanation.WARMUP] in untested:
             why += "; each cell ran after an unmeasured copy of itself"
