@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from matrixrun.measurement import Measurement  # noqa: E402
+from matrixrun.core.measurement import Measurement  # noqa: E402
 
 TINY = (REPO / "tests" / "specs" / "tiny.yaml").read_text()
 SERVER_FAULTS = ["none", "crash", "hang", "5xx", "malformed", "never_healthy"]

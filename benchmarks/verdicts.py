@@ -55,12 +55,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from matrixrun.analysis import analyse  # noqa: E402
-from matrixrun.measurement import Measurement, Reason  # noqa: E402
-from matrixrun.metrics import Metrics  # noqa: E402
+from matrixrun.core.measurement import Measurement, Reason  # noqa: E402
+from matrixrun.core.metrics import Metrics  # noqa: E402
+from matrixrun.core.verdict import AnalysisSettings  # noqa: E402
 from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
-from matrixrun.settings import analysis_settings  # noqa: E402
+from matrixrun.rundir.settings import analysis_settings  # noqa: E402
 from matrixrun.spec import Spec, parse_spec  # noqa: E402
-from matrixrun.verdict import AnalysisSettings  # noqa: E402
 from matrixrun.verify import After, Policy, drive  # noqa: E402
 
 CONCURRENCY = [1, 4, 16, 64, 256, 1024]
@@ -490,7 +490,7 @@ _TRUE_SIGMA: list[float] = []
 def apply_what_if(names: list[str]) -> None:
     """Patch the analysis for the what-ifs named (this process only)."""
     from matrixrun import analysis
-    from matrixrun.verdict import AnalysisSettings
+    from matrixrun.core.verdict import AnalysisSettings
 
     if "sigma-known" in names:
         real = analysis.estimate_sigma

@@ -58,10 +58,10 @@ from verdicts import (
 )
 
 from matrixrun.analysis import analyse
-from matrixrun.measurement import Measurement, Reason
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.verdict import Sigma
 from matrixrun.plan import Cell, expand
-from matrixrun.settings import analysis_settings
-from matrixrun.verdict import Sigma
+from matrixrun.rundir.settings import analysis_settings
 from matrixrun.verify import Policy, drive, policy_for
 
 WORLDS = ("today", "launch", "hetero", "h200")
@@ -445,7 +445,7 @@ def _group_sequential() -> None:
     forked workers only) so each state's level is the exact group-sequential one."""
     from sequential import state_levels
 
-    from matrixrun.verdict import AnalysisSettings
+    from matrixrun.core.verdict import AnalysisSettings
 
     real = AnalysisSettings.level_at
 

@@ -1,5 +1,5 @@
 """`python -m matrixrun` is the same as the `matrixrun` console script."""
 
-from matrixrun.cli import main
+from matrixrun.cli.main import main
 
 raise SystemExit(main())

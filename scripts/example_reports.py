@@ -33,18 +33,18 @@ def rendered(run_dir: Path) -> str:
     """The document `run_dir` gives today: analysed and rendered in a scratch copy laid out
     as it is here (reports/runs/<...>, working directory the scratch root, so the paths it
     prints are the repository's), leaving the committed one as is."""
-    from matrixrun import stages
+    from matrixrun.run import outputs
 
     tail = run_dir.relative_to(ROOT).parts
     with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
         copy = Path(tmp).joinpath(*tail)
         shutil.copytree(run_dir, copy)
-        stages.analyse_run(copy)
-        return stages.report_text(copy)
+        outputs.analyse_run(copy)
+        return outputs.report_text(copy)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from matrixrun import stages
+    from matrixrun.run import outputs
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a report is stale")
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             if rendered(run_dir) != (ROOT / report).read_text():
                 stale.append(report)
             continue
-        stages.analyse_run(run_dir)
-        stages.render_run(run_dir)  # RUN_DIR/report.md and chart.png beside it
+        outputs.analyse_run(run_dir)
+        outputs.render_run(run_dir)  # RUN_DIR/report.md and chart.png beside it
         (ROOT / report).write_text((run_dir / "report.md").read_text())
         print(f"wrote {report} from {run}")
     for report in stale:

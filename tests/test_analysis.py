@@ -29,10 +29,9 @@ from matrixrun.analysis import (
     runs_needed,
     warmup_gaps,
 )
-from matrixrun.measurement import Measurement
-from matrixrun.metrics import Metrics
-from matrixrun.report import fmt, wording
-from matrixrun.verdict import (
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import Metrics
+from matrixrun.core.verdict import (
     ArmSample,
     CellNote,
     CheckOutcome,
@@ -42,6 +41,7 @@ from matrixrun.verdict import (
     Sigma,
     Verdict,
 )
+from matrixrun.report import fmt, wording
 
 BASE, CAND = "cutlass", "cutedsl"
 X = [1, 10, 64, 256, 1024]
@@ -964,8 +964,8 @@ def test_a_fresh_server_rerun_of_an_ordinary_cell_tests_no_odd_server() -> None:
 def test_the_routine_replicates_line_counts_against_the_noise_it_names() -> None:
     """The H200 example printed "2 of 2 within ±5% of their first run (−18.53% to +30.38%)":
     counted against the noise band, worded as the margin. Now the words name the band."""
+    from matrixrun.core.verdict import Rerun, RerunKind
     from matrixrun.report.wording.decision import rerun_summary
-    from matrixrun.verdict import Rerun, RerunKind
 
     def rep(change: float, band: float | None) -> Rerun:
         return Rerun(slice="", arm=CAND, cell_id="c", candidate=CAND, point_id="p",

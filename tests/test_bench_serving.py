@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from matrixrun.errors import InputError
+from matrixrun.core.errors import InputError
 from matrixrun.load.bench_serving import parse_line, parse_lines, read_file
 
 GOLDEN = Path(__file__).parent / "golden" / "bench_serving"

@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 from simserver import start_sim
 
-from matrixrun.errors import LoadError
+from matrixrun.core.errors import LoadError
 from matrixrun.load.bench_serving import read_file
 from matrixrun.load.bench_serving_client import build_argv, records_from_details, run_bench_serving
 from matrixrun.load.client import LoadConfig

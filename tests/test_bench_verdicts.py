@@ -75,7 +75,7 @@ def test_noise_worlds_draw_what_their_docstring_says() -> None:
 
 
 def test_power_spending_also_sums_to_alpha() -> None:
-    from matrixrun.verdict import AnalysisSettings
+    from matrixrun.core.verdict import AnalysisSettings
 
     s = AnalysisSettings(baseline="b", looks=4, spending="power")
     assert sum(1 - s.level_at(k) for k in range(1, s.states + 1)) == pytest.approx(0.05)
@@ -89,7 +89,7 @@ def test_group_sequential_levels_spend_exactly_alpha() -> None:
     import sequential
     from scipy.stats import norm
 
-    from matrixrun.verdict import AnalysisSettings
+    from matrixrun.core.verdict import AnalysisSettings
 
     assert sequential.nominal_alphas((1.0,), 0.05)[0] == pytest.approx(0.05, abs=1e-9)
     fractions = tuple((k + 1) / 6 for k in range(1, 6))  # max_runs 3: states 1..5

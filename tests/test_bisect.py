@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.measurement import Measurement
-from matrixrun.metrics import Metrics
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import Metrics
 from matrixrun.plan import Plan, added_cell, expand
-from matrixrun.results import RunDir
-from matrixrun.runner import run_experiment
+from matrixrun.run.runner import run_experiment
+from matrixrun.rundir.results import RunDir
 from matrixrun.spec import Spec, parse_spec
 from matrixrun.verify import Policy
 from matrixrun.verify.bisect import midpoint
@@ -289,10 +289,10 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
     the controller would, without Slurm: the jobs' bodies in this process, one after another
     (the Slurm tests exercise submission; this is the plan's path through it)."""
     from matrixrun.engines.sim import rehearsal_engine
-    from matrixrun.executors.node import GroupTask, NodeRunner, _run
-    from matrixrun.executors.slurm import merge_plan
-    from matrixrun.progress import PlainObserver
-    from matrixrun.runner import Runner, RunOptions
+    from matrixrun.run.executors.node import GroupTask, NodeRunner, _run
+    from matrixrun.run.executors.slurm import merge_plan
+    from matrixrun.run.progress import PlainObserver
+    from matrixrun.run.runner import Runner, RunOptions
     from matrixrun.spec import load_spec
 
     # the premise, a full run that bisected, rests on the simulator's timing: on a loaded

@@ -17,9 +17,9 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 
+from matrixrun.core.errors import InputError
 from matrixrun.engines import for_spec
 from matrixrun.engines.command import CommandEngine, fill
-from matrixrun.errors import InputError
 from matrixrun.load.apis import request_body
 from matrixrun.load.text_prompts import text_prompts
 from matrixrun.plan import expand

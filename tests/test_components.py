@@ -18,7 +18,7 @@ from matrixrun.analysis.moderation import (
     _centre,
     trend_uncertainty,
 )
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
 
 XS = [1, 4, 16, 64, 256, 1024]
 MARGIN = math.log1p(0.05)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from simserver import start_sim
 
-from matrixrun.correctness import Answer, agreement, answer_of, collect, prompts_for
-from matrixrun.errors import LoadError
+from matrixrun.core.errors import LoadError
+from matrixrun.run.correctness import Answer, agreement, answer_of, collect, prompts_for
 from matrixrun.spec import CorrectnessSpec
 
 pytestmark = pytest.mark.timeout(120)

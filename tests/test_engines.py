@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from matrixrun.core.errors import EngineError
 from matrixrun.engines import for_spec
 from matrixrun.engines.base import ServerProcess, free_port, get_json, post_ok
 from matrixrun.engines.openai import OpenAIEngine, RemoteServer
 from matrixrun.engines.sglang import ALIASES, SGLangEngine, render_flags, with_container_env
 from matrixrun.engines.vllm import VLLMEngine
-from matrixrun.errors import EngineError
 from matrixrun.plan import ServerGroup
 from matrixrun.spec import EngineSpec, HardwareSpec, ModelSpec
 

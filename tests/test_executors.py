@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.cli import main
-from matrixrun.errors import InputError
-from matrixrun.executors import make_executor
-from matrixrun.executors.jobs import JobRecord, node_sharing
-from matrixrun.executors.slurm import parse_slurm_args, progress_line, time_limit_minutes
-from matrixrun.hardware import gpu_serials
-from matrixrun.measurement import Measurement
-from matrixrun.results import RunDir
+from matrixrun.cli.main import main
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.run.executors import make_executor
+from matrixrun.run.executors.jobs import JobRecord, node_sharing
+from matrixrun.run.executors.slurm import parse_slurm_args, progress_line, time_limit_minutes
+from matrixrun.rundir.hardware import gpu_serials
+from matrixrun.rundir.results import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,7 +137,7 @@ def test_cli_refuses_slurm_options_without_the_slurm_executor(
 
 def test_time_limit_comes_from_the_estimate_in_server_time() -> None:
     from matrixrun.engines.sim import rehearsal_engine
-    from matrixrun.runner import Runner, RunOptions
+    from matrixrun.run.runner import Runner, RunOptions
     from matrixrun.spec import load_spec
 
     spec = load_spec(ROOT / "tests/specs/multi.yaml")  # estimate: launch 10m, cell 2m
@@ -169,7 +169,7 @@ def test_gpu_serials_are_those_slurm_allocated(
 def test_a_local_resume_of_a_run_with_live_slurm_jobs_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from matrixrun.executors.jobs import JobsFile
+    from matrixrun.run.executors.jobs import JobsFile
 
     book = JobsFile(jobs=[record("g1.r0", "COMPLETED"), record("g2.r0", "RUNNING")])
     book.jobs[1].job_id = "42"

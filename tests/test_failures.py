@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from matrixrun.core.errors import EngineError
+from matrixrun.core.measurement import over_failure_rate
+from matrixrun.core.metrics import Metrics
 from matrixrun.engines.base import Launch
 from matrixrun.engines.openai import RemoteServer
-from matrixrun.errors import EngineError
 from matrixrun.load import LoadConfig, run_load_sync
 from matrixrun.load.apis import OpenAIParser
-from matrixrun.measurement import over_failure_rate
-from matrixrun.metrics import Metrics
 
 SERVER = Path(__file__).resolve().parent / "fixedserver.py"
 pytestmark = pytest.mark.timeout(60)
@@ -151,7 +151,7 @@ def test_a_refused_endpoint_fails_fast_and_says_why(monkeypatch: pytest.MonkeyPa
 
 
 def _m(cell: str, completed: int, failed: int):  # type: ignore[no-untyped-def]
-    from matrixrun.measurement import Measurement
+    from matrixrun.core.measurement import Measurement
 
     metrics = Metrics(duration=1, completed=completed, failed=failed, total_input_tokens=1,
                       total_output_tokens=1, request_throughput=1, input_throughput=1,
@@ -190,8 +190,8 @@ def test_a_run_whose_requests_fail_beyond_the_rule_exits_1(tmp_path: Path) -> No
 def test_a_launched_server_that_never_listens_says_connection_refused(tmp_path: Path) -> None:
     """The process lives but nothing listens on its port: the startup timeout's sentence
     says every health check was refused (instead of only "not healthy")."""
+    from matrixrun.core.errors import StartupTimeout
     from matrixrun.engines.base import ServerProcess
-    from matrixrun.errors import StartupTimeout
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -230,9 +230,9 @@ def test_resume_with_retry_failed_measures_the_failed_cells_again_and_keeps_what
 
     from test_runner import TINY, mr
 
-    from matrixrun.measurement import superseded
-    from matrixrun.results import RunDir
-    from matrixrun.verdict import Verdict
+    from matrixrun.core.measurement import superseded
+    from matrixrun.core.verdict import Verdict
+    from matrixrun.rundir.results import RunDir
 
     profile = tmp_path / "p.yaml"
     broken = PROFILE.replace(

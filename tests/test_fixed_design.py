@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from matrixrun.analysis.prior import with_history
-from matrixrun.errors import SpecError
+from matrixrun.core.errors import SpecError
+from matrixrun.core.verdict import Sigma, SigmaSource
 from matrixrun.spec import parse_spec
-from matrixrun.verdict import Sigma, SigmaSource
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fakegithub import TOKEN, Forced, State, closed_port_url, fake_github
 
-from matrixrun.github import marker
+from matrixrun.publish.github import marker
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "bench_serving"

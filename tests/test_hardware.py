@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.hardware import Gpu, check_hardware, compare, name_matches, parse_csv, visible
+from matrixrun.rundir.hardware import Gpu, check_hardware, compare, name_matches, parse_csv, visible
 from matrixrun.spec import HardwareSpec, Spec, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

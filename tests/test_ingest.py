@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from matrixrun.analysis import analyse
-from matrixrun.errors import InputError
-from matrixrun.ingest import DEFAULT_SECONDARY, measurements_from_files
-from matrixrun.measurement import Measurement
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.ingest.records import DEFAULT_SECONDARY, measurements_from_files
 from matrixrun.report import wording
 
 GOLDEN = Path(__file__).parent / "golden" / "bench_serving"

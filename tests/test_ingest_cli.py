@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "bench_serving"

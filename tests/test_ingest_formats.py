@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from matrixrun.analysis import analyse
-from matrixrun.errors import InputError
-from matrixrun.ingest_formats import detect, load, read
-from matrixrun.ingest_formats.vllm_sweep import combination
-from matrixrun.measurement import Measurement
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.ingest.formats import detect, load, read
+from matrixrun.ingest.formats.vllm_sweep import combination
 
 GOLDEN = Path(__file__).parent / "golden"
 VLLM = GOLDEN / "vllm"

@@ -8,11 +8,11 @@ import math
 import pytest
 from simserver import free_port
 
+from matrixrun.core.measurement import Failure
+from matrixrun.core.metrics import Metrics
+from matrixrun.core.timescale import REAL, TimeScale
 from matrixrun.load.cell import in_server_time, measure_cell
 from matrixrun.load.client import LoadConfig
-from matrixrun.measurement import Failure
-from matrixrun.metrics import Metrics
-from matrixrun.timescale import REAL, TimeScale
 
 
 def config(**kw: object) -> LoadConfig:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from matrixrun.errors import InputError, LoadError
+from matrixrun.core.errors import InputError, LoadError
 from matrixrun.load import LoadConfig, run_load_sync
 from matrixrun.load import command as bench_client
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts

@@ -11,7 +11,7 @@ import time
 import pytest
 from test_load_client import ITL, TTFT, config, fixed_server, server  # noqa: F401 - fixture
 
-from matrixrun.errors import InputError, LoadError
+from matrixrun.core.errors import InputError, LoadError
 from matrixrun.load import run_load_sync
 from matrixrun.load.multi import auto_processes, resolve_processes, shares
 from matrixrun.load.prompts import arrival_offsets
@@ -127,7 +127,7 @@ def test_bench_client_spreads_and_says_so(server: str) -> None:  # noqa: F811
 def test_the_spec_takes_processes_as_a_number_or_auto() -> None:
     from pathlib import Path
 
-    from matrixrun.errors import SpecError
+    from matrixrun.core.errors import SpecError
     from matrixrun.spec import parse_spec
 
     root = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from matrixrun.markdown_safe import md_cell, md_code, md_heading, md_text
+from matrixrun.core.markdown_safe import md_cell, md_code, md_heading, md_text
 
 HOSTILE = [
     "<script>alert(1)</script>",

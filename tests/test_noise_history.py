@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from matrixrun.analysis.prior import with_history
-from matrixrun.errors import InputError, SpecError
-from matrixrun.history import noise_history
+from matrixrun.core.errors import InputError, SpecError
+from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
 from matrixrun.plan import expand
+from matrixrun.plan.history import noise_history
 from matrixrun.spec import load_spec
-from matrixrun.verdict import Sigma, SigmaAt, SigmaSource
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
@@ -111,8 +111,8 @@ def test_a_rehearsal_pools_the_noise_of_an_earlier_one(tmp_path: Path) -> None:
     assert s["history"] == settings["noise_from"]
     # the earlier run's run-noise df are added to what this run's own measurements give
     from matrixrun.analysis import analyse
-    from matrixrun.results import RunDir
-    from matrixrun.verdict import AnalysisSettings
+    from matrixrun.core.verdict import AnalysisSettings
+    from matrixrun.rundir.results import RunDir
 
     alone = AnalysisSettings.model_validate(settings | {"noise_history": {}, "noise_from": None})
     own = next(x for x in analyse(RunDir(second).measurements(), alone).sigma

@@ -74,7 +74,7 @@ def test_single_slice_label_is_empty() -> None:
 def test_plan_warns_when_the_budget_cannot_buy_a_fresh_sigma() -> None:
     """glm5: two groups of 5 cells, launch 12m, cell 4m: a fresh-server σ with 6 df needs both
     groups relaunched and 6 runs (48m); a 30m budget gets a warning, 2h does not."""
-    from matrixrun.render_plan import plan_text, sigma_cost
+    from matrixrun.plan.render import plan_text, sigma_cost
 
     spec = load_spec(ROOT / "spec" / "glm5_cutedsl.yaml")
     assert sigma_cost(expand(spec)) == (48 * 60, 2, 6)

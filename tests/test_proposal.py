@@ -9,10 +9,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from matrixrun.core.measurement import Measurement
 from matrixrun.engines import for_spec
-from matrixrun.measurement import Measurement
 from matrixrun.plan import expand
-from matrixrun.proposal import (
+from matrixrun.publish.proposal import (
     HOST_PLACEHOLDER,
     PORT_PLACEHOLDER,
     Validation,
@@ -21,7 +21,7 @@ from matrixrun.proposal import (
     proposal_markdown,
     render_proposal,
 )
-from matrixrun.results import RunDir
+from matrixrun.rundir.results import RunDir
 from matrixrun.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +209,7 @@ def test_report_writes_the_job_summary(tmp_path: Path) -> None:
 
 
 def test_a_proposal_too_long_for_one_comment_shows_fewer_command_lines() -> None:
-    from matrixrun.github import COMMENT_LIMIT
+    from matrixrun.publish.github import COMMENT_LIMIT
 
     sizes = ", ".join(str(1024 * i) for i in range(1, 41))
     spec = parse_spec(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.redact import MASK, is_secret_name, redact_argv, redact_json, redact_text
+from matrixrun.core.redact import MASK, is_secret_name, redact_argv, redact_json, redact_text
 
 SECRET = "sk-test0123456789abcdefXYZ"
 
@@ -138,7 +138,7 @@ def test_a_server_log_loses_the_secrets_the_server_echoed_when_it_is_stopped(
 
 
 def test_redact_logs_sweeps_a_run_directorys_logs(tmp_path: Path) -> None:
-    from matrixrun.redact import redact_logs
+    from matrixrun.core.redact import redact_logs
 
     logs = tmp_path / "logs"
     logs.mkdir()

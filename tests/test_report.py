@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from matrixrun.measurement import Measurement
-from matrixrun.metrics import Metrics
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import Metrics
+from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.verdict import Verdict
 from matrixrun.plan import Cell, Plan, expand
 from matrixrun.report import check_markdown, render, render_run_dir, table_cells
 from matrixrun.report.context import build_context
@@ -26,12 +28,10 @@ from matrixrun.report.fmt import exact as fmt_exact
 from matrixrun.report.fmt import value as fmt_value
 from matrixrun.report.run_sections import verify_whys
 from matrixrun.report.sections import effective_arg_differences
-from matrixrun.rerun_reason import RerunWhy, WhyKind
-from matrixrun.results import RunDir
-from matrixrun.settings import RunSettings, run_settings
+from matrixrun.run.outputs import analyse_run, write_settings
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import RunSettings, run_settings
 from matrixrun.spec import parse_spec
-from matrixrun.stages import analyse_run, write_settings
-from matrixrun.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_TEXT = (ROOT / "spec" / "glm5_cutedsl.yaml").read_text()
@@ -609,7 +609,7 @@ def test_several_candidates_get_a_table_each(tmp_path: Path) -> None:
 
 
 def test_ingested_run_renders_from_settings_and_ingest_json(tmp_path: Path) -> None:
-    from matrixrun.verdict import AnalysisSettings
+    from matrixrun.core.verdict import AnalysisSettings
 
     rd = RunDir(tmp_path / "ingested").create()
     settings = AnalysisSettings(baseline="cutlass", candidates=["cutedsl"])
@@ -870,7 +870,7 @@ def test_rendering_imports_neither_the_analysis_nor_the_verify_policy(tmp_path: 
 
     rd = writeup_run(tmp_path)
     code = (
-        "import sys; from matrixrun.stages import report_text; "
+        "import sys; from matrixrun.run.outputs import report_text; "
         f"report_text({str(rd.path)!r}); "
         "print(sorted(m for m in sys.modules if m.startswith(('matrixrun.analysis', "
         "'matrixrun.verify'))))"
@@ -880,7 +880,7 @@ def test_rendering_imports_neither_the_analysis_nor_the_verify_policy(tmp_path: 
 
 
 def test_analyse_command_writes_the_verdict_that_report_renders(tmp_path: Path) -> None:
-    from matrixrun.cli import main
+    from matrixrun.cli.main import main
 
     rd = writeup_run(tmp_path)
     (rd.path / "verdict.json").unlink()
@@ -896,7 +896,7 @@ def test_analyse_command_writes_the_verdict_that_report_renders(tmp_path: Path) 
 def test_report_without_verdict_names_the_command_that_writes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from matrixrun.cli import main
+    from matrixrun.cli.main import main
 
     rd = writeup_run(tmp_path)
     (rd.path / "verdict.json").unlink()
@@ -943,8 +943,8 @@ def test_flags_are_shown_as_the_server_was_given_them(tmp_path: Path) -> None:
 
 
 def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> None:
-    from matrixrun.hardware import compare
     from matrixrun.report.wording import hardware_sentence
+    from matrixrun.rundir.hardware import compare
     from matrixrun.spec import HardwareSpec
 
     check = compare([HardwareSpec(gpu="NVIDIA H200", count=8)], [])
@@ -959,7 +959,7 @@ def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> Non
 def test_a_directory_without_settings_says_which_command_writes_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from matrixrun.cli import main
+    from matrixrun.cli.main import main
 
     rd = writeup_run(tmp_path)
     (rd.path / "settings.json").unlink()
@@ -975,7 +975,7 @@ def test_a_directory_without_settings_says_which_command_writes_them(
 def test_a_verdict_from_another_version_asks_to_analyse_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from matrixrun.cli import main
+    from matrixrun.cli.main import main
 
     rd = writeup_run(tmp_path)
     old = rd.read_json("verdict.json")
@@ -989,7 +989,7 @@ def test_a_verdict_from_another_version_asks_to_analyse_again(
 def test_a_slurm_run_says_when_arms_never_shared_a_node_and_which_jobs_failed(
     tmp_path: Path,
 ) -> None:
-    from matrixrun.executors.jobs import JobRecord, JobsFile
+    from matrixrun.run.executors.jobs import JobRecord, JobsFile
 
     rd = writeup_run(tmp_path)
     job = JobRecord(

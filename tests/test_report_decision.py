@@ -21,12 +21,12 @@ from test_report import (
     writeup_run,
 )
 
-from matrixrun.cli import main
+from matrixrun.cli.main import main
+from matrixrun.core.verdict import OverallVerdict, Verdict
 from matrixrun.report import check_markdown, render_run_dir
 from matrixrun.report.decision import Advice, folded_metrics, recommendations, slo_best
-from matrixrun.results import RunDir
-from matrixrun.settings import SloBound
-from matrixrun.verdict import OverallVerdict, Verdict
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import SloBound
 
 
 def verdict_of(rd: RunDir) -> Verdict:
@@ -152,7 +152,7 @@ def test_spec_slo_and_notes_reach_the_document(tmp_path: Path) -> None:
 
 
 def test_slo_on_an_unmeasured_metric_is_a_spec_error() -> None:
-    from matrixrun.errors import SpecError
+    from matrixrun.core.errors import SpecError
     from matrixrun.spec import parse_spec
 
     with pytest.raises(SpecError, match="slo"):
@@ -271,9 +271,9 @@ def test_a_warmup_the_analysis_confirmed_is_never_ruled_out() -> None:
     from test_analysis import settings as analysis_settings
 
     from matrixrun.analysis import analyse
+    from matrixrun.core.verdict import CheckOutcome, Explanation
     from matrixrun.report.decision import checks
     from matrixrun.report.wording.decision import checks_line
-    from matrixrun.verdict import CheckOutcome, Explanation
 
     v = analyse(penalised_tie(warm=True), analysis_settings())
     found = checks(v)

@@ -45,7 +45,7 @@ def test_spec_stem_only_from_the_runners_layout(run_dir: str, stem: str | None) 
 
 
 def test_git_sha_given_for_a_copied_tree_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from matrixrun import environment
+    from matrixrun.rundir import environment
 
     monkeypatch.setenv(environment.GIT_SHA_ENV, "0123abcd")
     assert environment.git_sha() == "0123abcd"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.errors import InputError
-from matrixrun.measurement import Measurement
-from matrixrun.results import RunDir
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.rundir.results import RunDir
 
 
 def measurement(n: int) -> Measurement:

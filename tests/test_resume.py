@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_verify import m, setup
 
-from matrixrun.measurement import Measurement, Reason
+from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.plan import Cell, ServerGroup
-from matrixrun.procs import PidRecord, group_alive, record_for, stop_leftovers
-from matrixrun.results import RunDir
-from matrixrun.resume import stop_left_servers, unfinished_round
+from matrixrun.run.procs import PidRecord, group_alive, record_for, stop_leftovers
+from matrixrun.run.resume import stop_left_servers, unfinished_round
+from matrixrun.rundir.results import RunDir
 from matrixrun.verify import After, Policy, Unfinished, drive
 
 

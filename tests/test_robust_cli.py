@@ -87,10 +87,10 @@ def test_full_disk_says_free_space(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def _tiny_run_dir(tmp_path: Path) -> Path:
     """A run directory with measurements, built without launching anything."""
-    from matrixrun.measurement import Measurement
-    from matrixrun.metrics import Metrics
+    from matrixrun.core.measurement import Measurement
+    from matrixrun.core.metrics import Metrics
     from matrixrun.plan import expand
-    from matrixrun.results import RunDir
+    from matrixrun.rundir.results import RunDir
     from matrixrun.spec import parse_spec, spec_hash
 
     spec = parse_spec(TINY)
@@ -109,11 +109,11 @@ def _tiny_run_dir(tmp_path: Path) -> Path:
                                 input_throughput=128, output_throughput=value,
                                 total_throughput=value + 128),
             ))  # fmt: skip
-    from matrixrun import stages
-    from matrixrun.settings import run_settings
+    from matrixrun.run import outputs
+    from matrixrun.rundir.settings import run_settings
 
-    stages.write_settings(rd, run_settings(spec, plan))
-    stages.analyse_run(rd)
+    outputs.write_settings(rd, run_settings(spec, plan))
+    outputs.analyse_run(rd)
     return rd.path
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
@@ -318,7 +318,7 @@ def test_correctness_gate_marks_a_diverging_arm_suspect(tmp_path: Path) -> None:
     assert "correctness" not in json.loads((run_dir / "env.json").read_text())
     settings = json.loads((run_dir / "settings.json").read_text())["analysis"]
     assert settings["correctness"] == {"fast": pytest.approx(4 / 12)}
-    from matrixrun.correctness import agreement_by_arm
+    from matrixrun.run.correctness import agreement_by_arm
 
     records = [json.loads(p.read_text()) for p in sorted((run_dir / "correctness").glob("*.json"))]
     assert agreement_by_arm(records, settings["baseline"])["fast"]["first_divergence"] == 4

@@ -26,15 +26,15 @@ import httpx
 import pytest
 from fixedserver import Server, parse
 
+from matrixrun.core.errors import EngineError
+from matrixrun.core.measurement import Failure
+from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Api, Launch
-from matrixrun.environment import Environment
-from matrixrun.errors import EngineError
-from matrixrun.measurement import Failure
 from matrixrun.plan import ServerGroup
-from matrixrun.results import RunDir
-from matrixrun.runner import Runner, RunOptions
+from matrixrun.run.runner import Runner, RunOptions
+from matrixrun.rundir.environment import Environment
+from matrixrun.rundir.results import RunDir
 from matrixrun.spec import parse_spec
-from matrixrun.timescale import TimeScale
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
@@ -294,8 +294,8 @@ def test_a_resumed_run_keeps_what_earlier_sessions_recorded(tmp_path: Path) -> N
 
 
 def test_env_json_that_is_not_one_is_named(tmp_path: Path) -> None:
-    from matrixrun.environment import read_environment
-    from matrixrun.errors import InputError
+    from matrixrun.core.errors import InputError
+    from matrixrun.rundir.environment import read_environment
 
     path = tmp_path / "env.json"
     assert read_environment(path) is None

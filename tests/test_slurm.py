@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from matrixrun.measurement import Measurement
-from matrixrun.results import RunDir
+from matrixrun.core.measurement import Measurement
+from matrixrun.rundir.results import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = "/tmp/slurm-local/etc/slurm.conf"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.errors import SpecError
+from matrixrun.core.errors import SpecError
 from matrixrun.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent

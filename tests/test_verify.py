@@ -6,11 +6,11 @@ import datetime as dt
 
 import pytest
 
-from matrixrun.measurement import Measurement, Reason
-from matrixrun.metrics import Metrics
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.metrics import Metrics
+from matrixrun.core.rerun_reason import WhyKind
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report import wording
-from matrixrun.rerun_reason import WhyKind
 from matrixrun.spec import Spec, parse_spec
 from matrixrun.verify import After, Pick, Policy, decide_chance, drive, rounds_done
 

@@ -28,7 +28,7 @@ import pytest
 from fakegithub import TOKEN, State, fake_github
 from ruamel.yaml import YAML
 
-from matrixrun.github import marker
+from matrixrun.publish.github import marker
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"

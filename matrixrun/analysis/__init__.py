@@ -52,9 +52,9 @@ from matrixrun.analysis.stats import (
     quantile,
     runs_needed,
 )
-from matrixrun.measurement import Measurement
-from matrixrun.metrics import higher_is_better, unit
-from matrixrun.verdict import (
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import higher_is_better, unit
+from matrixrun.core.verdict import (
     AnalysisSettings,
     CandidateResult,
     Caveat,

@@ -11,9 +11,7 @@ from typing import Any
 import numpy as np
 
 from matrixrun.analysis.stats import crossover_estimate
-from matrixrun.plan import numeric_x
-from matrixrun.plan import series_key as series_key  # the analysis's series: the plan's
-from matrixrun.verdict import (
+from matrixrun.core.verdict import (
     CellVerdict,
     Comparison,
     Crossover,
@@ -23,6 +21,8 @@ from matrixrun.verdict import (
     Regime,
     Sigma,
 )
+from matrixrun.plan import numeric_x
+from matrixrun.plan import series_key as series_key  # the analysis's series: the plan's
 
 
 def x_of(point: dict[str, Any], axis: str) -> float | None:

@@ -14,8 +14,8 @@ from matrixrun.analysis.stats import (
     quantile,
     runs_needed,
 )
-from matrixrun.metrics import higher_is_better
-from matrixrun.verdict import (
+from matrixrun.core.metrics import higher_is_better
+from matrixrun.core.verdict import (
     AnalysisSettings,
     ArmSample,
     CellNote,

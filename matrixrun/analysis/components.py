@@ -36,8 +36,8 @@ import numpy as np
 from scipy import stats
 
 from matrixrun.analysis.moderation import run_noise
-from matrixrun.measurement import Measurement
-from matrixrun.verdict import Sigma, SigmaAt, SigmaSource
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
 
 #: Passes of the fit: the first unweighted, each later one weighted by the run noise per point
 #: the one before found (iterated weighted least squares). Not converged at 3 when noise grows

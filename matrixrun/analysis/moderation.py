@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 from scipy import special
 
-from matrixrun.verdict import SigmaAt
+from matrixrun.core.verdict import SigmaAt
 
 #: Prior df of the moderation: how many runs' worth the trend (or pooled value) counts for at
 #: one point. Small on purpose: noise on real GPUs changes with concurrency by more than 10×.

@@ -17,9 +17,9 @@ __all__ = [
     "value_of",
     "warmup_gaps",
 ]
-from matrixrun.measurement import Measurement, superseded
-from matrixrun.metrics import higher_is_better
-from matrixrun.verdict import ArmSample, Sigma
+from matrixrun.core.measurement import Measurement, superseded
+from matrixrun.core.metrics import higher_is_better
+from matrixrun.core.verdict import ArmSample, Sigma
 
 #: One-sided 95% normal quantile: a warmup gap must exceed what noise explains at this level.
 WARMUP_Z = 1.645

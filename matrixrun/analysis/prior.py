@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from matrixrun.analysis.components import satterthwaite
-from matrixrun.verdict import Sigma, SigmaAt, SigmaSource
+from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
 
 
 def _pool(

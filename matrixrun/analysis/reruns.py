@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 
 from matrixrun.analysis.components import one_run_sigma
 from matrixrun.analysis.noise import WarmupGap, confirmed_warmup, value_of
-from matrixrun.measurement import Measurement
-from matrixrun.metrics import higher_is_better
-from matrixrun.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind, Sigma
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import higher_is_better
+from matrixrun.core.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind, Sigma
 
 #: Reasons whose rerun tests a named explanation; the others are replicates.
 _CHECKS = ("surprise", "fresh_server", "manual")

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from scipy import stats
 
-from matrixrun.verdict import AnalysisSettings, ArmSample, CellVerdict, LimitingArm, Sigma
+from matrixrun.core.verdict import AnalysisSettings, ArmSample, CellVerdict, LimitingArm, Sigma
 
 #: Beyond this many runs per arm a cell is "at the margin": more runs are not the answer.
 MAX_RUNS_ESTIMATE = 1000

@@ -9,8 +9,8 @@ version, effective_args, cell_extras; a launched engine inherits the serving one
 
 from __future__ import annotations
 
+from matrixrun.core.errors import EngineError
 from matrixrun.engines.base import Engine
-from matrixrun.errors import EngineError
 from matrixrun.spec import EngineSpec
 
 

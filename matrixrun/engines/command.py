@@ -28,9 +28,9 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from matrixrun.core.errors import EngineError
 from matrixrun.engines.base import Api, Launch, LaunchedEngine
 from matrixrun.engines.sglang import render_flags, with_container_env
-from matrixrun.errors import EngineError
 from matrixrun.plan import ServerGroup
 from matrixrun.spec import EngineSpec
 

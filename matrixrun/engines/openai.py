@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import SecretStr
 
+from matrixrun.core.errors import EngineError, StartupTimeout
+from matrixrun.core.timescale import REAL, TimeScale
 from matrixrun.engines.base import Api, Launch
-from matrixrun.errors import EngineError, StartupTimeout
 from matrixrun.plan import ServerGroup
-from matrixrun.timescale import REAL, TimeScale
 
 #: How long an existing endpoint may refuse connections before the run says so (a restart).
 REFUSED_GRACE_S = 10.0

@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import sys
 
+from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Launch
 from matrixrun.engines.sglang import SGLangEngine
 from matrixrun.plan import ServerGroup
 from matrixrun.spec import Spec
-from matrixrun.timescale import TimeScale
 
 
 def rehearsal_engine(spec: Spec, seed_material: str) -> SimEngine:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from matrixrun.errors import SpecIssue
+from matrixrun.core.errors import SpecIssue
 from matrixrun.flags.check import FlagReport, check_spec
 from matrixrun.spec import Spec
 

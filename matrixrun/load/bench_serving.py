@@ -9,7 +9,7 @@ Python's json reads both. bench_serving writes no count of failed requests: `com
 successes only, so `failed` is the number of non-empty `errors` when the per-request lists are
 there, and 0 otherwise (a file without details cannot show failures).
 
-Used by `matrixrun.ingest` (files → measurements) and by the bench_serving client adapter.
+Used by `matrixrun.ingest.records` (files → measurements) and by the bench_serving client adapter.
 A bad line raises `InputError("FILE:LINE: what is wrong, what to do")`.
 """
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from matrixrun.errors import InputError
-from matrixrun.metrics import METRIC_NAMES, Metrics
+from matrixrun.core.errors import InputError
+from matrixrun.core.metrics import METRIC_NAMES, Metrics
 
 __all__ = ["BenchServingRecord", "RequestDetails", "parse_line", "parse_lines", "read_file"]
 

@@ -34,11 +34,11 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from matrixrun.errors import InputError, LoadError
+from matrixrun.core.errors import InputError, LoadError
+from matrixrun.core.metrics import Metrics
 from matrixrun.load.bench_serving import BenchServingRecord, RequestDetails, read_file
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import RequestRecord
-from matrixrun.metrics import Metrics
 
 DEFAULT_PREFIX = [
     os.environ.get("MATRIXRUN_SGLANG_PYTHON", sys.executable),

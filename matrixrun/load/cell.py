@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from matrixrun.errors import LoadError
+from matrixrun.core.errors import LoadError
+from matrixrun.core.measurement import Failure
+from matrixrun.core.metrics import Metrics
+from matrixrun.core.timescale import TimeScale
 from matrixrun.load.client import LoadConfig, LoadResult, run_load
 from matrixrun.load.records import RequestRecord
-from matrixrun.measurement import Failure
-from matrixrun.metrics import Metrics
-from matrixrun.timescale import TimeScale
 
 T = TypeVar("T")
 

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from matrixrun.errors import InputError, LoadError
+from matrixrun.core.errors import InputError, LoadError
+from matrixrun.core.metrics import Metrics
 from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 from matrixrun.load.records import RequestRecord
@@ -45,7 +46,6 @@ from matrixrun.load.transport import (
     Transport,
     make_transport,
 )
-from matrixrun.metrics import Metrics
 
 #: Warmup requests generate at most this many tokens (as bench_serving does): enough to
 #: exercise decode, short enough not to delay the cell.

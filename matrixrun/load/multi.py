@@ -43,7 +43,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from matrixrun.errors import LoadError, MatrixError
+from matrixrun.core.errors import LoadError, MatrixError
 from matrixrun.load.client import (
     LoadConfig,
     LoadResult,

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from matrixrun.core.metrics import Metrics
 from matrixrun.load.records import RequestRecord
-from matrixrun.metrics import Metrics
 
 
 def itl_values(record: RequestRecord) -> list[float]:

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from matrixrun.errors import InputError
+from matrixrun.core.errors import InputError
 
 #: Tries at trimming a decoded text to the wanted token count before taking the closest.
 _TRIES = 4

@@ -2,8 +2,9 @@
 
 Rendering reads the run directory alone — verdict.json, settings.json, plan.json, env.json,
 events.jsonl, results.jsonl (`context.read_inputs`) — so `matrixrun report RUN_DIR` re-renders
-on any machine, without the spec and without analysing anything. Templates live in `templates/`
-(user-overridable with MATRIXRUN_TEMPLATES or --templates). Modules: `context` (the typed
+on any machine, without the spec and without analysing anything. Templates live in
+`matrixrun/report/templates/` (shipped in the wheel; the checkout's `templates/` links there;
+user-overridable with MATRIXRUN_TEMPLATES or --templates). Modules: `context` (the typed
 context), `tables` / `sections` / `run_sections` (its parts), `wording` (every sentence),
 `fmt` (every number), `markdown_check`.
 
@@ -29,11 +30,11 @@ from matrixrun.report.markdown_check import COMMENT_LIMIT, check_markdown, table
 
 __all__ = ["COMMENT_LIMIT", "check_markdown", "render", "render_run_dir", "table_cells"]
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"  # shipped in the wheel
 
 if TYPE_CHECKING:  # the context imports this package's modules; only types are needed here
     from matrixrun.report.context import Context
-    from matrixrun.results import RunDir
+    from matrixrun.rundir.results import RunDir
 
 
 def template_dirs(extra: str | Path | None = None) -> list[Path]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrixrun.metrics import unit
+from matrixrun.core.metrics import unit
+from matrixrun.core.verdict import Verdict
 from matrixrun.report import decision, fmt
 from matrixrun.report.wording import decision as words
-from matrixrun.verdict import Verdict
 
 CHART_FILE = "chart.png"
 

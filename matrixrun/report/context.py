@@ -18,16 +18,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from matrixrun import stages
-from matrixrun.errors import InputError
-from matrixrun.measurement import Measurement
-from matrixrun.metrics import higher_is_better, unit
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import higher_is_better, unit
+from matrixrun.core.verdict import Verdict
 from matrixrun.plan import Plan
 from matrixrun.report import decision, fmt, run_sections, sections, summary, tables, wording
 from matrixrun.report.markdown_check import COMMENT_LIMIT
-from matrixrun.results import RunDir
-from matrixrun.settings import RunSettings
-from matrixrun.verdict import Verdict
+from matrixrun.run import outputs
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def display_path(path: Path) -> str:
 
 def read_inputs(rd: RunDir) -> RunInputs:
     """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
-    settings = stages.read_settings(rd)
+    settings = outputs.read_settings(rd)
     if not (rd.path / "verdict.json").exists():
         raise InputError(
             f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"

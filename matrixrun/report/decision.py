@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from matrixrun.settings import SloBound
-from matrixrun.verdict import (
+from matrixrun.core.verdict import (
     CaveatKind,
     CellVerdict,
     CheckOutcome,
@@ -29,6 +28,7 @@ from matrixrun.verdict import (
     Series,
     Verdict,
 )
+from matrixrun.rundir.settings import SloBound
 
 #: Two metrics whose arm means agree within this everywhere are folded into one line.
 FOLD_TOLERANCE = 0.001

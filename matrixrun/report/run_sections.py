@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.rerun_reason import RerunWhy
+from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.report import fmt, wording
-from matrixrun.rerun_reason import RerunWhy
-from matrixrun.settings import RunSettings
-from matrixrun.verdict import Comparison, Verdict
+from matrixrun.rundir.settings import RunSettings
 
 
 @dataclass
@@ -210,7 +210,7 @@ def jobs_limits(run_dir: Path | None, baseline: str) -> list[str]:
     (a stage-2 job's missing reruns show nowhere else)."""
     if run_dir is None or not (run_dir / "jobs.json").exists():
         return []
-    from matrixrun.executors.jobs import read_jobs
+    from matrixrun.run.executors.jobs import read_jobs
 
     jobs = read_jobs(run_dir / "jobs.json")
     out = [wording.never_shared_node(c, baseline) for c in jobs.never_shared_node]

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.verdict import AnalysisSettings
 from matrixrun.plan import Plan, ServerGroup
 from matrixrun.report import fmt, wording
-from matrixrun.settings import RunSettings, SpecFacts
-from matrixrun.verdict import AnalysisSettings
+from matrixrun.rundir.settings import RunSettings, SpecFacts
 
 #: Effective server args that differ between instances for reasons nobody asked about but that
 #: do not change what is measured: where the server listens and random seeds (matched as

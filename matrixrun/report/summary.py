@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from matrixrun.metrics import unit
+from matrixrun.core.metrics import unit
+from matrixrun.core.verdict import Comparison, Series, Verdict
 from matrixrun.report import decision, fmt
 from matrixrun.report.wording import decision as words
-from matrixrun.settings import RunSettings
-from matrixrun.verdict import Comparison, Series, Verdict
+from matrixrun.rundir.settings import RunSettings
 
 #: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
 #: charts is read less than one.

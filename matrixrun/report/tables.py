@@ -7,11 +7,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.verdict import ArmSample, Verdict
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
 from matrixrun.report.wording import decision as dwords
-from matrixrun.verdict import ArmSample, Verdict
 
 
 @dataclass

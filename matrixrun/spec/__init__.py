@@ -4,7 +4,7 @@ across fields (`checks.py`), error sentences (`messages.py`) and the JSON Schema
 
 from __future__ import annotations
 
-from matrixrun.errors import SpecError, SpecIssue
+from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.spec.checks import semantic_issues
 from matrixrun.spec.loader import load_spec, parse_spec, spec_hash
 from matrixrun.spec.models import (

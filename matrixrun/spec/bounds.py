@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from matrixrun.errors import SpecError, SpecIssue
+from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.spec.models import Spec
 
 #: Values (mappings, lists, scalars) a spec may expand to, aliases counted every time used.

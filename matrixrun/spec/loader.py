@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from matrixrun.errors import SpecError, SpecIssue
+from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.sim.profile import Profile
 from matrixrun.spec import bounds
 from matrixrun.spec.checks import semantic_issues

@@ -27,10 +27,10 @@ from pydantic import (
     model_validator,
 )
 
-from matrixrun.metrics import MetricName
+from matrixrun.core.metrics import MetricName
+from matrixrun.core.units import Duration, Percent, Rate
 from matrixrun.sim.profile import Profile
 from matrixrun.spec.design import fixed_design_rules
-from matrixrun.units import Duration, Percent, Rate
 
 FlagValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 Slug = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)]

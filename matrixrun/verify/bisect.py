@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.verdict import Comparison
 from matrixrun.plan import (
     BISECTION_RUNS,
     Cell,
@@ -34,9 +36,7 @@ from matrixrun.plan import (
     numeric_x,
     series_of,
 )
-from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.spec import CLIENT_AXES, Spec
-from matrixrun.verdict import Comparison
 
 if TYPE_CHECKING:
     from matrixrun.verify.policy import Policy

@@ -7,9 +7,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from matrixrun.measurement import Measurement, Reason
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.rerun_reason import RerunWhy
 from matrixrun.plan import Cell, ServerGroup
-from matrixrun.rerun_reason import RerunWhy
 from matrixrun.verify import bisect
 from matrixrun.verify.policy import Pick, Policy
 

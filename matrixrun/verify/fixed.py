@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matrixrun.measurement import Measurement
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.plan import Cell, ServerGroup
-from matrixrun.rerun_reason import RerunWhy, WhyKind
 from matrixrun.verify.policy import Pick, Policy
 
 

@@ -10,12 +10,12 @@ from datetime import datetime
 
 from matrixrun.analysis import analyse, quantile
 from matrixrun.analysis.components import one_run_sigma
-from matrixrun.measurement import Measurement, Reason
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
-from matrixrun.rerun_reason import RerunWhy, WhyKind
-from matrixrun.settings import analysis_settings, rounds
+from matrixrun.rundir.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
-from matrixrun.verdict import Comparison, Verdict
 from matrixrun.verify import bisect
 from matrixrun.verify.chance import decide_chance
 

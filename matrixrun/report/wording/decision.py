@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matrixrun.metrics import unit
+from matrixrun.core.metrics import unit
+from matrixrun.core.verdict import (
+    CellVerdict,
+    CheckOutcome,
+    Comparison,
+    Crossover,
+    Explanation,
+    Rerun,
+    RerunKind,
+)
 from matrixrun.report import fmt
 from matrixrun.report.decision import (
     Advice,
@@ -19,16 +28,7 @@ from matrixrun.report.decision import (
     Stretch,
 )
 from matrixrun.report.wording.verdicts import crossover
-from matrixrun.settings import SloBound
-from matrixrun.verdict import (
-    CellVerdict,
-    CheckOutcome,
-    Comparison,
-    Crossover,
-    Explanation,
-    Rerun,
-    RerunKind,
-)
+from matrixrun.rundir.settings import SloBound
 
 #: What a metric measures, in words a reviewer uses (the name follows in code font).
 METRIC_WORDS = {

@@ -6,12 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrixrun.metrics import higher_is_better, unit
-from matrixrun.report import fmt
-from matrixrun.report.wording.verdicts import cell_text
-from matrixrun.rerun_reason import RerunWhy, WhyKind
-from matrixrun.settings import SpecFacts
-from matrixrun.verdict import (
+from matrixrun.core.metrics import higher_is_better, unit
+from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.verdict import (
     AnalysisSettings,
     CheckOutcome,
     Comparison,
@@ -20,6 +17,9 @@ from matrixrun.verdict import (
     RerunKind,
     Verdict,
 )
+from matrixrun.report import fmt
+from matrixrun.report.wording.verdicts import cell_text
+from matrixrun.rundir.settings import SpecFacts
 
 REASON_WORDS = {
     "first": "first run",

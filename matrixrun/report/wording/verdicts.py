@@ -7,8 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from matrixrun.report import fmt
-from matrixrun.verdict import (
+from matrixrun.core.verdict import (
     LEADING_NOTES,
     AnalysisSettings,
     ArmSample,
@@ -25,6 +24,7 @@ from matrixrun.verdict import (
     SigmaSource,
     Verdict,
 )
+from matrixrun.report import fmt
 
 SOURCE_WORDS: dict[SigmaSource, str] = {
     SigmaSource.FRESH_SERVER: "fresh-server replicates",

@@ -1,0 +1,482 @@
+"""The command line: the only module that prints or exits.
+
+Every command is a function taking parsed arguments and returning an exit code; library errors
+(`MatrixError` subclasses) are turned into one message and an exit code here and nowhere else:
+0 ok, 1 ran but cells failed (or a check failed), 2 bad input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from matrixrun import __version__
+from matrixrun.cli import options
+from matrixrun.core.errors import MatrixError, SpecError
+from matrixrun.core.redact import redact_file, redact_json, redact_text
+
+if TYPE_CHECKING:
+    from matrixrun.run.executors.jobs import JobRecord
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _err(text: str) -> None:
+    print(f"matrixrun: {text}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------- validate
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from matrixrun.flags import check_file
+    from matrixrun.plan import expand
+    from matrixrun.spec import load_spec
+
+    bad = 0
+    for path in args.specs:
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            bad += 1
+            _print_spec_issues(exc)
+            continue
+        flags = check_file(spec, path)
+        for issue in flags.warnings:
+            print(str(issue), file=sys.stderr)
+        if flags.errors:
+            bad += 1
+            print("\n".join(map(str, flags.errors)), file=sys.stderr)
+            print(f"{path}: {flags.summary}", file=sys.stderr)
+            continue
+        plan = expand(spec)
+        print(
+            f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
+            f"{plan.cost.cells} cells, {plan.cost.launches} launches); {flags.summary}"
+        )
+    return EXIT_INPUT if bad else EXIT_OK
+
+
+# -------------------------------------------------------------------------------------- plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from matrixrun.plan import expand
+    from matrixrun.plan.render import plan_text
+    from matrixrun.spec import load_spec, spec_hash
+
+    if args.markdown:
+        return _plan_markdown(args)
+    spec = load_spec(args.spec)
+    plan = expand(spec, spec_hash(Path(args.spec).read_text()))
+    if args.json:
+        print(json.dumps(redact_json(plan.model_dump(mode="json")), indent=2))
+    else:
+        noise = None
+        if spec.verify.noise_from is not None:
+            from matrixrun.plan.history import noise_history
+
+            noise = noise_history(spec, plan, spec.verify.noise_from)
+        print(redact_text(plan_text(spec, plan, noise)))
+    _summary(_plan_summary(args.spec, args.history or ()))
+    return EXIT_OK
+
+
+def _plan_markdown(args: argparse.Namespace) -> int:
+    """The proposal (proposal.py); an invalid spec still gets one, showing its errors, exit 2."""
+    from matrixrun.publish.proposal import render_proposal
+
+    text, validation, _ = render_proposal(args.spec, args.history or ())
+    sys.stdout.write(text)
+    _summary(text)
+    for error in validation.errors:
+        print(error, file=sys.stderr)
+    return EXIT_OK if validation.ok else EXIT_INPUT
+
+
+def _plan_summary(spec: str, history: Sequence[str]) -> str | None:
+    """The proposal for the job summary, only when there is one to write to."""
+    import os
+
+    if not os.environ.get("GITHUB_STEP_SUMMARY"):
+        return None
+    from matrixrun.publish.proposal import render_proposal
+
+    return render_proposal(spec, history)[0]
+
+
+def _summary(markdown: str | None) -> None:
+    """Append to GitHub Actions' job summary when GITHUB_STEP_SUMMARY is set (ci.py)."""
+    from matrixrun.publish.ci import write_step_summary
+
+    if markdown is not None and (warning := write_step_summary(markdown)):
+        _err(f"warning: {warning}")
+
+
+# ------------------------------------------------------------------------------------ schema
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from matrixrun.spec import schema_text
+
+    out = Path(args.out)
+    text = schema_text()
+    if args.check:
+        current = out.read_text() if out.exists() else ""
+        if current != text:
+            _err(f"{out} is stale; run `matrixrun schema` (or `nox -s schema`) and commit it")
+            return EXIT_FAILED
+        print(f"{out}: up to date")
+        return EXIT_OK
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from matrixrun.run.executors import make_executor, refuse_local_resume
+    from matrixrun.run.progress import observer_for
+    from matrixrun.run.runner import run_experiment
+
+    if args.retry_failed and not args.resume:
+        _err("--retry-failed measures again the failed cells of a run: give --resume RUN_DIR")
+        return EXIT_INPUT
+    executor = None
+    if args.executor != "local" or args.partition or args.max_parallel or args.slurm_arg:
+        executor = make_executor(
+            args.executor,
+            args.spec,
+            partition=args.partition,
+            max_parallel=args.max_parallel,
+            slurm_args=args.slurm_arg or (),
+            ignore_hardware=args.ignore_hardware,
+            on_interrupt=_ask_cancel_jobs,
+        )
+    elif args.resume:
+        refuse_local_resume(args.resume)
+    summary = run_experiment(
+        args.spec,
+        out=args.out,
+        resume=args.resume,
+        rehearse=args.rehearse,
+        observer=observer_for(),
+        ignore_hardware=args.ignore_hardware,
+        executor=executor,
+        retry_failed=args.retry_failed,
+    )
+    for note in summary.notes:
+        _err(note)
+    print(f"run directory: {summary.run_dir}")
+    print(
+        f"measured {summary.measured} (skipped {summary.skipped} cell(s) already measured), "
+        f"failed measurements in the run: {summary.failed}"
+    )
+    if summary.report is not None:
+        target = _publish(summary.report, args)
+        print(f"report: {target}")
+        _summary(summary.report.read_text(encoding="utf-8"))
+    for sentence in summary.over_failure_rate:
+        _err(sentence)
+    return EXIT_FAILED if summary.failed or summary.over_failure_rate else EXIT_OK
+
+
+def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:
+    """Ctrl-C during `run --executor slurm`: cancel the jobs still queued or running, or leave
+    them? Without a terminal to ask, they are left running (and the message says so)."""
+    ids = " ".join(j.job_id for j in jobs)
+    if not sys.stdin.isatty():
+        _err(f"interrupted; no terminal to ask, so Slurm jobs {ids} are left running")
+        return False
+    try:
+        answer = input(
+            f"\ncancel the {len(jobs)} Slurm jobs still queued or running ({ids})? [y/N] "
+        )
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _publish(report: Path, args: argparse.Namespace) -> Path:
+    """Copy the report to reports/<spec stem>[.rehearsal].md (or --report)."""
+    if args.report:
+        target = Path(args.report)
+    else:
+        stem = Path(args.spec).stem + (".rehearsal" if args.rehearse else "")
+        target = Path("reports") / f"{stem}.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(redact_text(report.read_text(encoding="utf-8")), encoding="utf-8")
+    return target
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from matrixrun.run.outputs import analyse_run
+
+    print(f"wrote {analyse_run(args.run_dir)}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from matrixrun.run.outputs import render_run, report_text
+
+    if args.output == "-":
+        text = redact_text(report_text(args.run_dir, templates=args.templates))
+        sys.stdout.write(text)
+    else:
+        path = redact_file(render_run(args.run_dir, args.output, templates=args.templates))
+        text = path.read_text(encoding="utf-8")
+        print(f"wrote {path}")
+    _summary(text)
+    return _gate(args.run_dir, args.fail_on)
+
+
+def _gate(run_dir: str, fail_on: str) -> int:
+    """--fail-on: exit 1 when a candidate's overall verdict is one of those named, so CI can
+    stop on it (the same verdict list as `post --fail-on`)."""
+    from matrixrun.publish.ci import failing_candidates, parse_fail_on
+
+    failing = failing_candidates(run_dir, parse_fail_on(fail_on))
+    for cand, verdict in failing:
+        _err(f"--fail-on {fail_on}: {cand} is {verdict}")
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import shlex
+
+    from matrixrun.ingest.compare import compare_runs
+
+    out = compare_runs(
+        args.run_a,
+        args.run_b,
+        args.out,
+        labels=(args.labels[0], args.labels[1]) if args.labels else None,
+        command=shlex.join(["matrixrun", *sys.argv[1:]]),
+    )
+    print(f"wrote {out} and its report {out / 'report.md'}")
+    return _gate(str(out), args.fail_on)
+
+
+# ------------------------------------------------------------------------------------ ingest
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from matrixrun.ingest.command import ingest
+
+    out = ingest(
+        args.files,
+        baseline=args.baseline,
+        out=args.out,
+        threshold=args.threshold,
+        noise=args.noise,
+        arm_field=args.arm_field,
+        axis_field=args.axis_field,
+        point_fields=args.point_field or [],
+        fresh_server=args.fresh_server,
+        server_mode=args.servers,
+        argv=sys.argv,
+        format=args.format,
+        mix_formats=args.mix_formats,
+        sweep_serve=args.sweep_serve,
+        dry_run=args.dry_run,
+        show=print,
+    )
+    if out is None:
+        print("dry run: nothing written")
+        return EXIT_OK
+    print(f"wrote {out} and its report {out / 'report.md'}")
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------------------- post
+
+
+def cmd_post(args: argparse.Namespace) -> int:
+    """The verdict of RUN_DIR, or with --plan the proposal of SPEC, as one PR comment each."""
+    from matrixrun.publish.ci import post
+
+    outcome = post(
+        run_dir=args.run_dir,
+        plan=args.plan,
+        history=args.history or (),
+        repo=args.repo,
+        number=args.pr,
+        experiment=args.experiment,
+        token_env=args.token_env,
+        api_url=args.api_url,
+        dry_run=args.dry_run,
+        fail_on=args.fail_on,
+    )
+    print(outcome.message)
+    if outcome.failing:
+        which = ", ".join(f"{c} is {v}" for c, v in outcome.failing)
+        _err(f"--fail-on {args.fail_on}: {which} (see the verdict comment)")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------ bench-client
+
+
+def cmd_bench_client(args: argparse.Namespace) -> int:
+    from matrixrun.load.command import client_warning, failure_summary
+    from matrixrun.load.command import run as run_bench_client
+
+    out = run_bench_client(args)
+    print(json.dumps(out, indent=2))
+    warning = client_warning(out)
+    if warning:
+        print(warning, file=sys.stderr)
+    failures = failure_summary(out)
+    if failures:
+        _err(failures)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------- parser
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
+    "validate": ("check spec files (exit 2 on any error)", options.add_validate, cmd_validate),
+    "plan": ("show the server groups, cells and cost of a spec", options.add_plan, cmd_plan),
+    "schema": ("write the spec's JSON Schema to spec/schema.json", options.add_schema, cmd_schema),
+    "run": ("launch, measure, verify, analyse and report a spec", options.add_run, cmd_run),
+    "analyse": (
+        "judge a run directory's results by its settings: write verdict.json",
+        options.add_analyse,
+        cmd_analyse,
+    ),
+    "report": (
+        "render an analysed run directory's verdict document",
+        options.add_report,
+        cmd_report,
+    ),
+    "compare": (
+        "the verdict document for two runs of one experiment, arms matched by name",
+        options.add_compare,
+        cmd_compare,
+    ),
+    "ingest": (
+        "build a run directory from result files of bench_serving, vLLM, guidellm or aiperf",
+        options.add_ingest,
+        cmd_ingest,
+    ),
+    "post": (
+        "post a run's verdict, or a spec's proposal, on a pull request (one comment each, "
+        "updated in place)",
+        options.add_post,
+        cmd_post,
+    ),
+    "bench-client": (
+        "measure a running server with the built-in client; print JSON",
+        options.add_bench_client,
+        cmd_bench_client,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="matrixrun",
+        description="Compare LLM-serving configurations: spec -> plan -> run -> verdict.",
+    )
+    parser.add_argument("--version", action="version", version=f"matrixrun {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add, handler) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add(p)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        _err("interrupted; everything measured so far is kept in the run directory")
+        return EXIT_INTERRUPTED
+    except SpecError as exc:
+        _print_spec_issues(exc)
+        return exc.exit_code
+    except MatrixError as exc:
+        _err(str(exc))
+        return exc.exit_code
+    except BrokenPipeError:  # `matrixrun plan | head`: the reader left; say nothing
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+    except OSError as exc:
+        _err(os_error_sentence(exc))
+        return EXIT_FAILED if exc.errno in _ENVIRONMENT_ERRNOS else EXIT_INPUT
+    except UnicodeError as exc:
+        reason = getattr(exc, "reason", "") or str(exc)
+        _err(
+            f"text that is not valid UTF-8 ({exc.__class__.__name__}: {reason}); files "
+            "matrixrun reads must be UTF-8 and strings may not hold lone surrogates"
+        )
+        return EXIT_INPUT
+    except RecursionError:
+        _err("input nested too deeply to process; flatten it (a spec nests about 6 deep)")
+        return EXIT_INPUT
+
+
+#: errno values that are the machine's state, not the user's input: exit 1, not 2.
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EIO,
+    errno.EMFILE,
+    errno.ENFILE,
+}
+
+
+def os_error_sentence(exc: OSError) -> str:
+    """One sentence for a file-system error escaping a command: what, which file, what to do.
+    Anything measured before it is already durable in results.jsonl (append + fsync), so a
+    run that stops on a full disk continues with --resume once there is room."""
+    where = f" {exc.filename}" if exc.filename else ""
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        todo = (
+            "free some space, then continue a run with `matrixrun run SPEC --resume RUN_DIR` "
+            "(everything measured so far is kept)"
+        )
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        todo = "choose a writable place (--out / -o / --report) or fix its permissions"
+    elif exc.errno in (errno.EMFILE, errno.ENFILE):
+        todo = "raise the open-file limit (ulimit -n) or lower the concurrency"
+    elif exc.errno == errno.ENOENT:
+        todo = "check the path"
+    else:
+        todo = "check the path and the disk"
+    return f"cannot use{where}: {what}; {todo}"
+
+
+def _print_spec_issues(exc: SpecError) -> None:
+    """One `path:line: key: message` line per issue, unprefixed, so editors and CI annotators
+    can jump to the line (the format the README promises for `validate`)."""
+    for issue in exc.issues:
+        print(str(issue), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""`matrixrun ingest`: write a run directory from benchmark result files run by hand, so it
+can be analysed and rendered like any run (it ends by doing both). Reading the formats is
+`ingest_formats/`, the mapping (runs -> Measurements) `ingest.py`; this module only writes."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from matrixrun.core.errors import InputError
+from matrixrun.core.units import parse_percent
+from matrixrun.ingest.formats import Format, Ingested, load
+from matrixrun.ingest.formats.vllm_sweep import SweepServe
+from matrixrun.ingest.records import ServerMode
+from matrixrun.run import outputs
+from matrixrun.rundir.environment import Environment, ServerRecord
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import RunSettings
+
+
+def _server_mode(servers: str | None, fresh_server: bool) -> ServerMode:
+    """`--servers same|fresh|per-file` (`--fresh-server` is `--servers fresh`)."""
+    if servers is not None and fresh_server and servers != "fresh":
+        raise InputError(f"--fresh-server contradicts --servers {servers}")
+    if servers == "per-file":
+        return "per_file"
+    if servers == "fresh" or fresh_server:
+        return "fresh"
+    return "same"
+
+
+def ingest(
+    files: list[str],
+    *,
+    baseline: str,
+    out: str | Path,
+    threshold: str = "3%",
+    arm_field: str = "tag",
+    axis_field: str = "max_concurrency",
+    point_fields: list[str] | None = None,
+    fresh_server: bool = False,
+    noise: str | None = None,
+    server_mode: str | None = None,
+    argv: list[str] | None = None,
+    format: Format | None = None,
+    mix_formats: bool = False,
+    sweep_serve: SweepServe = "arms",
+    dry_run: bool = False,
+    show: Callable[[str], None] | None = None,
+) -> Path | None:
+    """Map the files and write the run directory; `show` gets what was understood before
+    anything is written, and `dry_run` stops there (returns None)."""
+    try:
+        margin = parse_percent(threshold)
+        prior = parse_percent(noise) if noise is not None else None
+    except ValueError as exc:
+        raise InputError(f"--threshold/--noise: {exc}") from exc
+    rd = RunDir(out)
+    if rd.results_file.exists():
+        raise InputError(
+            f"{rd.path} already holds results; give a new --out directory so "
+            "nothing measured is overwritten"
+        )
+    ingested = load(
+        files,
+        baseline,
+        format=format,
+        mix_formats=mix_formats,
+        sweep_serve=sweep_serve,
+        arm_field=arm_field,
+        axis_field=axis_field,
+        point_fields=point_fields or (),
+        servers=_server_mode(server_mode, fresh_server),
+        margin=margin,
+        noise=prior,
+    )
+    if show is not None:
+        show(ingested.summary())
+    if dry_run:
+        return None
+    _write(rd, ingested, files, baseline, margin, argv)
+    outputs.analyse_run(rd)
+    outputs.render_run(rd)
+    return rd.path
+
+
+def _write(
+    rd: RunDir,
+    ingested: Ingested,
+    files: list[str],
+    baseline: str,
+    margin: float,
+    argv: list[str] | None,
+) -> None:
+    """The run directory's files: settings, measurements, env.json (one server per
+    instance, as the files describe it) and ingest.json (what was ingested, and how)."""
+    result = ingested.result
+    rd.create()
+    outputs.write_settings(rd, RunSettings(analysis=result.settings))
+    servers: dict[str, ServerRecord] = {}
+    for m, record in zip(result.measurements, result.records, strict=True):
+        rd.append(m)
+        info = record.server_info or {}
+        version = info.get("version")
+        servers.setdefault(
+            m.instance,
+            ServerRecord(
+                arm=m.arm,
+                version=str(version) if version is not None else None,
+                args={k: v for k, v in info.items() if not isinstance(v, dict | list)},
+                source=record.source,
+            ),
+        )
+    env = Environment(simulated=False, client=ingested.client, servers=servers)
+    rd.write_json("env.json", env.model_dump(mode="json"))
+    command = shlex.join(["matrixrun", *(argv[1:] if argv else [])]) if argv else None
+    rd.write_json(
+        "ingest.json",
+        {
+            "files": [str(Path(f)) for f in files],
+            "formats": {path: fmt for path, fmt in ingested.inputs},
+            "command": command,
+            "baseline": baseline,
+            "margin": margin,
+        },
+    )

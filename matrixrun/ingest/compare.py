@@ -1,0 +1,113 @@
+"""`matrixrun compare RUN_A RUN_B`: the verdict document for two runs of one experiment (before
+and after an engine upgrade), each arm of RUN_B judged against the arm of the same name in
+RUN_A.
+
+How: a new run directory whose measurements are both runs' measurements relabelled — the run
+becomes the arm (RUN_A's label is the baseline) and the original arm becomes the slice — so
+the ordinary stages analyse and render it (`outputs.analyse_run`, `outputs.render_run`): one
+analysis, one document, nothing compared twice. `relabel` is pure; `compare_runs` does the
+reading and writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.run import outputs
+from matrixrun.rundir.environment import Environment, ServerRecord, read_environment
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import RunSettings
+
+
+def relabel(ms: Sequence[Measurement], label: str, arms: set[str]) -> list[Measurement]:
+    """`ms` with the run as the arm and the original arm (and slice) as the slice; ids made
+    unique per run so repeats of one run never pair with the other's."""
+    out = []
+    for m in ms:
+        if m.arm not in arms:
+            continue
+        out.append(
+            m.model_copy(
+                update={
+                    "arm": label,
+                    "slice": f"{m.arm} · {m.slice}" if m.slice else m.arm,
+                    "cell_id": f"{label}:{m.cell_id}",
+                    "group_id": f"{label}:{m.group_id}",
+                    "instance": f"{label}:{m.instance}",
+                    "requests_file": None,
+                }
+            )
+        )
+    return out
+
+
+def compare_runs(
+    run_a: str | Path,
+    run_b: str | Path,
+    out: str | Path,
+    *,
+    labels: tuple[str, str] | None = None,
+    command: str | None = None,
+) -> Path:
+    """Write the comparison run directory `out` (analysed and rendered); return its path."""
+    a, b = RunDir(run_a), RunDir(run_b)
+    sa, sb = outputs.read_settings(a), outputs.read_settings(b)
+    label_a, label_b = labels or (Path(run_a).name or "a", Path(run_b).name or "b")
+    if label_a == label_b:
+        label_a, label_b = f"{label_a} (A)", f"{label_b} (B)"
+    arms_a = {m.arm for m in a.measurements()}
+    arms_b = {m.arm for m in b.measurements()}
+    shared = arms_a & arms_b
+    if not shared:
+        raise InputError(
+            f"{a.path} and {b.path} share no arm name (A: {', '.join(sorted(arms_a))}; "
+            f"B: {', '.join(sorted(arms_b))}): compare matches arms by name"
+        )
+    rd = RunDir(out)
+    if rd.results_file.exists():
+        raise InputError(f"{rd.path} already holds results; give a new --out directory")
+    analysis = sa.analysis.model_copy(
+        update={"baseline": label_a, "candidates": [label_b], "correctness": {}}
+    )
+    rd.create()
+    outputs.write_settings(
+        rd,
+        RunSettings(
+            analysis=analysis,
+            rehearsal=sa.rehearsal or sb.rehearsal,
+            time_scale=max(sa.time_scale, sb.time_scale),
+        ),
+    )
+    for m in [
+        *relabel(a.measurements(), label_a, shared),
+        *relabel(b.measurements(), label_b, shared),
+    ]:
+        rd.append(m)
+    servers: dict[str, ServerRecord] = {}
+    for label, run in ((label_a, a), (label_b, b)):
+        env = read_environment(run.path / "env.json")
+        for name, record in (env.servers if env is not None else {}).items():
+            if record.arm in shared:
+                servers[f"{label}:{name}"] = record.model_copy(
+                    update={"arm": label, "slice": record.arm}
+                )
+    simulated = any(m.simulated for m in rd.measurements())
+    rd.write_json(
+        "env.json", Environment(simulated=simulated, servers=servers).model_dump(mode="json")
+    )
+    rd.write_json(
+        "ingest.json",
+        {
+            "files": [str(a.path), str(b.path)],
+            "command": command,
+            "baseline": label_a,
+            "margin": analysis.margin,
+            "compare": {"a": label_a, "b": label_b, "arms": sorted(shared)},
+        },
+    )
+    outputs.analyse_run(rd)
+    outputs.render_run(rd)
+    return rd.path

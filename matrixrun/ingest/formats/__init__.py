@@ -1,0 +1,372 @@
+"""Benchmark result files of several clients → one comparison, without mixing unlike numbers.
+
+`matrixrun ingest` used to read `sglang.bench_serving` files only; most people with results
+have them from another client. This package detects each input's format, reads it into `Run`s
+(a bench_serving-shaped record plus what the format knows beyond it), and hands the records to
+`matrixrun.ingest.records`, which does the arm / point / repeat mapping for every format alike:
+
+    format          input                                                 module
+    bench_serving   `sglang.bench_serving --output-file` JSONL            load/bench_serving
+    vllm            `vllm bench serve --save-result` JSON                 vllm
+    vllm_sweep      a `vllm bench sweep serve` output directory           vllm_sweep
+    guidellm        `guidellm run --output kind=json` report              guidellm
+    aiperf          profile_export_aiperf.json, or its artifact directory  aiperf
+    genai_bench     genai-bench run files or experiment folder (refused)  genai_bench
+
+genai-bench's files are recognised and refused: its throughputs are over a window counted in
+whole seconds, not bench_serving's (see genai_bench.py and docs/ingest.md). Each reader names
+metrics as bench_serving does, computes what a tool does not write where bench_serving's
+definition allows it (a labelled conversion), and leaves out what it cannot (a refusal, said
+so). Files of different clients are not compared unless the caller allows it (`mix_formats`);
+then every metric that one of them defines differently from bench_serving is left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.metrics import METRIC_NAMES
+from matrixrun.ingest.formats import aiperf, genai_bench, guidellm, vllm, vllm_sweep
+from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
+from matrixrun.ingest.formats.vllm_sweep import SweepServe
+from matrixrun.ingest.records import DEFAULT_SECONDARY, IngestResult, measurements_from_records
+from matrixrun.load import bench_serving
+
+__all__ = ["CLIENT", "FORMATS", "Format", "Ingested", "detect", "load", "read"]
+
+#: The client that measured each format: formats of one client compare without a flag.
+CLIENT: dict[Format, str] = {
+    "bench_serving": "bench_serving",
+    "vllm": "vllm",
+    "vllm_sweep": "vllm",
+    "guidellm": "guidellm",
+    "aiperf": "aiperf",
+    "genai_bench": "genai-bench",
+}
+_NAMES: dict[Format, str] = {
+    "bench_serving": "sglang.bench_serving JSONL",
+    "vllm": "vllm bench serve --save-result JSON",
+    "vllm_sweep": "vllm bench sweep serve directory",
+    "guidellm": "guidellm JSON report",
+    "aiperf": "aiperf profile export",
+    "genai_bench": "genai-bench run file",
+}
+_KNOWN = (
+    "sglang.bench_serving JSONL, vllm bench serve --save-result JSON, a vllm bench sweep "
+    "directory, guidellm's JSON report, aiperf's profile_export_aiperf.json or its artifact "
+    "directory"
+)
+
+
+def detect(path: str | Path) -> Format:
+    """The format of one input, from its content (a directory: a vLLM sweep)."""
+    p = Path(path)
+    if p.is_dir():
+        if vllm_sweep.is_sweep_dir(p):
+            return "vllm_sweep"
+        if aiperf.exports(p):
+            return "aiperf"
+        if genai_bench.is_genai_bench_dir(p):
+            return "genai_bench"
+        raise InputError(
+            f"{p}: a directory without run=N.json or {aiperf.EXPORT} files; pass a `vllm "
+            "bench sweep serve` output directory, an aiperf artifact directory or result files"
+        )
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"{p}: cannot read it ({err.strerror}); check the path") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not UTF-8 text; pass a benchmark result file") from None
+    data: Any = None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        try:
+            data = json.loads(first)  # JSONL: one run per line
+        except json.JSONDecodeError as err:
+            raise InputError(
+                f"{p}: not valid JSON ({err.msg} at column {err.colno} of its first line); "
+                f"pass a benchmark result file ({_KNOWN})"
+            ) from None
+    if isinstance(data, dict):
+        if guidellm.is_guidellm(data):
+            return "guidellm"
+        if aiperf.is_aiperf(data):
+            return "aiperf"
+        if genai_bench.is_genai_bench(data):
+            return "genai_bench"
+        if vllm.is_vllm(data):
+            return "vllm"
+        if "input_throughput" in data:
+            return "bench_serving"
+    if isinstance(data, list) and data and all(vllm.is_vllm(d) for d in data):
+        raise InputError(
+            f"{p}: a list of vLLM runs (a sweep's summary.json?); pass the sweep's directory, "
+            "whose run=N.json files ingest reads"
+        )
+    raise InputError(
+        f"{p}: not a result file ingest knows ({_KNOWN}); if it is one of them, pass "
+        f"--format with one of {', '.join(FORMATS)}"
+    )
+
+
+def read(
+    path: str | Path, format: Format | None = None, *, sweep_serve: SweepServe = "arms"
+) -> list[Run]:
+    """The runs of one input, in the format given or detected."""
+    fmt = format or detect(path)
+    if fmt == "bench_serving":
+        return [
+            Run(record=r, format="bench_serving", tool=_bench_serving_tool(r))
+            for r in bench_serving.read_file(path)
+        ]
+    if fmt == "vllm":
+        return vllm.read_file(path)
+    if fmt == "vllm_sweep":
+        if not Path(path).is_dir():
+            raise InputError(
+                f"{path}: --format vllm_sweep takes the sweep's output directory, not a file"
+            )
+        return vllm_sweep.read_dir(path, serve=sweep_serve)
+    if fmt == "aiperf":
+        p = Path(path)
+        files = aiperf.exports(p) if p.is_dir() else [p]
+        if not files:
+            raise InputError(f"{p}: no {aiperf.EXPORT} under it; pass aiperf's artifact directory")
+        return [run for f in files for run in aiperf.read_file(f)]
+    if fmt == "genai_bench":
+        raise genai_bench.refuse(path)
+    return guidellm.read_file(path)
+
+
+def _bench_serving_tool(record: bench_serving.BenchServingRecord) -> str:
+    version = record.server_info.get("version")
+    server = f" against {version}" if version else ""
+    return f"sglang.bench_serving{server}"
+
+
+@dataclass
+class Ingested:
+    """The mapped result and what `ingest` understood of the input, to print before writing."""
+
+    result: IngestResult
+    runs: list[Run]
+    inputs: list[tuple[str, Format]]
+    client: str
+    left_out: dict[str, str] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """What was understood: formats, arms, points, repeats, servers, conversions."""
+        ms = self.result.measurements
+        s = self.result.settings
+        lines: list[str] = []
+        by_format = Counter(fmt for _, fmt in self.inputs)
+        tools = sorted({r.tool for r in self.runs})
+        lines.append(
+            f"read {_runs(len(self.runs))} from {len(self.inputs)} input"
+            + ("s" if len(self.inputs) != 1 else "")
+            + ": "
+            + "; ".join(f"{n} × {_NAMES[f]}" for f, n in by_format.items())
+            + f" ({', '.join(tools)})"
+        )
+        lines.append(
+            f"arms: {s.baseline} (baseline), " + ", ".join(s.candidates)
+            if s.candidates
+            else f"arms: {s.baseline}"
+        )
+        points = list(dict.fromkeys(_point_text(m.point) for m in ms))
+        lines.append(f"points ({', '.join(ms[0].point) if ms else s.axis}): {', '.join(points)}")
+        runs_per = Counter((m.arm, _point_text(m.point)) for m in ms)
+        if max(runs_per.values(), default=1) == 1:
+            lines.append("repeats: none (one run per arm and point)")
+        else:
+            repeated = [f"{a} @ {p}: {n}" for (a, p), n in runs_per.items() if n > 1]
+            lines.append("repeats (runs per arm @ point): " + ", ".join(repeated))
+        instances = Counter(m.instance for m in ms)
+        lines.append(
+            "servers: "
+            + ", ".join(f"{i} ({_runs(n)})" for i, n in instances.items())
+            + _server_note(ms)
+        )
+        derived: dict[str, str] = {}
+        definitions: dict[str, str] = {}
+        for r in self.runs:
+            derived.update(r.derived)
+            definitions.update(r.definitions)
+        for metric, how in derived.items():
+            lines.append(f"computed: {metric} = {how}")
+        for fam, how in definitions.items():
+            lines.append(f"defined differently: {fam}: {how}")
+        for metric, why in self.left_out.items():
+            lines.append(f"left out: {metric}: {why}")
+        if any(CLIENT[r.format] != "bench_serving" for r in self.runs):
+            lens = sorted(
+                {
+                    f"{r.record.fields.get('mean_input_len', 0):g}/"
+                    f"{r.record.fields.get('mean_output_len', 0):g}"
+                    for r in self.runs
+                    if r.record.random_input_len is None
+                }
+            )
+            if lens:
+                lines.append(
+                    "not checked: these files record no dataset or lengths, so runs at one "
+                    "point may have run different workloads; mean input/output tokens seen: "
+                    + ", ".join(lens)
+                )
+        for failure in self.failures:
+            lines.append(f"not ingested (the sweep recorded it as failed): {failure}")
+        return "\n".join(lines)
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def _point_text(point: dict[str, Any]) -> str:
+    return ", ".join(f"{v}" for v in point.values())
+
+
+def _server_note(ms: Sequence[Measurement]) -> str:
+    reasons = {m.reason for m in ms}
+    if "fresh_server" in reasons:
+        return " (repeats on another launch are fresh-server repeats)"
+    if "manual" in reasons:
+        return " (repeats on one launch are warm repeats; --fresh-server if not)"
+    return ""
+
+
+def _relaunch(ms: list[Measurement], runs: list[Run]) -> list[Measurement]:
+    """Instances from the runs' own server launches where the format records them (a sweep's
+    serve combinations), then each repeat's reason from whether its launch is the first's."""
+    out: list[Measurement] = []
+    first: dict[str, str] = {}
+    for m, r in zip(ms, runs, strict=True):
+        instance = f"{m.arm}@{r.server}" if r.server is not None else m.instance
+        seen = first.setdefault(m.cell_id, instance)
+        reason: Reason = (
+            "first" if m.attempt == 1 else ("manual" if instance == seen else "fresh_server")
+        )
+        out.append(m.model_copy(update={"instance": instance, "reason": reason}))
+    return out
+
+
+def _incomparable(runs: list[Run]) -> dict[str, str]:
+    """Metric families some format defines differently, when several clients are present."""
+    families: dict[str, str] = {}
+    for r in runs:
+        for fam, how in r.definitions.items():
+            families.setdefault(fam, how)
+    return families
+
+
+def load(
+    paths: Iterable[str | Path],
+    baseline: str,
+    *,
+    format: Format | None = None,
+    mix_formats: bool = False,
+    sweep_serve: SweepServe = "arms",
+    **options: Any,
+) -> Ingested:
+    """Read every input (detecting its format unless `format` says), refuse a mix of clients
+    unless `mix_formats`, and map the runs with `measurements_from_records(**options)`."""
+    inputs: list[tuple[str, Format]] = []
+    runs: list[Run] = []
+    failures: list[str] = []
+    for path in paths:
+        fmt = format or detect(path)
+        inputs.append((str(path), fmt))
+        runs += read(path, fmt, sweep_serve=sweep_serve)
+        if fmt == "vllm_sweep":
+            failures += [str(f) for f in vllm_sweep.failures(Path(path))]
+    if not runs:
+        raise InputError("no result files given; pass one or more benchmark result files")
+    clients: dict[str, str] = {}  # client -> the first input it measured
+    for p, fmt in inputs:
+        clients.setdefault(CLIENT[fmt], p)
+    if len(clients) > 1 and not mix_formats:
+        named = "; ".join(f"{p} was measured by {c}" for c, p in clients.items())
+        raise InputError(
+            f"{named}: clients measure differently (warm-up, token counting, ITL and TPOT "
+            "definitions), so one comparison would mix unlike numbers; ingest each client's "
+            "files separately, or pass --mix-formats to compare them anyway (metrics any of "
+            "them defines differently are then left out)"
+        )
+    left_out: dict[str, str] = {}
+    if len(clients) > 1:
+        for fam, how in _incomparable(runs).items():
+            for name in METRIC_NAMES:
+                if family(name) == fam:
+                    left_out[name] = f"not comparable across clients ({how})"
+        runs = [_without(r, set(left_out)) for r in runs]
+    primary = options.get("primary", "output_throughput")
+    if primary in left_out:
+        raise InputError(f"--primary {primary}: {left_out[primary]}; pick another metric")
+    secondary = _available(
+        list(options.pop("secondary", None) or DEFAULT_SECONDARY), runs, left_out
+    )
+    result = measurements_from_records(
+        [r.record for r in runs], baseline, secondary=secondary, **options
+    )
+    ms = result.measurements
+    if sweep_serve == "launches":
+        ms = _relaunch(ms, runs)
+    ms = [
+        m.model_copy(
+            update={
+                "client": CLIENT[r.format],
+                "extra": {**m.extra, "format": r.format, "tool": r.tool},
+            }
+        )
+        for m, r in zip(ms, runs, strict=True)
+    ]
+    result = result.model_copy(update={"measurements": ms})
+    client = " + ".join(dict.fromkeys(CLIENT[fmt] for _, fmt in inputs))
+    return Ingested(
+        result=result,
+        runs=runs,
+        inputs=inputs,
+        client=client,
+        left_out=left_out,
+        failures=failures,
+    )
+
+
+def _available(secondary: list[str], runs: list[Run], left_out: dict[str, str]) -> list[str]:
+    """The secondary metrics some input has; the others go into `left_out` with the reason
+    (a definition that differs, else that no input has them)."""
+    present = {
+        name for r in runs for name in METRIC_NAMES if r.record.metrics.get(name) is not None
+    }
+    for name in secondary:
+        if name not in present and name not in left_out:
+            reasons = (r.definitions[family(name)] for r in runs if family(name) in r.definitions)
+            left_out[name] = next(reasons, "no input has it")
+    return [n for n in secondary if n not in left_out]
+
+
+def _without(run: Run, names: set[str]) -> Run:
+    """The run with the named metrics blanked (they would be compared across definitions)."""
+    if not names:
+        return run
+    metrics = run.record.metrics.model_copy(update={n: None for n in names})
+    record = run.record.model_copy(update={"metrics": metrics})
+    return Run(
+        record=record,
+        format=run.format,
+        tool=run.tool,
+        server=run.server,
+        definitions=run.definitions,
+        derived={k: v for k, v in run.derived.items() if k not in names},
+    )

@@ -1,0 +1,66 @@
+"""genai-bench's run files (`<experiment>/<scenario>_<task>_num_concurrency_N_time_Ts.json`):
+recognised, and refused, because their throughputs are not bench_serving's.
+
+Facts from genai-bench 0.0.5 (`metrics/aggregated_metrics_collector.py`,
+`metrics/request_metrics_collector.py`, `cli/utils.py`) and files it wrote against the
+simulator. A run file holds `aggregated_metrics` (`num_concurrency`, `run_duration`,
+`mean_output_throughput_tokens_per_s`, `requests_per_second`, `num_completed_requests`,
+`num_error_requests`, and `stats.{ttft,tpot,e2e_latency,...}` with `mean`, `stddev`, `p25`
+... `p99` over successful requests), `individual_request_metrics` and `_time_unit`.
+
+Its latencies would map: TTFT; `tpot` = (e2e − TTFT) / (output tokens − 1) per request, which
+is bench_serving's TPOT; e2e latency. Its throughputs do not: every one is a total divided by
+`run_duration`, which is the run's wall time from the start of its load generator to its stop,
+and the run is stopped by a loop that checks once a second (`manage_run_time` sleeps 1 s per
+turn). So `run_duration` is the time to the first whole second after the last response, plus
+start-up: 2.006 s for a run whose requests took ~1.4 s in the golden files. A throughput over
+that window is not bench_serving's (tokens over first request to last response), and between
+two arms it hides any difference that does not cross a whole second. matrixrun's verdict
+compares a throughput first, and a run without a usable one cannot be measured against one
+that has it, so ingest refuses these files and says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matrixrun.core.errors import InputError
+from matrixrun.ingest.formats.run import finite
+from matrixrun.ingest.formats.vllm import load_json
+
+__all__ = ["is_genai_bench", "is_genai_bench_dir", "refuse"]
+
+
+def is_genai_bench(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("aggregated_metrics"), dict)
+        and "individual_request_metrics" in data
+    )
+
+
+def is_genai_bench_dir(path: Path) -> bool:
+    meta = path / "experiment_metadata.json"
+    return path.is_dir() and meta.is_file() and "benchmark_version" in meta.read_text()
+
+
+def refuse(path: str | Path) -> InputError:
+    """The one-sentence refusal for a genai-bench file or experiment folder."""
+    p = Path(path)
+    duration = ""
+    files = sorted(p.glob("*_num_concurrency_*.json")) if p.is_dir() else [p]
+    if files:
+        data = load_json(files[0], "is this a genai-bench run file?")
+        agg = data.get("aggregated_metrics") if isinstance(data, dict) else None
+        value = finite(agg.get("run_duration")) if isinstance(agg, dict) else None
+        if value is not None:
+            duration = f" ({value:.3f} s in {files[0].name})"
+    return InputError(
+        f"{p}: genai-bench output; its throughputs divide by run_duration{duration}, the run's "
+        "wall time up to the next whole second of its 1-second stop check, not the time from "
+        "first request to last response, so they are not bench_serving's throughputs and "
+        "would hide differences under a second per run; ingest cannot compare arms on them: "
+        "rerun the comparison with vllm bench serve, aiperf, guidellm or sglang.bench_serving "
+        "(docs/ingest.md explains the mapping)"
+    )

@@ -1,0 +1,175 @@
+"""guidellm's JSON report (`guidellm run --output kind=json,path=FILE`): one run per benchmark.
+
+Facts from guidellm 0.8.1 (its `schemas/base/request_stats.py` and
+`benchmark/schemas/metrics.py`) and reports it wrote against the simulator. A report holds
+`metadata.guidellm_version`, `config.metadata.labels` (from `--label key=value`) and
+`benchmarks`, one per profile step; each has `config.strategy` (`type_`, `streams` /
+`max_concurrency` for a concurrent profile, `rate` for constant/poisson), `duration` (first
+request start to last request end, warm-up and cool-down excluded) and `metrics`, each metric
+a distribution per request status (`successful`, `errored`, `incomplete`, `total`) with
+`mean`, `median`, `std_dev`, `count`, `total_sum` and `percentiles` (`p90`, `p95`, `p99`, ...).
+
+What differs from bench_serving, and so how it is mapped:
+- `time_per_output_token_ms` is (last token − request start) / output tokens: it includes the
+  first token. Not mapped: it is not bench_serving's TPOT and cannot be turned into it.
+- `inter_token_latency_ms` is (last token − first token) / (output tokens − 1) per request,
+  which is bench_serving's TPOT, but its statistics weight each request by its output tokens
+  − 1. With every successful request the same output length the weights are equal and the
+  statistics are bench_serving's per-request TPOT statistics: then mapped to `*_tpot_ms`,
+  otherwise refused (left out, and said so).
+- there are no per-chunk gaps, so no ITL.
+- `requests_per_second` and `*_tokens_per_second` are distributions of rates over time, not
+  totals over the duration: the throughputs are computed as bench_serving defines them,
+  successful totals / `duration`.
+- `request_latency` is in seconds: × 1000 for `*_e2e_latency_ms`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from matrixrun.core.errors import InputError
+from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, totals_over
+from matrixrun.ingest.formats.vllm import load_json
+from matrixrun.load.bench_serving import BenchServingRecord
+
+__all__ = ["DEFINITIONS", "is_guidellm", "read_file"]
+
+_HINT = "is this a report written by `guidellm run --output kind=json,...`?"
+_STATS = {"mean": "mean", "median": "median", "std": "std_dev"}
+_PERCENTILES = ("p90", "p95", "p99")
+DEFINITIONS = {
+    "tpot": "guidellm's inter_token_latency_ms weights each request by its output tokens − 1; "
+    "mapped to TPOT only where every request has the same output length",
+    "itl": "guidellm records no per-chunk gaps: no ITL",
+}
+DERIVED = {
+    "request_throughput": "successful requests / duration",
+    "input_throughput": "prompt_token_count.successful.total_sum / duration",
+    "output_throughput": "output_token_count.successful.total_sum / duration",
+    "total_throughput": "(prompt + output tokens of successful requests) / duration",
+    "mean_tpot_ms": "inter_token_latency_ms (equal output lengths: per-request statistics)",
+    "concurrency": "mean_e2e_latency_ms × completed / duration (bench_serving's definition)",
+}
+
+
+def is_guidellm(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("benchmarks"), list)
+        and ("guidellm_version" in (data.get("metadata") or {}) or "config" in data)
+    )
+
+
+def _dist(metrics: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    entry = metrics.get(name)
+    if not isinstance(entry, dict) or not isinstance(entry.get("successful"), dict):
+        raise InputError(f"{where}: no 'metrics.{name}.successful' distribution; {_HINT}")
+    successful: dict[str, Any] = entry["successful"]
+    return successful
+
+
+def _stats(dist: dict[str, Any], scale: float = 1.0) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for ours, theirs in _STATS.items():
+        v = finite(dist.get(theirs))
+        out[ours] = None if v is None else v * scale
+    percentiles = dist.get("percentiles") or {}
+    for p in _PERCENTILES:
+        v = finite(percentiles.get(p))
+        out[p] = None if v is None else v * scale
+    return out
+
+
+def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: str) -> Run:
+    where = f"{source}: benchmarks[{index}]"
+    if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
+        raise InputError(f"{where}: no 'metrics' object; {_HINT}")
+    metrics: dict[str, Any] = bench["metrics"]
+    duration = finite(bench.get("duration"))
+    if duration is None or duration <= 0:
+        raise InputError(
+            f"{where}: 'duration' is {bench.get('duration')!r}; the benchmark measured nothing: "
+            "rerun it, or leave the file out"
+        )
+    totals = metrics.get("request_totals") or {}
+    completed = count(finite(totals.get("successful")) or 0.0, "request_totals.successful", where)
+    failed = count(finite(totals.get("errored")) or 0.0, "request_totals.errored", where)
+    prompt = _dist(metrics, "prompt_token_count", where)
+    output = _dist(metrics, "output_token_count", where)
+    total_in = count(finite(prompt.get("total_sum")) or 0.0, "prompt_token_count", where)
+    total_out = count(finite(output.get("total_sum")) or 0.0, "output_token_count", where)
+    values = totals_over(duration, completed, failed, total_in, total_out)
+    for stat, v in _stats(_dist(metrics, "time_to_first_token_ms", where)).items():
+        values[f"{stat}_ttft_ms"] = v
+    for stat, v in _stats(_dist(metrics, "request_latency", where), scale=1000.0).items():
+        values[f"{stat}_e2e_latency_ms"] = v
+    derived = {k: v for k, v in DERIVED.items() if not k.endswith("_tpot_ms")}
+    equal_lengths = finite(output.get("min")) == finite(output.get("max"))
+    notes: dict[str, str] = {}
+    if equal_lengths:
+        for stat, v in _stats(_dist(metrics, "inter_token_latency_ms", where)).items():
+            values[f"{stat}_tpot_ms"] = v
+        derived["*_tpot_ms"] = DERIVED["mean_tpot_ms"]
+    else:
+        notes["tpot"] = (
+            "output lengths differ between requests, so guidellm's token-weighted "
+            "inter_token_latency_ms is not bench_serving's per-request TPOT: left out"
+        )
+    mean_e2e = values.get("mean_e2e_latency_ms")
+    if mean_e2e is not None:
+        values["concurrency"] = mean_e2e / 1000 * completed / duration
+    strategy = (bench.get("config") or {}).get("strategy") or {}
+    kind = strategy.get("type_")
+    streams = strategy.get("streams", strategy.get("max_concurrency"))
+    max_concurrency = 1 if kind == "synchronous" else (
+        int(streams) if isinstance(streams, int) and kind == "concurrent" else None
+    )  # fmt: skip
+    rate = finite(strategy.get("rate"))
+    incomplete = finite(totals.get("incomplete")) or 0.0
+    record = BenchServingRecord(
+        source=source,
+        line=index + 1,
+        tag=tag,
+        backend=str(kind) if kind else None,
+        request_rate=rate if rate is not None else math.inf,
+        max_concurrency=max_concurrency,
+        server_info={},
+        metrics=make_metrics(values, where),
+        fields={
+            "strategy": kind,
+            "incomplete": int(incomplete),
+            "mean_input_len": total_in / completed if completed else None,
+            "mean_output_len": total_out / completed if completed else None,
+        },
+    )
+    definitions = dict(DEFINITIONS)
+    definitions.update(notes)
+    return Run(
+        record=record,
+        format="guidellm",
+        tool=tool,
+        definitions=definitions,
+        derived=derived,
+    )
+
+
+def read_file(path: str | Path) -> list[Run]:
+    """Every benchmark of a guidellm JSON report, in the report's order."""
+    p = Path(path)
+    data = load_json(p, _HINT)
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise InputError(f"{p}: no 'benchmarks' list; {_HINT}")
+    version = (data.get("metadata") or {}).get("guidellm_version")
+    tool = f"guidellm {version}" if version else "guidellm (version not recorded)"
+    labels = ((data.get("config") or {}).get("metadata") or {}).get("labels") or {}
+    arm = labels.get("arm") if isinstance(labels, dict) else None
+    tag = str(arm) if arm not in (None, "") else None
+    benches = data["benchmarks"]
+    if not benches:
+        raise InputError(f"{p}: the report holds no benchmark; rerun guidellm")
+    return [
+        _benchmark(b, source=str(p), index=i, tag=tag, tool=tool) for i, b in enumerate(benches)
+    ]

@@ -1,0 +1,154 @@
+"""`vllm bench serve --save-result` JSON: one object per file, one run per object.
+
+Facts from vLLM's `benchmarks/serve.py` (0.33) and files it wrote against the simulator: the
+aggregate metrics are under bench_serving's names (`duration`, `completed`, `failed`,
+`total_input_tokens`, `output_throughput`, `mean_ttft_ms`, ...); end-to-end latency is `e2el`
+(`mean_e2el_ms`), written only when `--percentile-metrics` names it; percentiles are those of
+`--metric-percentiles` (default 99 only); `request_rate` is the string "inf" when unlimited;
+`label` is `--label` or null. There is no input throughput, no concurrency statistic, no
+dataset name or lengths and no vLLM version. TPOT is bench_serving's, (e2e − TTFT) / (output
+tokens − 1) per request; ITL is one gap per streamed chunk, whatever the chunk holds.
+`docs/ingest.md` has the field-by-field table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from matrixrun.core.errors import InputError
+from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
+from matrixrun.load.bench_serving import BenchServingRecord
+
+__all__ = ["DEFINITIONS", "is_vllm", "parse_result", "read_file"]
+
+TOOL = "vllm bench serve"
+_HINT = "is this a file written by `vllm bench serve --save-result`?"
+_FAMILIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e_latency"}
+_STATS = ("mean", "median", "std", "p90", "p95", "p99")
+#: Per-request lists (with --save-detailed) and fields kept only as context.
+_SKIP = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
+         "generated_texts", "errors"}  # fmt: skip
+#: Metric families vLLM defines differently from bench_serving (see the module docstring).
+DEFINITIONS = {
+    "itl": "vLLM counts one inter-token gap per streamed chunk; bench_serving splits a chunk "
+    "of k tokens into k gaps of gap/k (the two agree only when every chunk holds one token)",
+}
+DERIVED = {
+    "input_throughput": "total_input_tokens / duration (vLLM writes no input throughput)",
+    "concurrency": "mean_e2el_ms × completed / duration, i.e. bench_serving's sum of "
+    "end-to-end latencies over the duration (only where e2el was written)",
+}
+
+
+def is_vllm(data: Any) -> bool:
+    """A `--save-result` object: vLLM's throughput names, none of bench_serving's."""
+    return (
+        isinstance(data, dict)
+        and "total_token_throughput" in data
+        and "output_throughput" in data
+        and "input_throughput" not in data
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    number = finite(value)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
+    """One `--save-result` object → Run (a sweep's reader then sets its arm and launch)."""
+    where = source
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object, found {type(data).__name__}; {_HINT}")
+    todo = _HINT
+    duration = require_number(data, "duration", where, todo)
+    if duration <= 0:
+        raise InputError(f"{where}: 'duration' is {duration!r}; fix or leave out the file")
+    values: dict[str, Any] = {"duration": duration}
+    for key in ("completed", "total_input_tokens", "total_output_tokens"):
+        values[key] = count(require_number(data, key, where, todo), key, where)
+    failed = finite(data.get("failed"))
+    values["failed"] = count(failed, "failed", where) if failed is not None else 0
+    values["request_throughput"] = require_number(data, "request_throughput", where, todo)
+    values["output_throughput"] = require_number(data, "output_throughput", where, todo)
+    values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
+    values["input_throughput"] = values["total_input_tokens"] / duration
+    for theirs, ours in _FAMILIES.items():
+        for stat in _STATS:
+            values[f"{stat}_{ours}_ms"] = finite(data.get(f"{stat}_{theirs}_ms"))
+    derived = {"input_throughput": DERIVED["input_throughput"]}
+    mean_e2e = values.get("mean_e2e_latency_ms")
+    if mean_e2e is not None:
+        values["concurrency"] = mean_e2e / 1000 * values["completed"] / duration
+        derived["concurrency"] = DERIVED["concurrency"]
+    metrics = make_metrics(values, where)
+
+    rate = data.get("request_rate")
+    request_rate: float | str | None
+    if isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity"):
+        request_rate = math.inf
+    elif isinstance(rate, int | float) and not isinstance(rate, bool):
+        request_rate = float(rate)
+    else:
+        request_rate = rate if isinstance(rate, str) else None
+    label = data.get("label")
+    known = {"label", "backend", "request_rate", "max_concurrency", *_SKIP, *values,
+             "total_token_throughput"}  # fmt: skip
+    known |= {f"{s}_{f}_ms" for f in _FAMILIES for s in _STATS}
+    fields = {k: v for k, v in data.items() if k not in known and not isinstance(v, list)}
+    if values["completed"]:
+        fields["mean_input_len"] = values["total_input_tokens"] / values["completed"]
+        fields["mean_output_len"] = values["total_output_tokens"] / values["completed"]
+    record = BenchServingRecord(
+        source=source,
+        line=1,
+        tag=str(label) if label not in (None, "") else None,
+        backend=str(data.get("backend") or data.get("endpoint_type") or "") or None,
+        dataset_name=data["dataset_name"] if isinstance(data.get("dataset_name"), str) else None,
+        request_rate=request_rate,
+        max_concurrency=_int_or_none(data.get("max_concurrency")),
+        random_input_len=_int_or_none(data.get("random_input_len")),
+        random_output_len=_int_or_none(data.get("random_output_len")),
+        random_range_ratio=finite(data.get("random_range_ratio")),
+        server_info={},
+        metrics=metrics,
+        fields=fields,
+    )
+    return Run(
+        record=record,
+        format="vllm_sweep" if format == "vllm_sweep" else "vllm",
+        tool=TOOL + " (vLLM version not recorded in the file)",
+        definitions=dict(DEFINITIONS),
+        derived=derived,
+    )
+
+
+def load_json(path: Path, hint: str = _HINT) -> Any:
+    """A whole file as JSON, or an InputError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"{path}: cannot read it ({err.strerror}); check the path") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; {hint}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"{path}: not valid JSON ({err.msg} at line {err.lineno}); {hint}"
+        ) from None
+
+
+def read_file(path: str | Path) -> list[Run]:
+    """The one run of a `--save-result` file."""
+    p = Path(path)
+    data = load_json(p)
+    if isinstance(data, dict) and "input_throughput" in data:
+        raise InputError(
+            f"{p}: has 'input_throughput', so it looks like sglang.bench_serving output, not "
+            "vLLM's; pass --format bench_serving, or leave --format out to detect it"
+        )
+    return [parse_result(data, source=str(p))]

@@ -1,0 +1,134 @@
+"""The plan as text for `matrixrun plan`: what will launch, what each launch measures, and what
+it may cost — shown before anything runs. Pure: returns a string."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from matrixrun.core.units import format_duration
+from matrixrun.plan import Plan
+from matrixrun.spec import Spec
+from matrixrun.verify import MIN_FRESH_DF
+
+if TYPE_CHECKING:
+    from matrixrun.plan.history import NoiseHistory
+
+
+def _flags(flags: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={v}" for k, v in flags.items()) or "(none)"
+
+
+def sigma_cost(plan: Plan) -> tuple[float, int, int] | None:
+    """GPU time of the cheapest fresh-server σ the verify policy tops up to (`MIN_FRESH_DF`
+    replicates, or every cell in a smaller matrix): relaunch the largest groups until they
+    hold enough cells, one run each. (seconds, relaunches, runs); None without estimates."""
+    c = plan.cost
+    if c.launch_s is None or c.cell_s is None:
+        return None
+    need = min(MIN_FRESH_DF, c.cells)
+    launches = covered = 0
+    for size in sorted((len(g.cells) for g in plan.groups), reverse=True):
+        if covered >= need:
+            break
+        launches += 1
+        covered += size
+    return launches * c.launch_s + need * c.cell_s, launches, need
+
+
+def noise_line(history: NoiseHistory, primary: str) -> str:
+    """What `verify.noise_from` brings, before anything runs: the earlier run's σ of one run on
+    the primary metric and the df it rests on (what a reviewer weighs the borrowing by)."""
+    s = history.sigmas.get(primary)
+    if s is None or s.value is None:
+        return f"noise from {history.label}: it measured no σ on {primary}; nothing is borrowed"
+    size = "estimated at 0" if s.launch == 0 else f"σ_b {s.launch or 0:.1%}"
+    where = (
+        "pooled by df too (a fixed design: no stopping selected it)"
+        if s.fixed_design
+        else "only where this run relaunches nothing"
+    )
+    launch = (
+        f"; its launch part, {size} on {s.launch_df} df, {where}" if s.launch is not None else ""
+    )
+    return (
+        f"noise from {history.label}: {primary} σ {s.value:.1%}, run noise on "
+        f"{s.run_df:g} df, pooled by df with this run's{launch}"
+    )
+
+
+def policy_words(spec: Spec, budget_s: float | None) -> str:
+    """The verify block in one line, for the plan and the PR proposal."""
+    v = spec.verify
+    budget = f", rerun budget {format_duration(budget_s)}" if budget_s else ""
+    if v.design == "fixed":
+        return (
+            f"fixed design (calibration): every cell {v.max_runs} times, each run on its own "
+            f"launch, judged once at the end; threshold {v.threshold:.1%}{budget}"
+        )
+    return (
+        f"threshold {v.threshold:.1%}, surprise {v.surprise:.0%}, max_runs {v.max_runs}"
+        f"{', warm reruns' if v.warm_rerun else ''}"
+        f"{', fresh-server reruns' if v.fresh_server else ''}{', A/A' if v.aa else ''}{budget}"
+    )
+
+
+def plan_text(spec: Spec, plan: Plan, noise: NoiseHistory | None = None) -> str:
+    c = plan.cost
+    v = spec.verify
+    lines = [
+        f"{plan.experiment}: {plan.title}",
+        f"baseline {plan.baseline}; candidate(s) {', '.join(plan.candidates)}; rows: {plan.axis}",
+        "",
+    ]
+    for g in plan.groups:
+        where = f" [{g.slice}]" if g.slice else ""
+        xs = ", ".join(str(cell.x) for cell in g.cells)
+        lines.append(f"launch {g.group_id}  {g.arm}{where}: {_flags(g.flags)}")
+        lines.append(f"    {len(g.cells)} cells, {plan.axis} = {xs}")
+    policy = policy_words(spec, c.budget_s)
+    timed = c.time_first_pass_s is not None and c.time_worst_case_s is not None
+
+    def when(seconds: float | None) -> str:
+        return f", ≈ {format_duration(seconds)}" if timed and seconds is not None else ""
+
+    lines += [
+        "",
+        f"verify policy: {policy}",
+        *([noise_line(noise, spec.metrics.primary)] if noise is not None else []),
+        *(
+            [
+                f"fixed design: {c.launches_worst_case} launches, {c.runs_worst_case} cell "
+                f"runs{when(c.time_worst_case_s)}"
+            ]
+            if v.design == "fixed"
+            else [
+                f"best case (nothing surprising or inconclusive): {c.launches} launches, "
+                f"{c.runs_first_pass} cell runs{when(c.time_first_pass_s)}",
+                f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "
+                f"{c.runs_worst_case} cell runs{when(c.time_worst_case_s)}",
+            ]
+        ),
+    ]
+    if c.bisection_runs_worst_case:
+        lines.append(
+            f"crossover bisection (verify.bisect {v.bisect}) may add up to "
+            f"{c.bisection_runs_worst_case} runs of new cells on top"
+            + (", within the rerun budget" if c.budget_s is not None else "")
+        )
+    sigma = sigma_cost(plan)
+    if c.budget_s is not None and sigma is not None and v.max_runs > 1 and c.budget_s < sigma[0]:
+        lines.append(
+            f"warning: the rerun budget {format_duration(c.budget_s)} is less than a "
+            f"fresh-server σ with {sigma[2]} degrees of freedom costs (≈ "
+            f"{format_duration(sigma[0])}: {sigma[1]} relaunch(es) and {sigma[2]} runs, before "
+            "any warm rerun); with less, σ rests on a few fresh replicates (t ≥ 3 at df ≤ 3) "
+            "or none and most cells stay inconclusive: raise verify.budget"
+        )
+    if timed:
+        lines.append("times from the spec's estimate block")
+    else:
+        lines.append(
+            "time: add `estimate: {launch: 10m, cell: 3m}` to the spec for a time estimate"
+        )
+    return "\n".join(lines)

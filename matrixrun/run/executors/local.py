@@ -1,0 +1,16 @@
+"""The local executor: every server group on this machine, one after another, in the verify
+policy's order (`Runner.run` → `verify.drive`). What `matrixrun run` has always done."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matrixrun.run.runner import Runner, RunSummary
+
+
+class LocalExecutor:
+    gates_here = True
+
+    def run(self, runner: Runner) -> RunSummary:
+        return runner.run()

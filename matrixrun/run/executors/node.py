@@ -1,0 +1,200 @@
+"""The body of one Slurm job: one server group's share of one stage, on whatever node Slurm
+gave it, reading and appending to the shared run directory.
+
+A job is a `GroupTask` (picklable, a few strings): stage 1 (`round_no` 0) measures the group's
+cells not yet measured and their warm reruns on the same server; stage 2 (`round_no` n) is the
+group's launch in round n (`verify._run_round` for that one group). Both compute what is left
+from the run directory when they start, so a job that is submitted again after one that died
+measures only what is missing. Everything the job appends goes to files only it writes
+(`RunDir(shard=group)`, env.d/<group>.json); the controller merges env.d into env.json.
+
+Parallel groups see each other's measurements only as they land in the shared directory: a
+candidate's warm-rerun check sees the baseline's numbers only if the baseline's job measured
+that point first; a cell left surprising gets its fresh-server rerun in stage 2 either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.redact import redact_json
+from matrixrun.core.rerun_reason import RerunWhy
+from matrixrun.engines.base import Engine
+from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.run.runner import Runner, RunOptions
+from matrixrun.rundir.environment import capture_environment, read_environment
+from matrixrun.rundir.results import RunDir
+
+#: The job's error when Slurm warned that its time limit is near (the controller looks for it).
+TIME_LIMIT_MESSAGE = "time limit reached: Slurm's warning signal came before the limit"
+
+
+class TimeLimitReached(BaseException):
+    """Raised by Slurm's warning signal (SIGUSR2, sent by `--signal` shortly before the time
+    limit, which submitit asks for): stop measuring at once so the server is stopped cleanly
+    and the job ends with a result saying why. A BaseException, so that the load client's
+    per-request `except Exception` records no request error for it and carries on."""
+
+
+def _on_time_limit(signum: int, frame: object) -> None:
+    raise TimeLimitReached
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """What one job runs; everything else it reads from the run directory and the spec."""
+
+    spec_path: str
+    run_dir: str
+    group_id: str
+    #: 0: stage 1 (first runs, warm reruns); n ≥ 1: the group's launch in stage-2 round n.
+    round_no: int
+    rehearse: bool
+    ignore_hardware: bool
+    #: stage 1: cells of this group to measure again although tried (`--retry-failed`)
+    retry: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The job's name in jobs.json: one job per group and stage at a time."""
+        return f"{self.group_id}.r{self.round_no}"
+
+
+class NodeRunner(Runner):
+    """The runner inside a job: the same launches and measurements, but env.json facts go to
+    env.d/<group>.json (several nodes rewriting one env.json would lose each other's
+    servers), and every server instance records the node and GPUs it ran on."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.node = socket.gethostname()
+        self.failed_here = 0
+
+    def record(self, m: Measurement, note: str = "") -> None:
+        super().record(m, note)
+        self.failed_here += 0 if m.ok else 1
+
+    def env_shard(self) -> Path:
+        return self.run_dir.path / "env.d" / f"{self.run_dir.shard}.json"
+
+    def adopt_shared_plan(self) -> None:
+        """The cells earlier rounds' bisection added (plan.json, which the controller
+        rewrites after each round), so this job's policy knows them: without them a midpoint
+        measured in round 1 could not get its reruns in round 2."""
+        path = self.run_dir.path / "plan.json"
+        with contextlib.suppress(ValueError, OSError):  # missing or unreadable: adds nothing
+            self.plan.adopt_added(Plan.model_validate_json(path.read_text()))
+        self._on_file |= {c.cell_id for c in self.plan.cells()}  # plan.json holds them
+
+    def _write_plan(self, rd: RunDir) -> set[str]:
+        """plan.d/<group>.json, not plan.json: the controller is plan.json's only writer and
+        merges each job's added cells into it (`executors.slurm.merge_plan`). Written before
+        the added cell is measured, so a job killed while measuring it loses nothing."""
+        rd.write_json(f"plan.d/{rd.shard}.json", redact_json(self.plan.model_dump(mode="json")))
+        return {c.cell_id for c in self.plan.cells()}
+
+    def _write_env(self) -> None:
+        env = capture_environment(
+            self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
+        )
+        previous = read_environment(self.env_shard())
+        here = {
+            name: record.model_copy(update={"node": self.node, "gpu_serials": self.serials})
+            for name, record in self.servers.items()
+        }
+        env.servers = {**(previous.servers if previous else {}), **here}
+        if self.hardware is not None:
+            env.hardware_check = self.hardware
+            env.gpus = list(self.hardware.gpus)
+        elif previous is not None:
+            env.hardware_check, env.gpus = previous.hardware_check, previous.gpus
+        self.run_dir.write_json(
+            str(self.env_shard().relative_to(self.run_dir.path)), env.model_dump(mode="json")
+        )
+
+
+def run_task(task: GroupTask) -> dict[str, Any]:
+    """Run one job's work (module-level so submitit can pickle it by reference)."""
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    if threading.current_thread() is threading.main_thread():
+        # replaces submitit's handler, which would raise inside whatever runs (a request)
+        signal.signal(signal.SIGUSR2, _on_time_limit)
+    try:
+        return _run(task)
+    except TimeLimitReached:
+        raise RuntimeError(TIME_LIMIT_MESSAGE) from None
+
+
+def _run(task: GroupTask) -> dict[str, Any]:
+    from matrixrun import verify
+    from matrixrun.engines import for_spec
+    from matrixrun.run.gates import hardware_gate
+    from matrixrun.run.progress import PlainObserver
+    from matrixrun.spec import load_spec
+    from matrixrun.verify.driver import _run_round
+
+    spec_path = Path(task.spec_path)
+    spec = load_spec(spec_path)
+    rd = RunDir(task.run_dir, shard=task.group_id)
+    engine: Engine
+    if task.rehearse:
+        from matrixrun.engines.sim import rehearsal_engine
+
+        engine = rehearsal_engine(spec, spec.experiment)
+    else:
+        engine = for_spec(spec.engine)
+    runner = NodeRunner(
+        spec, spec_path.read_text(), rd, engine, RunOptions(task.rehearse, PlainObserver())
+    )
+    if engine.launches and not task.rehearse:
+        runner.hardware = hardware_gate(spec, task.ignore_hardware)
+    runner.adopt_shared_plan()
+    policy = verify.policy_for(spec, runner.plan)
+    group = runner.plan.group(task.group_id)
+
+    def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
+        # the same event as Runner.run's (an added cell goes to plan.d first), plus the job;
+        # a stage-2 run is tagged with its round, as on one node (`resume.unfinished_round`)
+        if stage == 2:
+            runner._round_of[cell.cell_id] = round_no
+        runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
+
+    if task.round_no == 0:
+        runner.retry = set(task.retry)  # tagged extra.retry as on one node (`Runner.record`)
+        todo: list[tuple[Cell, Reason]] = [
+            (c, "first") for c in verify.first_pass(group, runner.measurements, runner.retry)
+        ]
+
+        def warm(_inst: object) -> list[tuple[Cell, Reason]]:
+            # the other groups' numbers so far (the baseline's, on another node)
+            runner.measurements = rd.measurements()
+            picks = policy.warm_reruns(group, runner.measurements)
+            for cell, why in picks:
+                note(1, 0, cell, "surprise", why)
+            return [(cell, "surprise") for cell, _ in picks]
+
+        if todo:
+            runner.run_cells(group, todo, after=warm)
+    else:
+
+        def run_cells(
+            g: ServerGroup, cells: list[tuple[Cell, Reason]], more: verify.After | None
+        ) -> None:
+            runner.run_cells(g, cells, after=None if more is None else (lambda _i: more()))
+
+        _run_round(policy, runner.measurements, run_cells, note, task.round_no, [group])
+    return {
+        "group": task.group_id,
+        "round": task.round_no,
+        "node": runner.node,
+        "measured": runner.new_measurements,
+        "failed": runner.failed_here,
+    }

@@ -1,0 +1,91 @@
+"""The two stages after measuring, each reading and writing only the run directory:
+
+    results.jsonl + settings.json ─analyse_run─▶ verdict.json
+    verdict.json + settings.json + plan.json + env.json (+ events, results) ─render_run─▶ report.md
+
+`run` and `ingest` end by calling both, once each; `matrixrun analyse` and `matrixrun report`
+call one each. Neither parses a spec, so a run directory is self-contained.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from matrixrun.core.errors import InputError
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import RunSettings
+
+
+def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
+    return run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+
+
+def write_settings(rd: RunDir, settings: RunSettings) -> Path:
+    return rd.write_text("settings.json", settings.model_dump_json(indent=2) + "\n")
+
+
+def read_settings(rd: RunDir) -> RunSettings:
+    """settings.json, or one sentence saying why it cannot be used."""
+    path = rd.path / "settings.json"
+    if not path.exists():
+        raise InputError(
+            f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
+            f"`matrixrun ingest` (an older run gets one from `matrixrun run SPEC --resume "
+            f"{rd.path}`)"
+        )
+    try:
+        return RunSettings.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        raise InputError(
+            f"{path}: not the settings of this matrixrun version ({exc.error_count()} "
+            f"problem(s)); `matrixrun run SPEC --resume {rd.path}` rewrites it"
+        ) from exc
+
+
+def analyse_run(run_dir: str | Path | RunDir) -> Path:
+    """Judge results.jsonl by settings.json; write verdict.json and return its path."""
+    from matrixrun.analysis import analyse
+
+    rd = _run_dir(run_dir)
+    if not rd.results_file.exists():
+        raise InputError(
+            f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
+            "`matrixrun ingest`"
+        )
+    verdict = analyse(rd.measurements(), read_settings(rd).analysis)
+    return rd.write_text("verdict.json", verdict.model_dump_json(indent=2) + "\n")
+
+
+def report_text(run_dir: str | Path | RunDir, templates: str | Path | None = None) -> str:
+    """The verdict document of an analysed run directory."""
+    from matrixrun.report import render_run_dir
+
+    return render_run_dir(_run_dir(run_dir), templates)
+
+
+def write_chart(rd: RunDir) -> Path | None:
+    """RUN_DIR/chart.png beside the report, when the optional plotting extra is installed."""
+    from matrixrun.core.verdict import Verdict
+    from matrixrun.report.chart_png import CHART_FILE, write_chart
+
+    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    return write_chart(verdict, rd.path / CHART_FILE)
+
+
+def render_run(
+    run_dir: str | Path | RunDir,
+    out: str | Path | None = None,
+    templates: str | Path | None = None,
+) -> Path:
+    """Render the document to `out` (default RUN_DIR/report.md) and return its path."""
+    rd = _run_dir(run_dir)
+    text = report_text(rd, templates)
+    write_chart(rd)
+    if out is None:
+        return rd.write_text("report.md", text)
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target

@@ -1,0 +1,169 @@
+"""Where a run's measurements go: a new run directory, or an earlier one to resume.
+
+Resuming is safe because results.jsonl is append-only and a resumed run replays the same
+verify policy over the same measurements; what must hold is that the spec is the one the run
+started with (no measurement mixed with cells of another spec), that a relaunch never
+reuses an earlier instance's name (instance names carry fresh-server σ in the analysis), that
+no server of the killed run is still holding the machine (`stop_left_servers`), and that a
+stage-2 round the kill interrupted is finished rather than counted as done
+(`unfinished_round`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import cast, get_args
+
+from matrixrun.core.errors import InputError, MatrixError
+from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.redact import redact_logs
+from matrixrun.plan import Plan
+from matrixrun.run.procs import stop_leftovers
+from matrixrun.rundir.results import RunDir
+from matrixrun.verify import Unfinished
+
+
+def new_run_dir(spec_path: Path, out: str | Path | None, rehearse: bool) -> RunDir:
+    """`--out`, else runs/<stem>[.rehearsal]/<time>; refuses a directory that holds a run."""
+    stem = spec_path.stem + (".rehearsal" if rehearse else "")
+    rd = RunDir(Path(out) if out else Path("runs") / stem / time.strftime("%Y%m%d-%H%M%S"))
+    if rd.exists():
+        raise MatrixError(
+            f"{rd.path} already holds a run; use --resume {rd.path} to "
+            "continue it or --out for a new directory"
+        )
+    return rd
+
+
+def resumed_run_dir(resume: str | Path, spec_path: Path, spec_text: str) -> RunDir:
+    """The run directory to continue; refuses one that is not a run or whose spec differs."""
+    rd = RunDir(resume)
+    if not rd.exists():
+        raise MatrixError(
+            f"--resume {resume}: not a run directory (no plan.json); give the "
+            "directory a previous run printed"
+        )
+    old = rd.path / "spec.yaml"
+    if old.exists() and old.read_text() != spec_text:
+        raise InputError(
+            f"{spec_path} differs from the spec this run started with ({old}); resume with "
+            f"that file (`--resume {rd.path}` and spec {old}) or start a new run, so no "
+            "measurement is mixed with cells of another spec"
+        )
+    return rd
+
+
+def launch_counts(
+    events: Iterable[dict[str, object]], measurements: Iterable[Measurement]
+) -> dict[str, int]:
+    """Launches so far per group, from the audit log's launch events and the instance names
+    (`group#n`) of the measurements: the next launch of a group is number count + 1. Pure."""
+    launched = [
+        (str(e.get("group")), str(e.get("instance"))) for e in events if e.get("event") == "launch"
+    ]
+    launched += [(m.group_id, m.instance) for m in measurements]
+    counts: dict[str, int] = {}
+    for group_id, instance in launched:
+        tail = instance.rsplit("#", 1)[-1]
+        number = int(tail) if tail.isdigit() else 0
+        counts[group_id] = max(counts.get(group_id, 0), number)
+    return counts
+
+
+REASONS = frozenset(get_args(Reason))
+
+
+def unfinished_round(
+    events: Iterable[dict[str, object]],
+    measurements: Iterable[Measurement],
+    torn_group: str | None = None,
+) -> Unfinished | None:
+    """Where stage 2 stood, from the runner's journal in the audit log (`round_begin` with the
+    round's groups in order, `round_group_done` per group) and the measurements tagged with
+    their round (`extra.round`); the reruns noted for the round (`verify` events) but never
+    measured are the interrupted launch's `pending` work. None when no round ever began
+    (stage 2 starts at round 1). `torn_group` is the group of a torn record just cut: its
+    round is not done, whatever the journal says, so the cut run is measured again. Pure."""
+    begun: tuple[int, tuple[str, ...]] | None = None
+    finished: set[str] = set()
+    noted: list[tuple[str, Reason]] = []
+    for e in events:
+        kind = e.get("event")
+        if kind == "round_begin":
+            groups = e.get("groups")
+            round_no = e.get("round")
+            if isinstance(round_no, int) and isinstance(groups, list):
+                begun = (round_no, tuple(str(g) for g in groups))
+                finished, noted = set(), []
+        elif begun is None or e.get("round") != begun[0]:
+            continue
+        elif kind == "round_group_done":
+            finished.add(str(e.get("group")))
+        elif kind == "verify" and e.get("stage") == 2 and e.get("reason") in REASONS:
+            noted.append((str(e.get("cell")), cast(Reason, e.get("reason"))))
+    if begun is None:
+        return None
+    round_no, groups = begun
+    if torn_group is not None:
+        finished.discard(torn_group)
+    rerun = frozenset(m.cell_id for m in measurements if m.extra.get("round") == round_no)
+    owed = tuple(g for g in groups if g not in finished)
+    pending = tuple((c, r) for c, r in noted if c not in rerun) if owed else ()
+    return Unfinished(round_no, owed, rerun, pending)
+
+
+def stop_left_servers(rd: RunDir) -> list[str]:
+    """Stop the servers an interrupted run into `rd` left running (its pid files), each
+    recorded in the audit log; one sentence per pid file that needed attention."""
+    notes: list[str] = []
+    for left in stop_leftovers(rd.path / "pids"):
+        rd.event(
+            "leftover_server",
+            instance=left.instance,
+            pid=left.pid,
+            stopped=left.stopped,
+            why=left.why,
+        )
+        if left.stopped:
+            notes.append(
+                f"stopped server {left.instance} (pid {left.pid}) that an interrupted run left "
+                "running"
+            )
+        elif left.pid is None or "cannot be checked" in left.why:
+            notes.append(f"server {left.instance}: {left.why}")
+    redact_logs(rd.path / "logs")
+    return notes
+
+
+def mend_run_dir(
+    rd: RunDir, plan: Plan, measurements: list[Measurement]
+) -> tuple[list[str], Unfinished | None]:
+    """Before measuring into a directory an earlier session wrote: stop the servers it left
+    running, cut a torn last record (its cell is measured again: the round it belonged to is
+    reopened), and read where stage 2 stood. One sentence per repair, and the round left
+    unfinished (None: none)."""
+    notes = stop_left_servers(rd)
+    torn = rd.mend()
+    torn_group = None
+    if torn is not None:
+        groups = {c.cell_id: g.group_id for g in plan.groups for c in g.cells}
+        torn_group = groups.get(torn.cell_id or "")
+        rd.event("torn_tail", cell=torn.cell_id, bytes=torn.size)
+        notes.append(torn.sentence(rd.results_file))
+    return notes, unfinished_round(rd.events(), measurements, torn_group)
+
+
+class EventJournal:
+    """The verify journal as audit-log events (`round_begin`, `round_group_done`), written by
+    the runner and read back by `unfinished_round` above."""
+
+    def __init__(self, rd: RunDir) -> None:
+        self.rd = rd
+
+    def round_begun(self, round_no: int, groups: list[str]) -> None:
+        self.rd.event("round_begin", round=round_no, groups=groups)
+
+    def group_done(self, round_no: int, group_id: str) -> None:
+        self.rd.event("round_group_done", round=round_no, group=group_id)

@@ -1,0 +1,596 @@
+"""Orchestration: launch each server group, measure its cells, verify, analyse, report.
+
+The runner owns the order of work and the run directory; it decides nothing about statistics.
+What to rerun comes from `verify.py` (a pure policy over the measurements so far), verdicts
+from `analysis.py`, the document from `report.py`. Every measurement is appended to
+results.jsonl the moment it completes, so an interrupted run loses at most the cell in flight,
+and `--resume` continues from what is there (a resumed run replays the same policy over the
+same measurements, so it asks for the same reruns).
+
+Failure handling: a failing cell (timeout, errors, a server that died under it) is recorded as
+a failed measurement with its reason and the run goes on; a server that died is relaunched for
+the group's remaining cells; a server that will not start marks the group's cells failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matrixrun.core.errors import EngineError
+from matrixrun.core.measurement import (
+    Failure,
+    Measurement,
+    Reason,
+    failed_cells,
+    over_failure_rate,
+    retry_note,
+    still_failed,
+)
+from matrixrun.core.redact import redact_file, redact_json, redact_text
+from matrixrun.core.rerun_reason import RerunWhy
+from matrixrun.engines.base import (
+    Api,
+    Engine,
+    ServerHandle,
+    free_port,
+    get_json,
+    post_ok,
+    redact_argv,
+)
+from matrixrun.load.cell import BenchServing, CellRun, measure_cell
+from matrixrun.load.client import LoadConfig
+from matrixrun.load.records import write_jsonl
+from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.plan.history import refuse_simulated_noise
+from matrixrun.run import outputs
+from matrixrun.run.gates import correctness_done, correctness_gate, hardware_gate
+from matrixrun.run.progress import NullObserver, Observer
+from matrixrun.run.resume import (
+    EventJournal,
+    launch_counts,
+    mend_run_dir,
+    new_run_dir,
+    resumed_run_dir,
+)
+from matrixrun.rundir.environment import (
+    HardwareGate,
+    ServerRecord,
+    capture_environment,
+    read_environment,
+)
+from matrixrun.rundir.hardware import gpu_serials
+from matrixrun.rundir.results import RunDir, now_iso
+from matrixrun.spec import Spec, spec_hash
+from matrixrun.verify import Unfinished
+
+if TYPE_CHECKING:
+    from matrixrun.run.executors import Executor
+
+HOST = "127.0.0.1"
+#: How long a server whose requests failed may take to be seen exiting (see Runner._died).
+DEATH_GRACE_S = 1.0
+
+#: instance -> more (cell, reason) pairs to measure on it while it is up (warm reruns).
+After = Callable[["Instance"], list[tuple[Cell, Reason]]]
+
+
+@dataclass
+class RunOptions:
+    #: Measure on the simulator: every number is labelled simulated, and the built-in client
+    #: is used even when the spec asks for bench_serving (which needs SGLang installed).
+    rehearse: bool = False
+    observer: Observer = field(default_factory=NullObserver)
+    #: With --resume: measure again, once, the cells whose every attempt failed.
+    retry_failed: bool = False
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    measured: int
+    failed: int
+    skipped: int
+    report: Path | None
+    #: What the run found and mended in its directory before measuring (servers a killed run
+    #: left running, a torn last record): one sentence each, for the CLI to print.
+    notes: list[str] = field(default_factory=list)
+    #: Cells whose requests failed more often than `verify.failure_rate` allows (the
+    #: analysis will not trust them): one sentence each. A run with any exits 1.
+    over_failure_rate: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Instance:
+    """A live server of one group: which launch of the group it is, its handle, and what it
+    said about itself when it became healthy."""
+
+    group: ServerGroup
+    name: str
+    server: ServerHandle
+    base_url: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Runner:
+    """Runs one plan against one engine into one run directory. Knows the order of work and
+    the directory's files; how a server is started, how fast it runs and what it reports per
+    cell are the engine's (`engines/base.Engine`), how a cell is measured the load client's
+    (`load/cell.py`), what to rerun the verify policy's."""
+
+    def __init__(
+        self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine, options: RunOptions
+    ) -> None:
+        self.spec = spec
+        self.spec_text = spec_text
+        self.run_dir = run_dir
+        self.engine = engine
+        self.options = options
+        self.plan: Plan = expand(spec, spec_hash(spec_text))
+        self.measurements: list[Measurement] = run_dir.measurements()
+        # instance names continue after a resume: count earlier launches, measured or not
+        self.launch_counts = launch_counts(run_dir.events(), self.measurements)
+        self.new_measurements = 0
+        self.hardware: HardwareGate | None = None
+        self.skipped = 0
+        self.servers: dict[str, ServerRecord] = {}
+        #: Instances whose server info says they are a simulator: their numbers are labelled
+        #: simulated even outside --rehearse (e.g. engine.launch pointed at matrixrun.sim).
+        self.simulated_instances: set[str] = set()
+        #: cell id -> the stage-2 round that asked for its next run (tagged on the
+        #: measurement as extra.round, so a resumed run knows what a round already did)
+        self._round_of: dict[str, int] = {}
+        #: cell ids `--retry-failed` measures again: the next run of each is tagged extra.retry
+        self.retry: set[str] = failed_cells(self.measurements) if options.retry_failed else set()
+        self._unfinished: Unfinished | None = None
+        #: cell ids the plan file holds: an added cell not among them is written first
+        self._on_file: set[str] = {c.cell_id for c in self.plan.cells()}
+        #: the GPUs this process's servers run on, recorded with each: a run resumed on
+        #: another machine (a lent GPU node is often a fresh one) shows it in env.json
+        self.serials: list[str] = [] if options.rehearse else gpu_serials()
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def attempts(self, cell: Cell) -> list[Measurement]:
+        return [m for m in self.measurements if m.cell_id == cell.cell_id]
+
+    def record(self, m: Measurement, note: str = "") -> None:
+        round_no = self._round_of.pop(m.cell_id, None)
+        if round_no is not None:
+            m = m.model_copy(update={"extra": {**m.extra, "round": round_no}})
+        if m.cell_id in self.retry:  # it replaces the failed attempts before it in the counts
+            self.retry.discard(m.cell_id)
+            m = m.model_copy(update={"extra": {**m.extra, "retry": True}})
+        if m.error:  # errors quote log tails and command lines
+            m = m.model_copy(update={"error": redact_text(m.error)})
+        self.run_dir.append(m)
+        self.measurements.append(m)
+        self.new_measurements += 1
+        self.options.observer.measured(m, note)
+
+    @property
+    def _api(self) -> Api:
+        """The request API: the spec's choice, else the engine's own."""
+        return self.spec.engine.api or self.engine.api
+
+    # -- servers ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def launched(self, group: ServerGroup) -> Iterator[Instance]:
+        """One launch of `group`, healthy and gated; stopped on the way out, whatever happens."""
+        number = self.launch_counts.get(group.group_id, 0) + 1
+        self.launch_counts[group.group_id] = number
+        name = f"{group.group_id}#{number}"
+        launch = self.engine.launch(group, HOST, free_port(HOST))
+        label = f"{self.engine.name} server {name} ({group.arm})"
+        server = self.engine.serve(
+            launch, label, self.run_dir.log_file(name), self.run_dir.pid_file(name)
+        )
+        self.options.observer.status(f"launching {group.arm} ({name})")
+        self.run_dir.event(
+            "launch",
+            instance=name,
+            group=group.group_id,
+            arm=group.arm,
+            argv=redact_argv(launch.argv),
+            port=launch.port,
+        )
+        server.start()
+        try:
+            startup = server.wait_healthy(
+                self.engine.health_path,
+                self.engine.time_scale.server_seconds(self.spec.limits.startup_timeout),
+            )
+            info = get_json(launch.base_url, self.engine.info_paths)
+            if info.get("simulated"):
+                self.simulated_instances.add(name)
+            self.servers[name] = ServerRecord(
+                group=group.group_id,
+                arm=group.arm,
+                slice=group.slice,
+                startup_s=round(startup, 3),
+                version=self.engine.version(info),
+                args=redact_json(self.engine.effective_args(info)),
+                argv=redact_argv(launch.argv),
+                gpu_serials=self.serials,
+            )
+            self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
+            self._write_env()
+            self._correctness(group, launch.base_url)
+            yield Instance(group, name, server, launch.base_url, info)
+        finally:
+            code = server.stop()
+            self.run_dir.event("stop", instance=name, returncode=code)
+
+    def _correctness(self, group: ServerGroup, base_url: str) -> None:
+        """Once per group: the arm answers the fixed greedy prompts (the correctness gate)."""
+        if correctness_done(self.spec, self.run_dir, group):
+            return
+        self.options.observer.status(f"correctness gate: {group.arm}")
+        correctness_gate(
+            self.spec,
+            self.run_dir,
+            group,
+            base_url,
+            self._api,
+            self.engine.api_key(),
+            self.engine.time_scale.server_seconds(self.spec.limits.request_timeout),
+            tokenizer=self._tokenizer(group),
+        )
+        self._write_env()
+        self._write_settings()  # the gate's outcome on file now: a run cut short keeps it
+
+    def _flush(self, inst: Instance, cell: Cell) -> None:
+        """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm
+        cache would flatter whoever runs later); recorded either way."""
+        why = None
+        if not self.spec.engine.flush_cache:
+            why = "engine.flush_cache is false in the spec"
+        elif self.engine.flush_path is None:
+            why = f"{self.engine.name} has no cache-flush endpoint"
+        ok = why is None and post_ok(inst.base_url, str(self.engine.flush_path))
+        extra = {"why": why} if why else {}
+        self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
+
+    def _tokenizer(self, group: ServerGroup) -> str | None:
+        """Where text prompts get their tokenizer (None: prompts go as token ids)."""
+        if self.spec.engine.prompt_format != "text":
+            return None
+        return group.model.tokenizer or group.model.path
+
+    # -- measuring ----------------------------------------------------------------------
+    def measure(self, inst: Instance, cell: Cell, reason: Reason) -> Measurement:
+        """Measure `cell` once on `inst`: flush, run the load (`load.cell.measure_cell` maps
+        its failures to one error), keep the per-request records, notice a dead server."""
+        attempt = len(self.attempts(cell)) + 1
+        self._flush(inst, cell)
+        self.options.observer.status(
+            f"{inst.group.arm} {self.plan.axis}={cell.x} "
+            f"attempt {attempt} ({reason}) on {inst.name}"
+        )
+        started_at = now_iso()
+        bench = self._bench_serving(inst, cell, attempt)
+        run = measure_cell(
+            self._load_config(inst, cell),
+            self.engine.time_scale,
+            self.spec.limits.cell_timeout,
+            bench,
+        )
+        requests_file = self._keep_records(cell, attempt, run)
+        error, failure = run.error, run.failure
+        extra: dict[str, Any] = dict(run.extra)
+        if run.argv:
+            extra["argv"] = redact_argv(run.argv)
+        if not self._died(inst, run):
+            extra.update(self.engine.cell_extras(inst.base_url, inst.info))
+        else:
+            error = (
+                f"server {inst.name} died (exit code {inst.server.exit_code()}) during the "
+                f"cell; last log lines: {inst.server.log_tail(5)}"
+            )
+            failure = Failure.SERVER_DIED
+        return Measurement(
+            **self._identity(inst.group, cell, attempt, inst.name, reason),
+            started_at=started_at,
+            client="bench_serving" if bench is not None else "builtin",
+            simulated=self.options.rehearse or inst.name in self.simulated_instances,
+            metrics=run.metrics,
+            error=error,
+            failure=failure,
+            finished_at=now_iso(),
+            requests_file=requests_file,
+            extra=extra,
+        )
+
+    @staticmethod
+    def _died(inst: Instance, run: CellRun) -> bool:
+        """Whether the server died under the cell. A killed server drops its connections a
+        moment before its process can be reaped, so when requests failed the process gets
+        `DEATH_GRACE_S` to show it exited: otherwise the cell would read as a load failure
+        on a live server and the relaunch would wait for the next cell. (The cost: up to that
+        long after a cell whose requests failed on a server that is fine.)"""
+        if not inst.server.alive():
+            return True
+        if run.error is None and not any(r.error for r in run.records):
+            return False
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            if not inst.server.alive():
+                return True
+        return False
+
+    def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
+        """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
+        w = self.spec.workload
+        output_len = int(cell.point["output_len"])
+        copy = w.warmup_requests == "cell"  # an unmeasured copy of the cell first
+        return LoadConfig(
+            base_url=inst.base_url,
+            api=self._api,
+            model=inst.group.model.path,
+            num_prompts=cell.num_prompts,
+            input_len=int(cell.point["input_len"]),
+            output_len=output_len,
+            concurrency=int(cell.point["concurrency"]),
+            request_rate=float(cell.point["request_rate"]),
+            warmup_requests=cell.num_prompts if copy else int(w.warmup_requests),
+            warmup_output_len=output_len if copy else None,
+            seed=w.seed,
+            request_timeout_s=self.spec.limits.request_timeout,
+            duration_s=w.duration,
+            api_key=self.engine.api_key(),
+            prompt_format=self.spec.engine.prompt_format,
+            tokenizer=self._tokenizer(inst.group),
+            strict_openai=self.spec.engine.strict_openai,
+            time_cap_s=self.spec.limits.cell_timeout,
+            processes=w.processes,
+        )
+
+    def _bench_serving(self, inst: Instance, cell: Cell, attempt: int) -> BenchServing | None:
+        if self.spec.engine.client != "bench_serving" or self.options.rehearse:
+            return None
+        return BenchServing(
+            self.run_dir.path / "bench_serving" / f"{cell.cell_id}-{attempt}",
+            self.spec.engine.client_launch,
+            inst.group.model.tokenizer,
+        )
+
+    def _keep_records(self, cell: Cell, attempt: int, run: CellRun) -> str | None:
+        """Write the cell's per-request records; their path relative to the run directory."""
+        if run.metrics is None:
+            return None
+        path = self.run_dir.requests_file(cell.cell_id, attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(path, run.records)
+        return str(path.relative_to(self.run_dir.path))
+
+    def _identity(
+        self, group: ServerGroup, cell: Cell, attempt: int, instance: str, reason: Reason
+    ) -> dict[str, Any]:
+        """The fields that say which run of which cell on which server a measurement is."""
+        return dict(
+            cell_id=cell.cell_id,
+            point_id=cell.point_id,
+            arm=cell.arm,
+            group_id=group.group_id,
+            slice=cell.slice,
+            point=cell.point,
+            attempt=attempt,
+            instance=instance,
+            reason=reason,
+            time_scale=self.engine.time_scale.factor,
+        )
+
+    def run_cells(
+        self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None = None
+    ) -> None:
+        """Measure `cells` on one launch of `group`, relaunching if the server dies. `after`
+        (instance -> list of (cell, reason)) may add warm reruns while the server is up."""
+        queue = list(cells)
+        while queue:
+            try:
+                with self.launched(group) as inst:
+                    while queue:
+                        cell, reason = queue.pop(0)
+                        m = self.measure(inst, cell, reason)
+                        self.record(m)
+                        if not inst.server.alive():
+                            break  # relaunch for the rest
+                        if not queue and after is not None:
+                            queue.extend(after(inst))
+            except EngineError as exc:
+                for cell, reason in queue:
+                    self.record(self._failed(group, cell, reason, str(exc)))
+                queue.clear()
+
+    def verify_event(
+        self, stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy, **extra: Any
+    ) -> None:
+        """The audit line of a rerun the verify policy chose, with the attempt it will be (the
+        report matches the reason to that measurement by it). A cell the policy added
+        (bisection) goes on file first (`_write_plan`), before it is measured."""
+        if cell.added_by is not None and cell.cell_id not in self._on_file:
+            self._on_file = self._write_plan(self.run_dir)
+        self.run_dir.event(
+            "verify",
+            stage=stage,
+            round=round_no,
+            cell=cell.cell_id,
+            attempt=len(self.attempts(cell)) + 1,
+            arm=cell.arm,
+            x=cell.x,
+            reason=reason,
+            why=why.model_dump(mode="json", exclude_none=True),
+            **extra,
+        )
+
+    def _failed(self, group: ServerGroup, cell: Cell, reason: Reason, error: str) -> Measurement:
+        """A cell that never measured because its server would not start (or stay up)."""
+        number = self.launch_counts.get(group.group_id, 0)
+        attempt = len(self.attempts(cell)) + 1
+        return Measurement(
+            **self._identity(group, cell, attempt, f"{group.group_id}#{number}", reason),
+            error=error,
+            failure=Failure.LAUNCH,
+            simulated=self.options.rehearse,
+            started_at=now_iso(),
+            finished_at=now_iso(),
+        )
+
+    # -- the whole run ------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        """Write the run's fixed files, measure in the verify policy's order, then analyse and
+        render from the run directory alone."""
+        from matrixrun import verify
+
+        rd = self.run_dir.create()
+        self._on_file = self._write_plan(rd)  # first: a resumed run's added cells are its own
+        notes, self._unfinished = mend_run_dir(rd, self.plan, self.measurements)
+        rd.write_text("spec.yaml", self.spec_text)
+        rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
+        self._write_settings()
+        self._write_env()
+        policy = verify.policy_for(self.spec, self.plan)
+        obs = self.options.observer
+        obs.start(policy.expected_runs())
+        rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
+
+        self.skipped = sum(
+            1 for c in self.plan.cells() if self.attempts(c) and c.cell_id not in self.retry
+        )
+        if self.retry:
+            rd.event("retry_failed", cells=sorted(self.retry))
+        if self.options.retry_failed:
+            notes.append(retry_note(len(self.retry)))
+
+        def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
+            after = None if warm is None else (lambda inst: warm())
+            self.run_cells(group, cells, after=after)
+
+        def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
+            if stage == 2:  # tag its measurement with the round (a resume reads it back)
+                self._round_of[cell.cell_id] = round_no
+            self.verify_event(stage, round_no, cell, reason, why)
+
+        # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
+        # the planned stage-2 rounds: the order of work is verify.drive's, the same code the
+        # policy's scoring benchmark runs.
+        verify.drive(
+            policy,
+            self.measurements,
+            run_cells,
+            note,
+            EventJournal(rd),
+            self._unfinished,
+            retry=frozenset(self.retry),
+        )
+
+        obs.status("analysing")
+        self._write_settings()  # now with the correctness gate's outcome
+        # before the report: a run directory with no run_end is one that stopped early
+        rd.event("run_end", measured=self.new_measurements)
+        outputs.analyse_run(rd)
+        # redacted as a whole too (the renderer should redact per field): report.md is what
+        # `post` puts on a PR
+        report = redact_file(outputs.render_run(rd))
+        obs.finish()
+        failed = still_failed(self.measurements)
+        over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
+        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes, over)
+
+    def _write_plan(self, rd: RunDir) -> set[str]:
+        """plan.json: the expanded spec plus the cells the verify policy added (bisection),
+        those of an earlier session of this run first (a resume keeps them, so it neither
+        loses nor re-adds them). Returns the cell ids it holds."""
+        if rd.path.joinpath("plan.json").exists():
+            with contextlib.suppress(ValueError):  # an unreadable old plan adds nothing
+                self.plan.adopt_added(Plan.model_validate(rd.read_json("plan.json")))
+        rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
+        return {c.cell_id for c in self.plan.cells()}
+
+    def _write_settings(self) -> None:
+        """settings.json: what the analysis and the report need, with the correctness gate's
+        outcome so far (each candidate's agreement with the baseline, from correctness/)."""
+        from matrixrun.run.correctness import agreement_by_arm
+        from matrixrun.rundir.settings import run_settings
+
+        answers = [
+            json.loads(p.read_text())
+            for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
+        ]
+        agreement = {
+            arm: float(entry["agreement"])
+            for arm, entry in agreement_by_arm(answers, self.plan.baseline).items()
+        }
+        settings = run_settings(
+            self.spec,
+            self.plan,
+            rehearsal=self.options.rehearse,
+            time_scale=self.engine.time_scale.factor,
+            spec_sha256=hashlib.sha256(self.spec_text.encode()).hexdigest(),
+            correctness=agreement,
+        )
+        # engine.launch and flags can carry a key: the same redaction as plan.json
+        redacted = type(settings).model_validate(redact_json(settings.model_dump(mode="json")))
+        outputs.write_settings(self.run_dir, redacted)
+
+    def _write_env(self) -> None:
+        """env.json as of now: this process's facts, every server so far (a resumed run keeps
+        those of earlier sessions), the hardware gate's result."""
+        env = capture_environment(
+            self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
+        )
+        previous = read_environment(self.run_dir.path / "env.json")
+        env.servers = {**(previous.servers if previous else {}), **self.servers}
+        if self.hardware is not None:
+            env.hardware_check = self.hardware
+            env.gpus = list(self.hardware.gpus)
+        self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
+
+
+def run_experiment(
+    spec_path: str | Path,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    rehearse: bool = False,
+    observer: Observer | None = None,
+    ignore_hardware: bool = False,
+    executor: Executor | None = None,
+    retry_failed: bool = False,
+) -> RunSummary:
+    """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
+    hardware (real launches only), run (here, or through `executor`: executors/)."""
+    from matrixrun.engines import for_spec
+    from matrixrun.spec import load_spec
+
+    spec_path = Path(spec_path)
+    spec = load_spec(spec_path)
+    text = spec_path.read_text()
+    refuse_simulated_noise(spec, rehearse)
+    if resume is not None:
+        rd = resumed_run_dir(resume, spec_path, text)
+    else:
+        rd = new_run_dir(spec_path, out, rehearse)
+    hardware = None
+    engine: Engine
+    if rehearse:
+        from matrixrun.engines.sim import rehearsal_engine
+
+        engine = rehearsal_engine(spec, spec.experiment)
+    else:
+        engine = for_spec(spec.engine)
+        if engine.launches and (executor is None or executor.gates_here):
+            hardware = hardware_gate(spec, ignore_hardware)
+    options = RunOptions(
+        rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed
+    )
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    runner = Runner(spec, text, rd, engine, options)
+    runner.hardware = hardware
+    return runner.run() if executor is None else executor.run(runner)

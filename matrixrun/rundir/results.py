@@ -1,0 +1,275 @@
+"""The run directory: an append-only record of everything a run measured.
+
+    runs/<experiment>/<run-id>/
+      spec.yaml  spec.sha256   the spec as run and its hash
+      plan.json                the plan as run
+      env.json                 harness, host, engine versions and effective flags
+      results.jsonl            one Measurement per line, appended and flushed as each completes
+      events.jsonl             launches, health, stops, flushes, verify decisions (the audit log)
+      verdict.json             the analysis result
+      requests/<cell>-<attempt>.jsonl   per-request records (in the server's wall time: for a
+                                        time-dilated rehearsal multiply by the measurement's
+                                        time_scale for modelled time)
+      logs/<instance>.log      server logs
+      pids/<instance>.pid      one per live server (removed when it stops)
+      report.md
+      results.d/<group>.jsonl  events.d/<group>.jsonl   a run spread over several nodes
+                               (`--executor slurm`): each group's job appends only to its own
+                               files, and reading merges them with results.jsonl/events.jsonl
+      jobs.json  slurm/        the Slurm jobs (executors/slurm.py) and submitit's files
+
+A crash loses at most the measurement in flight; `--resume` reads results.jsonl back and skips
+what is there. Lines are never rewritten: a rerun is a new line. (A last line torn by a crash
+mid-write is skipped when reading and cut away before the next append; it was never a line.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.redact import redact_json
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """A partial last record cut from results.jsonl: how many bytes, and the cell it was
+    measuring when the line can still tell (its `cell_id` comes first in the record)."""
+
+    size: int
+    cell_id: str | None
+
+    def sentence(self, path: Path) -> str:
+        cell = f" of cell {self.cell_id}" if self.cell_id else ""
+        return (
+            f"{path}: cut a torn last record{cell} ({self.size} bytes, a crash mid-write); "
+            "that run of the cell is measured again"
+        )
+
+
+def _is_measurement(data: bytes) -> bool:
+    try:
+        Measurement.model_validate_json(data)
+    except ValidationError:
+        return False
+    return True
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+def _fresh_line(path: Path, is_whole: Callable[[bytes], bool]) -> bytes | None:
+    """Make `path` end at a line boundary before an append: a last line without its newline
+    gets one if `is_whole` accepts it, else it is cut (and returned). One byte read in the
+    usual case."""
+    try:
+        with path.open("rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return None
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return None
+    except FileNotFoundError:
+        return None
+    data = path.read_bytes()
+    start = data.rfind(b"\n") + 1
+    tail = data[start:]
+    if is_whole(tail):
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        return None
+    with path.open("r+b") as fh:
+        fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return tail
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.#-]+", "_", name)
+
+
+class RunDir:
+    """One run's directory. Methods that write flush (and fsync results) before returning.
+
+    `shard` (a group id) is for a process that shares the directory with others on other
+    nodes (a Slurm job): its measurements and events go to results.d/<shard>.jsonl and
+    events.d/<shard>.jsonl, files no other process writes, so no lock is needed on a network
+    file system (docs/cluster.md says why not one shared file). Reading always merges."""
+
+    def __init__(self, path: str | Path, shard: str | None = None) -> None:
+        self.path = Path(path)
+        self.shard = _safe(shard) if shard else None
+
+    # -- layout -------------------------------------------------------------------------
+    @property
+    def results_file(self) -> Path:
+        return self.path / "results.jsonl"
+
+    @property
+    def events_file(self) -> Path:
+        return self.path / "events.jsonl"
+
+    def log_file(self, instance: str) -> Path:
+        return self.path / "logs" / f"{_safe(instance)}.log"
+
+    def pid_file(self, instance: str) -> Path:
+        return self.path / "pids" / f"{_safe(instance)}.pid"
+
+    def requests_file(self, cell_id: str, attempt: int) -> Path:
+        return self.path / "requests" / f"{cell_id}-{attempt}.jsonl"
+
+    def _own(self, main: Path, folder: str) -> Path:
+        """The file this process appends to: the main one, or its shard's."""
+        return main if self.shard is None else self.path / folder / f"{self.shard}.jsonl"
+
+    def _all(self, main: Path, folder: str) -> list[Path]:
+        """The main file, then every shard's (sorted by name): what reading merges."""
+        return [main, *sorted((self.path / folder).glob("*.jsonl"))]
+
+    def create(self) -> RunDir:
+        for sub in ("logs", "pids", "requests"):
+            (self.path / sub).mkdir(parents=True, exist_ok=True)
+        return self
+
+    def exists(self) -> bool:
+        return (
+            (self.path / "plan.json").exists()
+            or self.results_file.exists()
+            or (self.path / "results.d").is_dir()
+        )
+
+    # -- writing ------------------------------------------------------------------------
+    def write_text(self, name: str, text: str) -> Path:
+        """Write a whole file atomically (temp file + rename): readers never see half of it."""
+        target = self.path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # a temp name of this host and process: two writers (nodes of a Slurm run) never
+        # share one, so the rename is always of a whole file written by one of them
+        tmp = target.with_name(f".{target.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        return self.write_text(name, json.dumps(obj, indent=2, default=str) + "\n")
+
+    def append(self, measurement: Measurement) -> None:
+        """Append one measurement and make it durable before returning. A torn last line (a
+        crash mid-write) is dealt with first, so the new record never glues onto it."""
+        line = measurement.model_dump_json() + "\n"
+        path = self._own(self.results_file, "results.d")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.mend()
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def mend(self) -> TornTail | None:
+        """If this process's results file (results.jsonl, or its shard's) does not end in a
+        newline, its last write was cut off. A tail that is a whole record (only the newline
+        was lost) gets its newline; a partial record is cut away and returned (for the run to
+        report): it is not a line (nothing ever read it as a measurement, see
+        `measurements`) and the cell it belonged to is measured again. The only write that is
+        not an append."""
+        cut = _fresh_line(self._own(self.results_file, "results.d"), _is_measurement)
+        if cut is None:
+            return None
+        found = re.search(rb'"cell_id"\s*:\s*"([^"]*)"', cut)
+        return TornTail(len(cut), found.group(1).decode(errors="replace") if found else None)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Append to the audit log (launch, healthy, stop, flush, verify decisions); like a
+        measurement, on a fresh line even after a torn write."""
+        record = {"t": now_iso(), "event": kind, **redact_json(fields)}
+        path = self._own(self.events_file, "events.d")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _fresh_line(path, _is_json)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=str) + "\n")
+            fh.flush()
+
+    # -- reading ------------------------------------------------------------------------
+    def measurements(self) -> list[Measurement]:
+        """Every measurement: results.jsonl in file order, then (a run on several nodes) every
+        shard's, the merge ordered by start time. A truncated last line of a file (a crash
+        mid-write) is skipped; any other bad line is an error naming file and line."""
+        files = self._all(self.results_file, "results.d")
+        out = [m for path in files for m in self._read_measurements(path)]
+        if len(files) > 1:
+            out.sort(key=lambda m: m.started_at or "")  # stable: one file's order is kept
+        return out
+
+    @staticmethod
+    def _read_measurements(path: Path) -> list[Measurement]:
+        if not path.exists():
+            return []
+        out: list[Measurement] = []
+        # bytes, not text: a write torn inside a multi-byte character is not valid UTF-8
+        lines = path.read_bytes().splitlines()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(Measurement.model_validate_json(line))
+            except ValidationError as exc:
+                if number == len(lines):
+                    break  # torn final write: the cell will be measured again
+                raise InputError(
+                    f"{path}:{number}: not a measurement record "
+                    f"({exc.errors()[0]['msg']}); was the file edited by "
+                    "hand?"
+                ) from exc
+        return out
+
+    def events(self) -> list[dict[str, Any]]:
+        """The audit log: events.jsonl, then every shard's, the merge ordered by time."""
+        files = self._all(self.events_file, "events.d")
+        out = []
+        for path in files:
+            if not path.exists():
+                continue
+            for line in path.read_bytes().splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:  # a torn line (JSON or UTF-8): the audit log skips it
+                    continue
+                if isinstance(record, dict):
+                    out.append(record)
+        if len(files) > 1:
+            out.sort(key=lambda e: str(e.get("t", "")))
+        return out
+
+    def read_json(self, name: str) -> Any:
+        path = self.path / name
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise InputError(
+                f"{path} is missing; is {self.path} a matrixrun run directory?"
+            ) from exc
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
