@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import matrixrun.cli.options as options
 from matrixrun import __version__
-from matrixrun.cli import options
 from matrixrun.core.errors import MatrixError, SpecError
 from matrixrun.core.redact import redact_file, redact_json, redact_text
 

@@ -5,7 +5,7 @@ measurements, so the arm / point / repeat logic exists once; the format readers 
 their tool's field names and definitions into bench_serving's. What a record cannot say travels
 beside it: which format and tool wrote it, which server launch it came from when the file tells
 (a `vllm bench sweep` serve combination), and the definitions of its metrics, so a comparison
-never silently mixes a metric measured two different ways. """
+never silently mixes a metric measured two different ways."""
 
 from __future__ import annotations
 
