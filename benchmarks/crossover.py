@@ -41,7 +41,7 @@ from verdicts import CELL_S, LAUNCH_S, MARGIN, Lab, World, draw_world, spec_for 
 
 from matrixrun.analysis import analyse  # noqa: E402
 from matrixrun.plan import expand  # noqa: E402
-from matrixrun.verify import Policy, drive  # noqa: E402
+from matrixrun.verify import Policy  # noqa: E402
 
 VERIFY = "{{threshold: 3%, surprise: 10%, max_runs: {max_runs}, bisect: {bisect}}}"
 
@@ -98,7 +98,7 @@ def run_one(
     grid = {c.point_id for c in plan.cells()}
     lab = Lab(world)
     policy = Policy(spec, plan)
-    drive(policy, lab.ms, lab.run_cells)
+    lab.run_policy(policy)
     verdict = analyse(lab.ms, policy.settings)
     primary = policy.settings.primary
     for _, cand, cell in verdict.comparisons(primary):

@@ -15,7 +15,7 @@ cell verdicts can be scored against them, and its runs and launches counted:
   in a row on it, judged by the same analysis (one look; its σ can only be the warm one);
 - ``fixed 3 launches``: the careful hand-made variant: each arm launched three times, every
   cell once per launch (its σ includes the server-to-server spread);
-- ``policy``: the real `matrixrun.verify.Policy`, driven by the same `verify.drive` the runner
+- ``policy``: the real `matrixrun.verify.Policy`, driven by the same `verify.Schedule` the runner
   uses, against a simulated measurement function (no HTTP, no processes).
 
 The world (drawn per matrix, seeded): 3–6 concurrency points, 1–2 candidates; true effects
@@ -61,7 +61,7 @@ from matrixrun.core.verdict import AnalysisSettings  # noqa: E402
 from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
 from matrixrun.rundir.settings import analysis_settings  # noqa: E402
 from matrixrun.spec import Spec, parse_spec  # noqa: E402
-from matrixrun.verify import After, Policy, drive  # noqa: E402
+from matrixrun.verify import Launch, Policy, Schedule  # noqa: E402
 
 CONCURRENCY = [1, 4, 16, 64, 256, 1024]
 LAUNCH_S = 12 * 60.0  # the glm5 spec's estimate block: a launch 12 min, a cell 4 min
@@ -225,17 +225,29 @@ class Lab:
             )
         )
 
-    def run_cells(
-        self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None
-    ) -> None:
-        """The runner's `run_cells`, minus processes: one launch, the queue, then warm picks."""
+    def run_cells(self, group: ServerGroup, cells: list[tuple[Cell, Reason]]) -> None:
+        """A fixed list of cells on one launch (the fixed strategies)."""
         inst = self.launch(group)
-        queue = list(cells)
-        while queue:
-            cell, reason = queue.pop(0)
+        for cell, reason in cells:
             self.measure(group, inst, cell, reason)
-            if not queue and after is not None:
-                queue.extend(after())
+
+    def run_launch(self, launch: Launch) -> None:
+        """The runner's `run_launch`, minus processes: no launch for no work, then the work
+        items, asking for more while the server is up."""
+        queue = launch.next()
+        if not queue:
+            return
+        inst = self.launch(launch.group)
+        while queue:
+            w = queue.pop(0)
+            self.measure(launch.group, inst, w.cell, w.reason)
+            if not queue:
+                queue.extend(launch.next())
+
+    def run_policy(self, policy: Policy) -> None:
+        """The verify policy's whole order of work, consumed as the runner consumes it."""
+        for launch in Schedule(policy, lambda: self.ms).launches():
+            self.run_launch(launch)
 
 
 # --------------------------------------------------------------------------- strategies
@@ -286,7 +298,7 @@ Strategy = Callable[[np.random.Generator], Outcome]
 def one_run(world: World, spec: Spec, plan: Plan, reader: str) -> Outcome:
     lab = Lab(world)
     for g in plan.groups:
-        lab.run_cells(g, [(c, "first") for c in g.cells], None)
+        lab.run_cells(g, [(c, "first") for c in g.cells])
     settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     read = read_as_is if reader == "as_is" else judged
     return Outcome(read(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
@@ -296,9 +308,7 @@ def fixed_one_server(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
     """vLLM's sweep: one launch per arm, each cell `n` times back to back on it."""
     lab = Lab(world)
     for g in plan.groups:
-        lab.run_cells(
-            g, [(c, "first" if i == 0 else "manual") for c in g.cells for i in range(n)], None
-        )
+        lab.run_cells(g, [(c, "first" if i == 0 else "manual") for c in g.cells for i in range(n)])
     settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
@@ -308,7 +318,7 @@ def fixed(world: World, spec: Spec, plan: Plan, n: int) -> Outcome:
     for rep in range(n):
         order = plan.groups if rep % 2 == 0 else plan.groups[::-1]
         for g in order:
-            lab.run_cells(g, [(c, "first" if rep == 0 else "fresh_server") for c in g.cells], None)
+            lab.run_cells(g, [(c, "first" if rep == 0 else "fresh_server") for c in g.cells])
     settings = analysis_settings(spec, plan).model_copy(update={"looks": 1})
     return Outcome(judged(lab.ms, settings, world), len(lab.ms), lab.launches, len(plan.cells()))
 
@@ -318,7 +328,7 @@ def policy_run(world: World, spec: Spec, plan: Plan) -> Outcome:
     policy = Policy(spec, plan)
     grid = {c.point_id for c in plan.cells()}
     cell_arms = len(plan.cells())
-    drive(policy, lab.ms, lab.run_cells)
+    lab.run_policy(policy)
     verdicts = judged(lab.ms, policy.settings, world, grid)
     return Outcome(verdicts, len(lab.ms), lab.launches, cell_arms)
 

@@ -62,7 +62,7 @@ from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.verdict import Sigma
 from matrixrun.plan import Cell, expand
 from matrixrun.rundir.settings import analysis_settings
-from matrixrun.verify import Policy, drive, policy_for
+from matrixrun.verify import Policy, policy_for
 
 WORLDS = ("today", "launch", "hetero", "h200")
 H200_SIGMA_W = {1: 0.12, 4: 0.09, 16: 0.09, 64: 0.06, 256: 0.04, 1024: 0.04}
@@ -237,7 +237,7 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
         policy.settings = policy.settings.model_copy(
             update={"noise_history": earlier, "noise_from": "earlier"}
         )
-    drive(policy, lab.ms, lab.run_cells)
+    lab.run_policy(policy)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     pol = tally(verdicts_of(lab.ms, policy.settings, world), gpu)
     pol.prior_s = prior_s
@@ -250,7 +250,7 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
         queue: list[tuple[Cell, Reason]] = [
             (c, "first" if k == 0 else "manual") for c in g.cells for k in range(3)
         ]
-        lab.run_cells(g, queue, None)
+        lab.run_cells(g, queue)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     base = analysis_settings(ref_spec, ref_plan)
     refs = {
@@ -273,7 +273,7 @@ def _earlier_noise(world_name: str, seed: int, i: int) -> tuple[dict[str, Sigma]
     plan = expand(spec)
     lab = NoisyLab(world)
     policy = policy_for(spec, plan)
-    drive(policy, lab.ms, lab.run_cells)
+    lab.run_policy(policy)
     gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
     return {s.metric: s for s in analyse(lab.ms, policy.settings).sigma}, gpu
 

@@ -15,7 +15,7 @@ import pytest
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import Metrics
 from matrixrun.plan import Plan, added_cell, expand
-from matrixrun.run.runner import run_experiment
+from matrixrun.run.experiment import run_experiment
 from matrixrun.rundir.results import RunDir
 from matrixrun.spec import Spec, parse_spec
 from matrixrun.verify import Policy
@@ -169,16 +169,14 @@ def test_at_most_bisect_midpoints_between_the_grid_points_around_a_bracket() -> 
     policy = Policy(spec, plan)
     assert bisections(policy, ms) == {("base", 4), ("cand", 4)}
     for p in list(policy.proposed.values()):  # as the driver does when it measures them
-        from matrixrun.verify import bisect
-
-        bisect.adopt(policy, p.cell)
+        policy.adopt(p.cell)
     ms += [m(plan, "base", 4, 100.0), m(plan, "cand", 4, 60.0)]  # 4 is worse: bracket 1–4
     assert not bisections(policy, ms)  # bisect: 1, and 4 is already between 1 and 16
     spec2, plan2 = setup(bisect=2, grid="[1, 16]")
     policy2 = Policy(spec2, plan2)
     bisections(policy2, crossing(plan2, {1: 160.0, 16: 50.0}))
     for p in list(policy2.proposed.values()):
-        bisect.adopt(policy2, p.cell)
+        policy2.adopt(p.cell)
     ms2 = crossing(plan2, {1: 160.0, 16: 50.0})
     ms2 += [m(plan2, "base", 4, 100.0), m(plan2, "cand", 4, 60.0)]
     assert bisections(policy2, ms2) == {("base", 2), ("cand", 2)}

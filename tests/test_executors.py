@@ -13,9 +13,9 @@ from matrixrun.cli.main import main
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
 from matrixrun.run.executors import make_executor
-from matrixrun.run.executors.jobs import JobRecord, node_sharing
 from matrixrun.run.executors.slurm import parse_slurm_args, progress_line, time_limit_minutes
 from matrixrun.rundir.hardware import gpu_serials
+from matrixrun.rundir.jobs import JobRecord, node_sharing
 from matrixrun.rundir.results import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +169,7 @@ def test_gpu_serials_are_those_slurm_allocated(
 def test_a_local_resume_of_a_run_with_live_slurm_jobs_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from matrixrun.run.executors.jobs import JobsFile
+    from matrixrun.rundir.jobs import JobsFile
 
     book = JobsFile(jobs=[record("g1.r0", "COMPLETED"), record("g2.r0", "RUNNING")])
     book.jobs[1].job_id = "42"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from matrixrun.run import outputs
-from matrixrun.run.runner import run_experiment
+from matrixrun.run.experiment import run_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,9 +28,9 @@ from matrixrun.report.fmt import exact as fmt_exact
 from matrixrun.report.fmt import value as fmt_value
 from matrixrun.report.run_sections import verify_whys
 from matrixrun.report.sections import effective_arg_differences
-from matrixrun.run.outputs import analyse_run, write_settings
+from matrixrun.run.outputs import analyse_run
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import RunSettings, run_settings
+from matrixrun.rundir.settings import RunSettings, run_settings, write_settings
 from matrixrun.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -989,7 +989,7 @@ def test_a_verdict_from_another_version_asks_to_analyse_again(
 def test_a_slurm_run_says_when_arms_never_shared_a_node_and_which_jobs_failed(
     tmp_path: Path,
 ) -> None:
-    from matrixrun.run.executors.jobs import JobRecord, JobsFile
+    from matrixrun.rundir.jobs import JobRecord, JobsFile
 
     rd = writeup_run(tmp_path)
     job = JobRecord(

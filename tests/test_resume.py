@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 from test_verify import m, setup
 
-from matrixrun.core.measurement import Measurement, Reason
-from matrixrun.plan import Cell, ServerGroup
-from matrixrun.run.procs import PidRecord, group_alive, record_for, stop_leftovers
+from matrixrun.core.measurement import Measurement
+from matrixrun.engines.procs import PidRecord, group_alive, record_for, stop_leftovers
 from matrixrun.run.resume import stop_left_servers, unfinished_round
 from matrixrun.rundir.results import RunDir
-from matrixrun.verify import After, Policy, Unfinished, drive
+from matrixrun.verify import Policy, Schedule, Unfinished
 
 
 class Killed(Exception):
@@ -41,44 +40,45 @@ TRUTH = {("base", 1): 100.0, ("base", 4): 100.0, ("base", 16): 100.0,
 
 
 def _driver(kill_after: int | None):  # type: ignore[no-untyped-def]
-    """A run_cells that measures TRUTH (±1% by round) like the runner, tagging each stage-2
-    measurement with its round as the runner does; raises Killed after `kill_after` stage-2
-    measurements."""
+    """A consumer of the verify schedule that measures TRUTH (±1% by round) as the runner
+    consumes it (`Runner.run_launch`: a rerun's audit line first, a stage-2 measurement tagged
+    with its round); raises Killed after `kill_after` stage-2 measurements."""
     spec, plan = setup("{threshold: 3%, surprise: 60%, max_runs: 3, warm_rerun: false}")
     ms: list[Measurement] = []
     events: list[dict[str, object]] = []
     launches: dict[str, int] = {}
-    round_of: dict[str, int] = {}
     state = {"stage2": 0, "kill_after": kill_after}
+    policy = Policy(spec, plan)
 
-    def note(stage: int, round_no: int, c: Cell, reason: Reason, why: str) -> None:
-        if stage == 2:
-            round_of[c.cell_id] = round_no
-        events.append(
-            {"event": "verify", "stage": stage, "round": round_no, "cell": c.cell_id,
-             "reason": reason}
-        )  # fmt: skip
+    def run(unfinished: Unfinished | None = None) -> None:
+        schedule = Schedule(policy, lambda: ms, ListJournal(events), unfinished)
+        for launch in schedule.launches():
+            queue = launch.next()
+            if queue:
+                launches[launch.group.arm] = launches.get(launch.group.arm, 0) + 1
+            while queue:
+                w = queue.pop(0)
+                c = w.cell
+                if w.why is not None:
+                    events.append(
+                        {"event": "verify", "stage": w.stage, "round": w.round_no,
+                         "cell": c.cell_id, "reason": w.reason}
+                    )  # fmt: skip
+                if w.reason != "first":
+                    if state["kill_after"] is not None and state["stage2"] >= state["kill_after"]:
+                        raise Killed
+                    state["stage2"] = int(state["stage2"] or 0) + 1
+                n = sum(1 for x in ms if x.cell_id == c.cell_id)
+                # by round, not by launch: a killed launch must not change what is measured
+                r = w.round_no if w.stage == 2 else None
+                wobble = 1.0 + 0.01 * (-1) ** ((r or 0) + int(c.x) + (c.arm == "cand"))
+                rec = m(plan, c.arm, int(c.x), TRUTH[(c.arm, int(c.x))] * wobble,
+                        launches[launch.group.arm], w.reason, n + 1)  # fmt: skip
+                ms.append(rec if r is None else rec.model_copy(update={"extra": {"round": r}}))
+                if not queue:
+                    queue.extend(launch.next())
 
-    def run_cells(g: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None) -> None:
-        launches[g.arm] = launches.get(g.arm, 0) + 1
-        queue = list(cells)
-        while queue:
-            c, reason = queue.pop(0)
-            if reason != "first":
-                if state["kill_after"] is not None and state["stage2"] >= state["kill_after"]:
-                    raise Killed
-                state["stage2"] = int(state["stage2"] or 0) + 1
-            n = sum(1 for x in ms if x.cell_id == c.cell_id)
-            # by round, not by launch: a killed launch must not change what is measured
-            r = round_of.pop(c.cell_id, None)
-            wobble = 1.0 + 0.01 * (-1) ** ((r or 0) + int(c.x) + (c.arm == "cand"))
-            rec = m(plan, c.arm, int(c.x), TRUTH[(c.arm, int(c.x))] * wobble,
-                    launches[g.arm], reason, n + 1)  # fmt: skip
-            ms.append(rec if r is None else rec.model_copy(update={"extra": {"round": r}}))
-            if not queue and after is not None:
-                queue.extend(after())
-
-    return Policy(spec, plan), ms, events, run_cells, note, state
+    return policy, ms, events, run, state
 
 
 def _work(ms: list[Measurement]) -> Counter[tuple[str, str]]:
@@ -109,8 +109,8 @@ def test_a_run_killed_inside_a_round_finishes_that_round_when_resumed() -> None:
     is finished (the bug: the round counted as done, its remaining groups never ran), the
     reruns already chosen are measured, nothing is rerun twice in a round. A kill before any
     rerun of a round gives exactly the uninterrupted run's work."""
-    policy, ms, events, run_cells, note, _ = _driver(None)
-    drive(policy, ms, run_cells, note, ListJournal(events))
+    _, ms, events, run, _ = _driver(None)
+    run()
     clean = _work(ms)
     stage2 = sum(1 for x in ms if x.reason != "first")
     rounds = {x.extra.get("round") for x in ms} - {None}
@@ -118,14 +118,14 @@ def test_a_run_killed_inside_a_round_finishes_that_round_when_resumed() -> None:
     assert _round_complete(events, ms) == []
 
     for kill_after in range(stage2):
-        policy, ms, events, run_cells, note, state = _driver(kill_after)
+        _, ms, events, run, state = _driver(kill_after)
         with pytest.raises(Killed):
-            drive(policy, ms, run_cells, note, ListJournal(events))
+            run()
         unfinished = unfinished_round(events, ms)
         assert unfinished is not None and unfinished.groups, "the kill left a round open"
         before = len(ms)
         state["kill_after"] = None
-        drive(policy, ms, run_cells, note, ListJournal(events), unfinished)
+        run(unfinished)
         assert len(ms) > before, f"killed after {kill_after}: the resume measured nothing"
         assert _round_complete(events, ms) == [], f"killed after {kill_after}"
         if kill_after == 0:

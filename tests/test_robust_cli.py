@@ -110,9 +110,9 @@ def _tiny_run_dir(tmp_path: Path) -> Path:
                                 total_throughput=value + 128),
             ))  # fmt: skip
     from matrixrun.run import outputs
-    from matrixrun.rundir.settings import run_settings
+    from matrixrun.rundir.settings import run_settings, write_settings
 
-    outputs.write_settings(rd, run_settings(spec, plan))
+    write_settings(rd, run_settings(spec, plan))
     outputs.analyse_run(rd)
     return rd.path
 

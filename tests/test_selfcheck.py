@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_load_client import ITL, TTFT, config, fixed_server  # the fixed-timing server
 
-from matrixrun.load.client import run_load, run_load_sync
 from matrixrun.load.command import client_warning
+from matrixrun.load.multi import run_load, run_load_sync
 from matrixrun.load.records import RequestRecord
 from matrixrun.load.selfcheck import (
     ITL_PERCENTILES,

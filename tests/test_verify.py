@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,7 @@ from matrixrun.core.rerun_reason import WhyKind
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report import wording
 from matrixrun.spec import Spec, parse_spec
-from matrixrun.verify import After, Pick, Policy, decide_chance, drive, rounds_done
+from matrixrun.verify import Pick, Policy, Schedule, Work, decide_chance, rounds_done
 
 SPEC = """
 experiment: verify-test
@@ -199,7 +201,31 @@ def test_decide_chance() -> None:
     assert decide_chance(0.1, 0.05, 3, 3, 3, 0.03, 2.4) == 0.0  # no runs left
 
 
-# --------------------------------------------------------------------------- drive
+# --------------------------------------------------------------------------- schedule
+
+#: A test's launch: more (cell, reason) pairs while the server is up.
+After = Callable[[], list[tuple[Cell, Reason]]]
+
+
+def consume(
+    policy: Policy,
+    ms: list[Measurement],
+    run_cells: Callable[[ServerGroup, list[tuple[Cell, Reason]], After | None], None],
+    note: Callable[[int, int, Cell, Reason, Any], None] | None = None,
+) -> None:
+    """Consume the verify schedule as the runner does (no launch for no work; a chosen
+    rerun noted before it is measured), through a test's `run_cells`."""
+
+    def emit(items: list[Work]) -> list[tuple[Cell, Reason]]:
+        for w in items:
+            if note is not None and w.why is not None:
+                note(w.stage, w.round_no, w.cell, w.reason, w.why)
+        return [(w.cell, w.reason) for w in items]
+
+    for launch in Schedule(policy, lambda: ms).launches():
+        first = launch.next()
+        if first:
+            run_cells(launch.group, emit(first), lambda launch=launch: emit(launch.next()))
 
 
 def test_drive_runs_stage_one_then_warm_then_rounds_and_resumes() -> None:
@@ -224,7 +250,7 @@ def test_drive_runs_stage_one_then_warm_then_rounds_and_resumes() -> None:
 
     notes: list[tuple[int, int, str]] = []
     policy = Policy(spec, plan)
-    drive(policy, ms, run_cells, lambda st, r, c, reason, why: notes.append((st, r, reason)))
+    consume(policy, ms, run_cells, lambda st, r, c, reason, why: notes.append((st, r, reason)))
     order = [(arm, x, r) for arm, cs in calls for x, r in cs]
     assert order[:3] == [("base", 1, "first"), ("base", 4, "first"), ("base", 16, "first")]
     assert order[3:7] == [("cand", 1, "first"), ("cand", 4, "first"), ("cand", 16, "first"),
@@ -232,7 +258,7 @@ def test_drive_runs_stage_one_then_warm_then_rounds_and_resumes() -> None:
     assert notes[0] == (1, 0, "surprise")
     assert all(st == 2 and r == 1 for st, r, _ in notes[1:])
     done = len(ms)
-    drive(policy, ms, run_cells)  # resumed: nothing left to do
+    consume(policy, ms, run_cells)  # resumed: nothing left to do
     assert len(ms) == done
 
 
@@ -264,7 +290,7 @@ def test_a_round_chooses_inconclusive_reruns_again_once_its_replicates_bring_sig
         run_cells(g, [(c, "first") for c in g.cells], None)
     at_start = picks(policy.next_round(1, ms))
     assert ("cand", 16, "inconclusive") in at_start  # no σ yet: it looks undecided
-    drive(policy, ms, run_cells)
+    consume(policy, ms, run_cells)
     reruns = {(x.arm, int(x.point["concurrency"]), x.reason) for x in ms if x.reason != "first"}
     assert sum(1 for x in ms if x.arm == "cand" and x.point["concurrency"] == 16) == 2
     assert any(r == "fresh_server" for _, _, r in reruns)  # the σ replicates ran

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.load import client
-from matrixrun.load.client import LoadConfig, run_load_sync
+from matrixrun.load.client import LoadConfig
+from matrixrun.load.multi import run_load_sync
 
 VARIANTS = ("small", "wave", "full", "pass")
 CAPPED = client.WARMUP_OUTPUT_LEN

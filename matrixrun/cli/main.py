@@ -23,7 +23,7 @@ from matrixrun.core.errors import MatrixError, SpecError
 from matrixrun.core.redact import redact_file, redact_json, redact_text
 
 if TYPE_CHECKING:
-    from matrixrun.run.executors.jobs import JobRecord
+    from matrixrun.rundir.jobs import JobRecord
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -148,8 +148,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from matrixrun.run.executors import make_executor, refuse_local_resume
+    from matrixrun.run.experiment import run_experiment
     from matrixrun.run.progress import observer_for
-    from matrixrun.run.runner import run_experiment
 
     if args.retry_failed and not args.resume:
         _err("--retry-failed measures again the failed cells of a run: give --resume RUN_DIR")

@@ -8,6 +8,7 @@ files). A rerun is a new Measurement with a higher `attempt`; nothing is ever ov
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -140,3 +141,14 @@ def over_failure_rate(measurements: list[Measurement], limit: float) -> list[str
                 f"({100 * failed / sent:.1f}%, over verify.failure_rate {100 * limit:g}%)"
             )
     return out
+
+
+def wall_seconds(m: Measurement) -> float:
+    """How long a measurement took on the wall clock (0 when its times are not recorded): what
+    a rerun of it is expected to cost."""
+    if not (m.started_at and m.finished_at):
+        return 0.0
+    fmt = "%Y-%m-%dT%H:%M:%S.%f"
+    start = datetime.strptime(m.started_at.rstrip("Z"), fmt)
+    end = datetime.strptime(m.finished_at.rstrip("Z"), fmt)
+    return max((end - start).total_seconds(), 0.0)

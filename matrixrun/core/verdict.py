@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from matrixrun.core.errors import InputError
+
 
 class CellVerdict(StrEnum):
     """A cell's verdict (VERDICTS.md §4)."""
@@ -541,9 +543,31 @@ class Caveat(_Model):
     errors: list[str] = Field(default_factory=list)
 
 
+VERDICT_SCHEMA = 1
+"""verdict.json's format. Raised when a field changes meaning; an older file is refused with one
+sentence (`check_schema_version`), never read through compatibility code."""
+
+
+def check_schema_version(data: Any, current: int, path: Any, remedy: str) -> None:
+    """Refuse a run-directory file of another format version in one sentence: what, where, and
+    the command that writes it anew. Files from before versions were recorded have none."""
+    found = data.get("schema_version") if isinstance(data, dict) else None
+    if found == current:
+        return
+    written = (
+        "was written before matrixrun recorded format versions"
+        if found is None
+        else f"has format version {found!r}"
+    )
+    raise InputError(
+        f"{path} {written}; this matrixrun reads version {current}: `{remedy}` writes it anew"
+    )
+
+
 class Verdict(_Model):
     """The whole analysis: written as verdict.json, rendered by the report."""
 
+    schema_version: int = Field(VERDICT_SCHEMA, description="verdict.json's format.")
     settings: AnalysisSettings
     level: float = Field(
         description="Confidence level at the last look (a cell's own is `Comparison.level`)."

@@ -36,8 +36,8 @@ from matrixrun.core.errors import EngineError, StartupTimeout
 from matrixrun.core.redact import redact_argv as redact_argv  # re-exported (runner, proposal)
 from matrixrun.core.redact import redact_file, redact_text
 from matrixrun.core.timescale import REAL, TimeScale
+from matrixrun.engines.procs import record_for
 from matrixrun.plan import ServerGroup
-from matrixrun.run.procs import record_for
 
 Api = Literal["sglang", "openai"]
 
@@ -187,7 +187,7 @@ class ServerProcess:
         self.started_at = time.monotonic()
         if self.pid_path is not None:
             # pid and start time: a resumed run stops this server if the runner is killed,
-            # and only if that pid is still this process (matrixrun.run.procs)
+            # and only if that pid is still this process (matrixrun.engines.procs)
             self.pid_path.parent.mkdir(parents=True, exist_ok=True)
             self.pid_path.write_text(record_for(self.proc.pid).to_text())
         return self

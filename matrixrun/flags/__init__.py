@@ -37,10 +37,10 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
     errors: list[SpecIssue] = []
     warnings: list[SpecIssue] = []
     for issue in report.issues:
-        from matrixrun.spec.loader import _data_loc, _line_of  # the loader's location machinery
+        from matrixrun.spec.loader import data_loc, line_of  # the loader's location machinery
 
-        loc = _data_loc(issue.loc, data) if data is not None else issue.loc
-        line = _line_of(data, loc) if data is not None else None
+        loc = data_loc(issue.loc, data) if data is not None else issue.loc
+        line = line_of(data, loc) if data is not None else None
         key = ".".join(map(str, loc))
         if issue.severity == "error":
             errors.append(SpecIssue(where, line, key, issue.message))

@@ -81,7 +81,7 @@ class Sources:
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
                 decorators = {
-                    _dotted(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list
+                    dotted(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list
                 }
                 if decorators & {"config", "dataclass", "dataclasses.dataclass"}:
                     self.dataclasses.add(node.name)
@@ -106,7 +106,7 @@ class Sources:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.strings(node.left), self.strings(node.right)
             return left + right if left is not None and right is not None else None
-        if isinstance(node, ast.Call) and _dotted(node.func) in ("list", "set", "sorted", "tuple"):
+        if isinstance(node, ast.Call) and dotted(node.func) in ("list", "set", "sorted", "tuple"):
             return self.strings(node.args[0]) if len(node.args) == 1 else None
         return None
 
@@ -117,15 +117,15 @@ class Sources:
             return {}
         out: dict[str, ast.expr] = {}
         for base in node.bases:
-            out.update(self.fields_of(_dotted(base).split(".")[-1], seen | {name}))
+            out.update(self.fields_of(dotted(base).split(".")[-1], seen | {name}))
         for stmt in node.body:
             if (
                 isinstance(stmt, ast.AnnAssign)
                 and isinstance(stmt.target, ast.Name)
-                and not _dotted(stmt.annotation).endswith("ClassVar")
+                and not dotted(stmt.annotation).endswith("ClassVar")
                 and not (
                     isinstance(stmt.annotation, ast.Subscript)
-                    and _dotted(stmt.annotation.value).endswith("ClassVar")
+                    and dotted(stmt.annotation.value).endswith("ClassVar")
                 )
             ):
                 out[stmt.target.id] = stmt.annotation
@@ -168,7 +168,7 @@ def _collect(node: ast.expr | None, src: Sources, info: TypeInfo, depth: int) ->
         _collect(node.right, src, info, depth + 1)
         return
     if isinstance(node, ast.Subscript):
-        head = _dotted(node.value).split(".")[-1]
+        head = dotted(node.value).split(".")[-1]
         args = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         if head in ("Annotated", "A"):
             _collect(args[0], src, info, depth + 1)
@@ -198,7 +198,7 @@ def _collect(node: ast.expr | None, src: Sources, info: TypeInfo, depth: int) ->
         else:
             _collect(node.value, src, info, depth + 1)
         return
-    name = _dotted(node).split(".")[-1]
+    name = dotted(node).split(".")[-1]
     if name in ("int", "float", "str", "bool"):
         info.kinds.add(name)
     elif name in ("dict", "Dict"):
@@ -274,7 +274,7 @@ def add_argument_flags(
 def _spread(node: ast.expr, spread: Mapping[str, Mapping[str, Flag]] | None) -> Flag | None:
     if spread is None or not isinstance(node, ast.Subscript):
         return None
-    var = _dotted(node.value)
+    var = dotted(node.value)
     key = node.slice
     if isinstance(key, ast.Constant) and isinstance(key.value, str) and var in spread:
         found = spread[var].get(key.value)
@@ -292,15 +292,15 @@ def _apply_keywords(
     deprecated = base.deprecated
     fatal = False
     if "type" in kw:
-        vtype = _SCALARS.get(_dotted(kw["type"]))
-        if _dotted(kw["type"]) in ("json.loads",):
+        vtype = _SCALARS.get(dotted(kw["type"]))
+        if dotted(kw["type"]) in ("json.loads",):
             vtype = "json"
     if "choices" in kw:
         found = src.strings(kw["choices"])
         choices = tuple(found) if found is not None else None
     action = kw.get("action")
     if action is not None:
-        a_name = _const_str(action) or _dotted(action)
+        a_name = _const_str(action) or dotted(action)
         short = a_name.split(".")[-1]
         if short == "BooleanOptionalAction":
             takes, negatable, vtype, choices = "none", True, None, None
@@ -331,7 +331,7 @@ def _apply_keywords(
         deprecated = deprecated or _help_text(kw) or "deprecated"
     text = _help_text(kw)
     if deprecated is None and text and re.match(r"\W*deprecated", text, re.IGNORECASE):
-        deprecated = _replacement(text) or " ".join(text.split())
+        deprecated = replacement(text) or " ".join(text.split())
     return Flag(
         names=names + tuple(n for n in base.names if n not in names),
         takes=takes,
@@ -343,7 +343,7 @@ def _apply_keywords(
     )
 
 
-def _replacement(text: str) -> str | None:
+def replacement(text: str) -> str | None:
     m = _USE_INSTEAD.search(text)
     return f"use {m.group(1).rstrip('.,')} instead" if m else None
 
@@ -370,7 +370,7 @@ def sglang_field_flags(src: Sources, module: ast.Module) -> list[Flag]:
             if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                 continue
             ann = stmt.annotation
-            if not (isinstance(ann, ast.Subscript) and _dotted(ann.value) in ("A", "Annotated")):
+            if not (isinstance(ann, ast.Subscript) and dotted(ann.value) in ("A", "Annotated")):
                 continue
             parts = list(ann.slice.elts) if isinstance(ann.slice, ast.Tuple) else [ann.slice]
             meta: dict[str, ast.expr] | None = None
@@ -378,7 +378,7 @@ def sglang_field_flags(src: Sources, module: ast.Module) -> list[Flag]:
                 if isinstance(p, ast.Constant) and isinstance(p.value, str):
                     meta = {"help": p}
                     break
-                if isinstance(p, ast.Call) and _dotted(p.func).split(".")[-1] == "Arg":
+                if isinstance(p, ast.Call) and dotted(p.func).split(".")[-1] == "Arg":
                     meta = {k.arg: k.value for k in p.keywords if k.arg is not None}
                     break
             if meta is None or _const(meta.get("no_cli")) is True:
@@ -465,17 +465,17 @@ def vllm_field_flag(src: Sources, name: str, tp: ast.expr, lenient: bool = False
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _function(tree: ast.AST, name: str) -> ast.FunctionDef | None:
+def function(tree: ast.AST, name: str) -> ast.FunctionDef | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node
     return None
 
 
-def _special_cased(tree: ast.AST) -> set[str]:
+def special_cased(tree: ast.AST) -> set[str]:
     """Fields `_compute_kwargs` gives their own parser (`if name == "max_model_len": ...`):
     their values are not plain ints, so their type is left unchecked."""
-    fn = _function(tree, "_compute_kwargs")
+    fn = function(tree, "_compute_kwargs")
     out: set[str] = set()
     for node in ast.walk(fn) if fn is not None else ():
         if (
@@ -490,7 +490,7 @@ def _special_cased(tree: ast.AST) -> set[str]:
     return out
 
 
-def _set_literal(tree: ast.AST, name: str) -> set[str]:
+def set_literal(tree: ast.AST, name: str) -> set[str]:
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Assign)
@@ -507,13 +507,13 @@ def _set_literal(tree: ast.AST, name: str) -> set[str]:
     return set()
 
 
-def _dotted(node: ast.expr) -> str:
+def dotted(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return f"{dotted(node.value)}.{node.attr}"
     if isinstance(node, ast.Call):
-        return _dotted(node.func)
+        return dotted(node.func)
     return ""
 
 
@@ -532,7 +532,7 @@ def _const_str(node: ast.expr | None) -> str | None:
 
 def _looks_like_type(node: ast.expr) -> bool:
     if isinstance(node, ast.Subscript):
-        return _dotted(node.value).split(".")[-1] in (
+        return dotted(node.value).split(".")[-1] in (
             "Literal",
             "Optional",
             "Union",

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 from matrixrun.flags.extract import (
     Sources,
-    _dotted,
-    _function,
-    _replacement,
-    _set_literal,
-    _special_cased,
     add_argument_flags,
+    dotted,
+    function,
+    replacement,
+    set_literal,
     sglang_field_flags,
+    special_cased,
     vllm_field_flag,
 )
 from matrixrun.flags.model import Flag, FlagSet
@@ -33,7 +33,7 @@ def sglang_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet
         if "/arg_groups/fields/" in path or path.endswith("server_args.py"):
             flags += sglang_field_flags(src, tree)
     server_args = next(t for p, t in src.trees.items() if p.endswith("srt/server_args.py"))
-    add_cli = _function(server_args, "add_cli_args") or server_args
+    add_cli = function(server_args, "add_cli_args") or server_args
     flags += add_argument_flags(src, add_cli)
     return FlagSet("sglang", version, origin, _merge(flags, src.deprecations))
 
@@ -43,7 +43,7 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
     frontend classes of `entrypoints/` and the config dataclasses of `config/`."""
     src = Sources.parse(files)
     arg_utils = next(t for p, t in src.trees.items() if p.endswith("engine/arg_utils.py"))
-    human = _set_literal(arg_utils, "human_readable_int_args") | _special_cased(arg_utils)
+    human = set_literal(arg_utils, "human_readable_int_args") | special_cased(arg_utils)
     spread: dict[str, dict[str, Flag]] = {}
     for node in ast.walk(arg_utils):
         if (
@@ -51,10 +51,10 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
             and isinstance(node.value, ast.Call)
-            and _dotted(node.value.func) == "get_kwargs"
+            and dotted(node.value.func) == "get_kwargs"
             and node.value.args
         ):
-            cls = _dotted(node.value.args[0]).split(".")[-1]
+            cls = dotted(node.value.args[0]).split(".")[-1]
             fields = src.fields_of(cls)
             made = {f: vllm_field_flag(src, f, tp) for f, tp in fields.items()}
             spread[node.targets[0].id] = {
@@ -65,7 +65,7 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
         if path.endswith("engine/arg_utils.py"):
             flags += add_argument_flags(src, tree, spread)
         elif path.endswith(("cli_args.py", "cli/serve.py")):
-            make = _function(tree, "make_arg_parser")
+            make = function(tree, "make_arg_parser")
             if make is not None:
                 flags += add_argument_flags(src, make)
     for cls_name in ("FrontendArgs",):  # registers every field in a loop (add_cli_args)
@@ -89,8 +89,8 @@ def _customised_fields(src: Sources, cls_name: str) -> set[str]:
         if node is None or name in seen:
             continue
         seen.add(name)
-        todo += [_dotted(b).split(".")[-1] for b in node.bases]
-        fn = _function(node, "_customize_cli_kwargs")
+        todo += [dotted(b).split(".")[-1] for b in node.bases]
+        fn = function(node, "_customize_cli_kwargs")
         if fn is None:
             continue
         for sub in ast.walk(fn):
@@ -123,6 +123,6 @@ def _merge(flags: Iterable[Flag], deprecations: Mapping[str, str]) -> list[Flag]
             for n in names:
                 if n in deprecations:
                     text = deprecations[n]
-                    note = _replacement(text) or text
+                    note = replacement(text) or text
         out.append(replace(flag, names=names, deprecated=note))
     return out

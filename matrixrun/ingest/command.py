@@ -16,7 +16,7 @@ from matrixrun.ingest.records import ServerMode
 from matrixrun.run import outputs
 from matrixrun.rundir.environment import Environment, ServerRecord
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import RunSettings
+from matrixrun.rundir.settings import RunSettings, write_settings
 
 
 def _server_mode(servers: str | None, fresh_server: bool) -> ServerMode:
@@ -97,7 +97,7 @@ def _write(
     instance, as the files describe it) and ingest.json (what was ingested, and how)."""
     result = ingested.result
     rd.create()
-    outputs.write_settings(rd, RunSettings(analysis=result.settings))
+    write_settings(rd, RunSettings(analysis=result.settings))
     servers: dict[str, ServerRecord] = {}
     for m, record in zip(result.measurements, result.records, strict=True):
         rd.append(m)

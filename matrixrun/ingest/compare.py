@@ -19,7 +19,7 @@ from matrixrun.core.measurement import Measurement
 from matrixrun.run import outputs
 from matrixrun.rundir.environment import Environment, ServerRecord, read_environment
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import RunSettings
+from matrixrun.rundir.settings import RunSettings, read_settings, write_settings
 
 
 def relabel(ms: Sequence[Measurement], label: str, arms: set[str]) -> list[Measurement]:
@@ -54,7 +54,7 @@ def compare_runs(
 ) -> Path:
     """Write the comparison run directory `out` (analysed and rendered); return its path."""
     a, b = RunDir(run_a), RunDir(run_b)
-    sa, sb = outputs.read_settings(a), outputs.read_settings(b)
+    sa, sb = read_settings(a), read_settings(b)
     label_a, label_b = labels or (Path(run_a).name or "a", Path(run_b).name or "b")
     if label_a == label_b:
         label_a, label_b = f"{label_a} (A)", f"{label_b} (B)"
@@ -73,7 +73,7 @@ def compare_runs(
         update={"baseline": label_a, "candidates": [label_b], "correctness": {}}
     )
     rd.create()
-    outputs.write_settings(
+    write_settings(
         rd,
         RunSettings(
             analysis=analysis,

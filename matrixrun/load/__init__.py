@@ -10,7 +10,8 @@ records and their JSONL form), `stats` (records → `Metrics`, bench_serving's d
 
 from __future__ import annotations
 
-from matrixrun.load.client import LoadConfig, LoadResult, run_load, run_load_sync
+from matrixrun.load.client import LoadConfig, LoadResult
+from matrixrun.load.multi import run_load, run_load_sync
 from matrixrun.load.records import RequestRecord, read_jsonl, write_jsonl
 from matrixrun.load.stats import compute_metrics
 

@@ -22,7 +22,8 @@ from matrixrun.core.errors import LoadError
 from matrixrun.core.measurement import Failure
 from matrixrun.core.metrics import Metrics
 from matrixrun.core.timescale import TimeScale
-from matrixrun.load.client import LoadConfig, LoadResult, run_load
+from matrixrun.load.client import LoadConfig, LoadResult
+from matrixrun.load.multi import run_load
 from matrixrun.load.records import RequestRecord
 
 T = TypeVar("T")

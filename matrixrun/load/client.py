@@ -245,21 +245,9 @@ class Measured:
 StartAt = Callable[[], Awaitable[float]]
 
 
-async def _now() -> float:
+async def now() -> float:
+    """The start instant of a cell measured in this process alone."""
     return time.perf_counter()
-
-
-async def run_load(config: LoadConfig) -> LoadResult:
-    """Measure one cell: warmup, then `num_prompts` requests; see the module docstring. With
-    `processes` above 1 (or "auto" choosing more), `multi.py` spreads it over processes."""
-    from matrixrun.load.multi import resolve_processes, run_processes
-
-    n = resolve_processes(config)
-    if n > 1:
-        return await run_processes(config, n)
-    m = await measure_share(config, Share.whole(config), _now)
-    wall = m.wall_s
-    return finish(config, [m], m.cpu_s / wall if wall > 0 else None, None)
 
 
 def finish(
@@ -399,12 +387,6 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     except ImportError:  # pragma: no cover - uvloop is in the "fast" extra
         return asyncio.new_event_loop
     return uvloop.new_event_loop
-
-
-def run_load_sync(config: LoadConfig) -> LoadResult:
-    """`run_load` on a fresh event loop (`loop_factory`)."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(run_load(config))
 
 
 def validate_config(**kwargs: object) -> LoadConfig:

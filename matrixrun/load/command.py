@@ -13,7 +13,8 @@ import math
 from collections import Counter
 from typing import Any
 
-from matrixrun.load.client import run_load_sync, validate_config
+from matrixrun.load.client import validate_config
+from matrixrun.load.multi import run_load_sync
 from matrixrun.load.selfcheck import worst
 
 

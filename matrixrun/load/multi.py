@@ -52,6 +52,7 @@ from matrixrun.load.client import (
     finish,
     loop_factory,
     measure_share,
+    now,
 )
 
 #: Concurrency slots one process carries under `auto`: the issue's quiet single-process
@@ -209,3 +210,20 @@ def _stop(procs: list[Any], conns: list[Connection]) -> None:
             proc.join()
     for conn in conns:
         conn.close()
+
+
+async def run_load(config: LoadConfig) -> LoadResult:
+    """Measure one cell: warmup, then `num_prompts` requests; see the module docstring. With
+    `processes` above 1 (or "auto" choosing more), `multi.py` spreads it over processes."""
+    n = resolve_processes(config)
+    if n > 1:
+        return await run_processes(config, n)
+    m = await measure_share(config, Share.whole(config), now)
+    wall = m.wall_s
+    return finish(config, [m], m.cpu_s / wall if wall > 0 else None, None)
+
+
+def run_load_sync(config: LoadConfig) -> LoadResult:
+    """`run_load` on a fresh event loop (`loop_factory`)."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(run_load(config))

@@ -10,7 +10,6 @@ workload), so a changed spec never resumes onto stale data, and an unchanged one
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from matrixrun.spec import CLIENT_AXES, FlagValue, HardwareSpec, ModelSpec, Spec
+from matrixrun.spec.points import combinations
 
 #: Runs a cell bisection adds gets on the launch that first measures it (`verify.bisect`: a
 #: second, warm, gives its point run-noise df of its own — a point with none borrows only a
@@ -197,58 +197,6 @@ def point_id(definition: dict[str, Any]) -> str:
 
 def cell_id(point: str, arm: str, arm_definition: dict[str, Any]) -> str:
     return short_hash({"kind": "cell", "point": point, "arm": arm, **arm_definition})
-
-
-def _server_points(spec: Spec) -> list[dict[str, Any]]:
-    """Every (model, hardware, server axes) combination before exclude/include."""
-    server_names = list(spec.sweep.server)
-    out: list[dict[str, Any]] = []
-    for model in spec.models:
-        for hw in spec.hardwares:
-            for values in itertools.product(*(spec.sweep.server[n] for n in server_names)):
-                out.append(
-                    {
-                        "model": model.label,
-                        "hardware": hw.label,
-                        **{f"server.{n}": v for n, v in zip(server_names, values, strict=True)},
-                    }
-                )
-    return out
-
-
-def _client_points(spec: Spec) -> list[dict[str, Any]]:
-    axes = spec.axis_values()
-    names = list(CLIENT_AXES)
-    return [
-        dict(zip(names, combo, strict=True))
-        for combo in itertools.product(*(axes[n] for n in names))
-    ]
-
-
-def _matches(combo: dict[str, Any], full: dict[str, Any]) -> bool:
-    return all(key in full and _same(full[key], value) for key, value in combo.items())
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, str) and b.lower() in ("inf", "infinity"):
-        return math.isinf(a)
-    return bool(a == b)
-
-
-def combinations(spec: Spec) -> list[dict[str, Any]]:
-    """All axis combinations (arm aside) after `exclude` and `include`, in sweep order."""
-    full = [{**s, **c} for s in _server_points(spec) for c in _client_points(spec)]
-    kept = [f for f in full if not any(_matches(ex, f) for ex in spec.exclude)]
-    axes = spec.axis_values()
-    for inc in spec.include:
-        combo = {k: (inc[k] if k in inc else v[0]) for k, v in axes.items()}
-        for k, v in inc.items():  # server axes named only in include
-            combo.setdefault(k, v)
-        if combo["request_rate"] in ("inf", "infinity"):
-            combo["request_rate"] = math.inf
-        if not any(_matches(combo, k) and _matches(k, combo) for k in kept):
-            kept.append(combo)
-    return kept
 
 
 def slice_label(spec: Spec, combo: dict[str, Any]) -> str:

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.core.errors import InputError
-from matrixrun.core.verdict import Sigma
+from matrixrun.core.verdict import (
+    VERDICT_SCHEMA,
+    AnalysisSettings,
+    Sigma,
+    Verdict,
+    check_schema_version,
+)
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
 
@@ -146,13 +152,13 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     noise says nothing about this one's). One sentence on what does not fit."""
     from pydantic import ValidationError
 
-    from matrixrun.core.verdict import Verdict
-
     rd = Path(run_dir)
     if rd.name == "settings.json":  # a run directory's own spec copy (`spec.loader`)
         return _borrowed_by(spec, plan, rd)
     try:
-        verdict = Verdict.model_validate_json((rd / "verdict.json").read_text())
+        data = json.loads((rd / "verdict.json").read_text())
+        check_schema_version(data, VERDICT_SCHEMA, rd / "verdict.json", f"matrixrun analyse {rd}")
+        verdict = Verdict.model_validate(data)
         old = json.loads((rd / "plan.json").read_text())
         env = json.loads((rd / "env.json").read_text()) if (rd / "env.json").exists() else {}
     except (OSError, ValueError, ValidationError) as exc:
@@ -172,8 +178,6 @@ def _borrowed_by(spec: Spec, plan: Plan, settings_file: Path) -> NoiseHistory:
     """What a run borrowed (its settings.json's records and their label), for that run's own
     spec copy: resuming or reproducing it uses the same prior it had."""
     from pydantic import ValidationError
-
-    from matrixrun.core.verdict import AnalysisSettings
 
     rd = settings_file.parent
     try:

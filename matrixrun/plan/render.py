@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from matrixrun.core.units import format_duration
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
-from matrixrun.verify import MIN_FRESH_DF
+from matrixrun.spec.design import MIN_FRESH_DF
 
 if TYPE_CHECKING:
     from matrixrun.plan.history import NoiseHistory

@@ -21,13 +21,12 @@ from pydantic import ValidationError
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better, unit
-from matrixrun.core.verdict import Verdict
+from matrixrun.core.verdict import VERDICT_SCHEMA, Verdict, check_schema_version
 from matrixrun.plan import Plan
 from matrixrun.report import decision, fmt, run_sections, sections, summary, tables, wording
 from matrixrun.report.markdown_check import COMMENT_LIMIT
-from matrixrun.run import outputs
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import RunSettings
+from matrixrun.rundir.settings import RunSettings, read_settings
 
 
 @dataclass(frozen=True)
@@ -151,13 +150,17 @@ def display_path(path: Path) -> str:
 
 def read_inputs(rd: RunDir) -> RunInputs:
     """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
-    settings = outputs.read_settings(rd)
+    settings = read_settings(rd)
     if not (rd.path / "verdict.json").exists():
         raise InputError(
             f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"
         )
+    data = rd.read_json("verdict.json")
+    check_schema_version(
+        data, VERDICT_SCHEMA, rd.path / "verdict.json", f"matrixrun analyse {rd.path}"
+    )
     try:
-        verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+        verdict = Verdict.model_validate(data)
     except ValidationError as exc:
         raise InputError(
             f"{rd.path / 'verdict.json'} is not the verdict of this matrixrun version "

@@ -11,37 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from matrixrun.core.errors import InputError
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import RunSettings
+from matrixrun.rundir.settings import read_settings
 
 
 def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
     return run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-
-
-def write_settings(rd: RunDir, settings: RunSettings) -> Path:
-    return rd.write_text("settings.json", settings.model_dump_json(indent=2) + "\n")
-
-
-def read_settings(rd: RunDir) -> RunSettings:
-    """settings.json, or one sentence saying why it cannot be used."""
-    path = rd.path / "settings.json"
-    if not path.exists():
-        raise InputError(
-            f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
-            f"`matrixrun ingest` (an older run gets one from `matrixrun run SPEC --resume "
-            f"{rd.path}`)"
-        )
-    try:
-        return RunSettings.model_validate_json(path.read_text())
-    except ValidationError as exc:
-        raise InputError(
-            f"{path}: not the settings of this matrixrun version ({exc.error_count()} "
-            f"problem(s)); `matrixrun run SPEC --resume {rd.path}` rewrites it"
-        ) from exc
 
 
 def analyse_run(run_dir: str | Path | RunDir) -> Path:

@@ -19,8 +19,8 @@ from typing import cast, get_args
 from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.redact import redact_logs
+from matrixrun.engines.procs import stop_leftovers
 from matrixrun.plan import Plan
-from matrixrun.run.procs import stop_leftovers
 from matrixrun.rundir.results import RunDir
 from matrixrun.verify import Unfinished
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from matrixrun import verify
 from matrixrun.core.errors import EngineError
 from matrixrun.core.measurement import (
     Failure,
@@ -49,16 +49,13 @@ from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
-from matrixrun.plan.history import refuse_simulated_noise
 from matrixrun.run import outputs
-from matrixrun.run.gates import correctness_done, correctness_gate, hardware_gate
+from matrixrun.run.gates import correctness_done, correctness_gate
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import (
     EventJournal,
     launch_counts,
     mend_run_dir,
-    new_run_dir,
-    resumed_run_dir,
 )
 from matrixrun.rundir.environment import (
     HardwareGate,
@@ -69,17 +66,11 @@ from matrixrun.rundir.environment import (
 from matrixrun.rundir.hardware import gpu_serials
 from matrixrun.rundir.results import RunDir, now_iso
 from matrixrun.spec import Spec, spec_hash
-from matrixrun.verify import Unfinished
-
-if TYPE_CHECKING:
-    from matrixrun.run.executors import Executor
+from matrixrun.verify import Launch, Unfinished
 
 HOST = "127.0.0.1"
 #: How long a server whose requests failed may take to be seen exiting (see Runner._died).
 DEATH_GRACE_S = 1.0
-
-#: instance -> more (cell, reason) pairs to measure on it while it is up (warm reruns).
-After = Callable[["Instance"], list[tuple[Cell, Reason]]]
 
 
 @dataclass
@@ -146,7 +137,6 @@ class Runner:
         self.simulated_instances: set[str] = set()
         #: cell id -> the stage-2 round that asked for its next run (tagged on the
         #: measurement as extra.round, so a resumed run knows what a round already did)
-        self._round_of: dict[str, int] = {}
         #: cell ids `--retry-failed` measures again: the next run of each is tagged extra.retry
         self.retry: set[str] = failed_cells(self.measurements) if options.retry_failed else set()
         self._unfinished: Unfinished | None = None
@@ -160,8 +150,9 @@ class Runner:
     def attempts(self, cell: Cell) -> list[Measurement]:
         return [m for m in self.measurements if m.cell_id == cell.cell_id]
 
-    def record(self, m: Measurement, note: str = "") -> None:
-        round_no = self._round_of.pop(m.cell_id, None)
+    def record(self, m: Measurement, note: str = "", round_no: int | None = None) -> None:
+        """Append a measurement (a stage-2 one tagged with its round, which a resumed run
+        reads back) and tell the observer."""
         if round_no is not None:
             m = m.model_copy(update={"extra": {**m.extra, "round": round_no}})
         if m.cell_id in self.retry:  # it replaces the failed attempts before it in the counts
@@ -220,7 +211,7 @@ class Runner:
                 gpu_serials=self.serials,
             )
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
-            self._write_env()
+            self.write_env_file()
             self._correctness(group, launch.base_url)
             yield Instance(group, name, server, launch.base_url, info)
         finally:
@@ -242,8 +233,8 @@ class Runner:
             self.engine.time_scale.server_seconds(self.spec.limits.request_timeout),
             tokenizer=self._tokenizer(group),
         )
-        self._write_env()
-        self._write_settings()  # the gate's outcome on file now: a run cut short keeps it
+        self.write_env_file()
+        self.write_settings_file()  # the gate's outcome on file now: a run cut short keeps it
 
     def _flush(self, inst: Instance, cell: Cell) -> None:
         """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm
@@ -387,26 +378,28 @@ class Runner:
             time_scale=self.engine.time_scale.factor,
         )
 
-    def run_cells(
-        self, group: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None = None
-    ) -> None:
-        """Measure `cells` on one launch of `group`, relaunching if the server dies. `after`
-        (instance -> list of (cell, reason)) may add warm reruns while the server is up."""
-        queue = list(cells)
+    def run_launch(self, launch: Launch, **event: Any) -> None:
+        """Measure a launch's work items on one launch of its group (a new one if the server
+        dies, for the rest), asking for more while the server is up; a rerun the policy chose
+        is written to the audit log first (`verify_event`, with `event`'s extra fields). No
+        server starts for a launch with nothing to do."""
+        queue = launch.next()
         while queue:
             try:
-                with self.launched(group) as inst:
+                with self.launched(launch.group) as inst:
                     while queue:
-                        cell, reason = queue.pop(0)
-                        m = self.measure(inst, cell, reason)
-                        self.record(m)
+                        w = queue.pop(0)
+                        if w.why is not None:
+                            self.verify_event(w.stage, w.round_no, w.cell, w.reason, w.why, **event)
+                        m = self.measure(inst, w.cell, w.reason)
+                        self.record(m, round_no=w.round_no if w.stage == 2 else None)
                         if not inst.server.alive():
                             break  # relaunch for the rest
-                        if not queue and after is not None:
-                            queue.extend(after(inst))
+                        if not queue:
+                            queue.extend(launch.next())
             except EngineError as exc:
-                for cell, reason in queue:
-                    self.record(self._failed(group, cell, reason, str(exc)))
+                for w in queue:
+                    self.record(self.failed_measurement(launch.group, w.cell, w.reason, str(exc)))
                 queue.clear()
 
     def verify_event(
@@ -416,7 +409,7 @@ class Runner:
         report matches the reason to that measurement by it). A cell the policy added
         (bisection) goes on file first (`_write_plan`), before it is measured."""
         if cell.added_by is not None and cell.cell_id not in self._on_file:
-            self._on_file = self._write_plan(self.run_dir)
+            self._on_file = self.write_plan_file(self.run_dir)
         self.run_dir.event(
             "verify",
             stage=stage,
@@ -430,7 +423,9 @@ class Runner:
             **extra,
         )
 
-    def _failed(self, group: ServerGroup, cell: Cell, reason: Reason, error: str) -> Measurement:
+    def failed_measurement(
+        self, group: ServerGroup, cell: Cell, reason: Reason, error: str
+    ) -> Measurement:
         """A cell that never measured because its server would not start (or stay up)."""
         number = self.launch_counts.get(group.group_id, 0)
         attempt = len(self.attempts(cell)) + 1
@@ -447,15 +442,13 @@ class Runner:
     def run(self) -> RunSummary:
         """Write the run's fixed files, measure in the verify policy's order, then analyse and
         render from the run directory alone."""
-        from matrixrun import verify
-
         rd = self.run_dir.create()
-        self._on_file = self._write_plan(rd)  # first: a resumed run's added cells are its own
+        self._on_file = self.write_plan_file(rd)  # first: a resumed run's added cells are its own
         notes, self._unfinished = mend_run_dir(rd, self.plan, self.measurements)
         rd.write_text("spec.yaml", self.spec_text)
         rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
-        self._write_settings()
-        self._write_env()
+        self.write_settings_file()
+        self.write_env_file()
         policy = verify.policy_for(self.spec, self.plan)
         obs = self.options.observer
         obs.start(policy.expected_runs())
@@ -469,30 +462,21 @@ class Runner:
         if self.options.retry_failed:
             notes.append(retry_note(len(self.retry)))
 
-        def run_cells(group: ServerGroup, cells: list[tuple[Cell, Reason]], warm: Any) -> None:
-            after = None if warm is None else (lambda inst: warm())
-            self.run_cells(group, cells, after=after)
-
-        def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
-            if stage == 2:  # tag its measurement with the round (a resume reads it back)
-                self._round_of[cell.cell_id] = round_no
-            self.verify_event(stage, round_no, cell, reason, why)
-
         # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
-        # the planned stage-2 rounds: the order of work is verify.drive's, the same code the
-        # policy's scoring benchmark runs.
-        verify.drive(
+        # the planned stage-2 rounds: the order of work is verify.Schedule's, the same work
+        # items a Slurm job and the policy's scoring benchmark consume.
+        schedule = verify.Schedule(
             policy,
-            self.measurements,
-            run_cells,
-            note,
+            lambda: self.measurements,
             EventJournal(rd),
             self._unfinished,
-            retry=frozenset(self.retry),
+            retry=self.retry,
         )
+        for launch in schedule.launches():
+            self.run_launch(launch)
 
         obs.status("analysing")
-        self._write_settings()  # now with the correctness gate's outcome
+        self.write_settings_file()  # now with the correctness gate's outcome
         # before the report: a run directory with no run_end is one that stopped early
         rd.event("run_end", measured=self.new_measurements)
         outputs.analyse_run(rd)
@@ -504,7 +488,7 @@ class Runner:
         over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
         return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes, over)
 
-    def _write_plan(self, rd: RunDir) -> set[str]:
+    def write_plan_file(self, rd: RunDir) -> set[str]:
         """plan.json: the expanded spec plus the cells the verify policy added (bisection),
         those of an earlier session of this run first (a resume keeps them, so it neither
         loses nor re-adds them). Returns the cell ids it holds."""
@@ -514,11 +498,11 @@ class Runner:
         rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
         return {c.cell_id for c in self.plan.cells()}
 
-    def _write_settings(self) -> None:
+    def write_settings_file(self) -> None:
         """settings.json: what the analysis and the report need, with the correctness gate's
         outcome so far (each candidate's agreement with the baseline, from correctness/)."""
         from matrixrun.run.correctness import agreement_by_arm
-        from matrixrun.rundir.settings import run_settings
+        from matrixrun.rundir.settings import run_settings, write_settings
 
         answers = [
             json.loads(p.read_text())
@@ -538,9 +522,9 @@ class Runner:
         )
         # engine.launch and flags can carry a key: the same redaction as plan.json
         redacted = type(settings).model_validate(redact_json(settings.model_dump(mode="json")))
-        outputs.write_settings(self.run_dir, redacted)
+        write_settings(self.run_dir, redacted)
 
-    def _write_env(self) -> None:
+    def write_env_file(self) -> None:
         """env.json as of now: this process's facts, every server so far (a resumed run keeps
         those of earlier sessions), the hardware gate's result."""
         env = capture_environment(
@@ -552,45 +536,3 @@ class Runner:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
         self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
-
-
-def run_experiment(
-    spec_path: str | Path,
-    out: str | Path | None = None,
-    resume: str | Path | None = None,
-    rehearse: bool = False,
-    observer: Observer | None = None,
-    ignore_hardware: bool = False,
-    executor: Executor | None = None,
-    retry_failed: bool = False,
-) -> RunSummary:
-    """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
-    hardware (real launches only), run (here, or through `executor`: executors/)."""
-    from matrixrun.engines import for_spec
-    from matrixrun.spec import load_spec
-
-    spec_path = Path(spec_path)
-    spec = load_spec(spec_path)
-    text = spec_path.read_text()
-    refuse_simulated_noise(spec, rehearse)
-    if resume is not None:
-        rd = resumed_run_dir(resume, spec_path, text)
-    else:
-        rd = new_run_dir(spec_path, out, rehearse)
-    hardware = None
-    engine: Engine
-    if rehearse:
-        from matrixrun.engines.sim import rehearsal_engine
-
-        engine = rehearsal_engine(spec, spec.experiment)
-    else:
-        engine = for_spec(spec.engine)
-        if engine.launches and (executor is None or executor.gates_here):
-            hardware = hardware_gate(spec, ignore_hardware)
-    options = RunOptions(
-        rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed
-    )
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    runner = Runner(spec, text, rd, engine, options)
-    runner.hardware = hardware
-    return runner.run() if executor is None else executor.run(runner)

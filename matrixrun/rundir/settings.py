@@ -16,13 +16,21 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from matrixrun.core.verdict import AnalysisSettings
+from matrixrun.core.errors import InputError
+from matrixrun.core.verdict import AnalysisSettings, check_schema_version
+from matrixrun.rundir.results import RunDir
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from matrixrun.plan import Plan
     from matrixrun.spec import Spec
+
+SETTINGS_SCHEMA = 1
+"""settings.json's format. Raised when a field changes meaning; an older file is refused with
+one sentence (`read_settings`), never read through compatibility code."""
 
 
 class _Model(BaseModel):
@@ -88,6 +96,7 @@ class SpecFacts(_Model):
 class RunSettings(_Model):
     """settings.json."""
 
+    schema_version: int = Field(SETTINGS_SCHEMA, description="settings.json's format.")
     analysis: AnalysisSettings
     rehearsal: bool = Field(False, description="Run with --rehearse (on the simulator).")
     time_scale: float = Field(1.0, description="The simulator's speed-up, converted back.")
@@ -203,3 +212,26 @@ def run_settings(
         time_scale=time_scale,
         spec=spec_facts(spec, spec_sha256),
     )
+
+
+def write_settings(rd: RunDir, settings: RunSettings) -> Path:
+    return rd.write_text("settings.json", settings.model_dump_json(indent=2) + "\n")
+
+
+def read_settings(rd: RunDir) -> RunSettings:
+    """settings.json, or one sentence saying why it cannot be used."""
+    path = rd.path / "settings.json"
+    if not path.exists():
+        raise InputError(
+            f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
+            f"`matrixrun ingest`"
+        )
+    data = rd.read_json("settings.json")
+    check_schema_version(data, SETTINGS_SCHEMA, path, f"matrixrun run SPEC --resume {rd.path}")
+    try:
+        return RunSettings.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"{path}: not the settings of this matrixrun version ({exc.error_count()} "
+            f"problem(s)); `matrixrun run SPEC --resume {rd.path}` rewrites it"
+        ) from exc

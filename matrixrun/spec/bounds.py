@@ -21,7 +21,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from matrixrun.core.errors import SpecError, SpecIssue
-from matrixrun.spec.models import Spec
+from matrixrun.spec.models import CLIENT_AXES, Spec
+from matrixrun.spec.points import combinations
 
 #: Values (mappings, lists, scalars) a spec may expand to, aliases counted every time used.
 MAX_NODES = 50_000
@@ -195,27 +196,26 @@ def _sweep_cells(spec: Spec) -> int:
 
 
 def _cells(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
-    """Per-cell numbers and the include/exclude result, on the expanded plan."""
-    from matrixrun.plan import expand
-
-    plan = expand(spec)
-    cells = plan.cells()
-    if not cells:
+    """Per-cell numbers and the include/exclude result, on the sweep's points (every arm runs
+    each point with the same numbers)."""
+    points = combinations(spec)
+    if not points:
         where: tuple[Any, ...] = ("exclude",) if spec.exclude else ("sweep",)
         return [(where, "leaves no cell to measure (every combination is excluded)")]
     found: list[tuple[tuple[Any, ...], str]] = []
     worst: dict[str, tuple[float, Any]] = {}
-    for cell in cells:
-        point = cell.point
+    for combo in points:
+        point = {a: combo[a] for a in CLIENT_AXES}
+        prompts = spec.workload.prompts_for(int(point["concurrency"]))
         for key in ("concurrency", "input_len", "output_len"):
             value = float(point.get(key, 0) or 0)
             if value > worst.get(key, (0.0, None))[0]:
-                worst[key] = (value, cell)
-        tokens = float(cell.num_prompts) * float(point.get("input_len", 0) or 0)
+                worst[key] = (value, point)
+        tokens = float(prompts) * float(point.get("input_len", 0) or 0)
         if tokens > worst.get("tokens", (0.0, None))[0]:
-            worst["tokens"] = (tokens, cell)
-        if cell.num_prompts > worst.get("prompts", (0.0, None))[0]:
-            worst["prompts"] = (float(cell.num_prompts), cell)
+            worst["tokens"] = (tokens, point)
+        if prompts > worst.get("prompts", (0.0, None))[0]:
+            worst["prompts"] = (float(prompts), point)
     limits = {
         "concurrency": (MAX_CONCURRENCY, "concurrent requests"),
         "input_len": (MAX_LEN, "prompt tokens"),
@@ -224,7 +224,7 @@ def _cells(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
         "tokens": (MAX_CELL_TOKENS, "prompt tokens held by one cell (num_prompts x input_len)"),
     }
     for key, (limit, what) in limits.items():
-        value, cell = worst.get(key, (0.0, None))
+        value, point = worst.get(key, (0.0, None))
         if value <= limit:
             continue
         if key == "concurrency" or getattr(spec.sweep, key, None) is not None:
@@ -236,7 +236,7 @@ def _cells(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
         found.append(
             (
                 path,
-                f"{value:,.0f} {what} in cell {cell.cell_id} ({cell.arm} at {cell.point}) is "
+                f"{value:,.0f} {what} in the cells at {point} (every arm) is "
                 f"more than the {limit:,} a run can hold; use a smaller value",
             )
         )

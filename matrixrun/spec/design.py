@@ -6,16 +6,33 @@ every reader of the spec (plan, cost, report) agrees with what runs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from matrixrun.spec.models import VerifySpec
+
+class _Verify(Protocol):
+    """The part of the spec's verify block the rules read (`spec.models.VerifySpec`)."""
+
+    @property
+    def design(self) -> str: ...
+
+    @property
+    def max_runs(self) -> int: ...
+
+    @property
+    def model_fields_set(self) -> set[str]: ...
+
+
+_V = TypeVar("_V", bound=_Verify)
+
+#: Fresh-server σ degrees of freedom an adaptive design tops up to before it judges a cell on
+#: launch noise (`verify.policy`); the plan prices the same number (`plan.render`).
+MIN_FRESH_DF = 6
 
 #: The verify settings a fixed design implies.
 DESIGN = {"bisect": 0, "aa": False, "warm_rerun": False, "fresh_server": True}
 
 
-def fixed_design_rules(v: VerifySpec) -> VerifySpec:
+def fixed_design_rules(v: _V) -> _V:
     """`v` unchanged unless it is a fixed design; then checked (ValueError: the sentence the
     loader puts at the verify block's line) and given the design's settings."""
     if v.design != "fixed":

@@ -124,8 +124,8 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
             [
                 SpecIssue(
                     where,
-                    _line_of(data, _data_loc(loc, data)),
-                    ".".join(map(str, _data_loc(loc, data))),
+                    line_of(data, data_loc(loc, data)),
+                    ".".join(map(str, data_loc(loc, data))),
                     msg,
                 )
                 for loc, msg in semantic
@@ -155,7 +155,7 @@ def _with_noise_from(spec: Spec, base: Path, where: str, data: Any) -> Spec:
         verify = spec.verify.model_copy(update={"noise_from": str(borrowed.resolve())})
         return spec.model_copy(update={"verify": verify})
     if not (path / "verdict.json").is_file():
-        line = _line_of(data, ("verify", "noise_from"))
+        line = line_of(data, ("verify", "noise_from"))
         why = "no such directory" if not path.is_dir() else "it has no verdict.json"
         raise SpecError(
             [
@@ -178,7 +178,7 @@ def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
 
     assert isinstance(spec.rehearsal.profile, str)
     profile_path = base / spec.rehearsal.profile
-    line = _line_of(data, ("rehearsal", "profile"))
+    line = line_of(data, ("rehearsal", "profile"))
     try:
         # bounded like the spec: an alias bomb in a profile would expand in the validation
         raw = bounds.plain(YAML(typ="safe").load(read_utf8(profile_path)), str(profile_path))
@@ -242,7 +242,7 @@ def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
     )
 
 
-def _line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
+def line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the deepest node on `loc` that exists in the YAML."""
     node, line = data, None
     for part in loc:
@@ -270,11 +270,11 @@ def _issues(exc: ValidationError, data: Any, where: str) -> list[SpecIssue]:
     issues: list[SpecIssue] = []
     seen: set[tuple[int | None, str, str]] = set()
     for err in exc.errors(include_url=False):
-        loc = _data_loc(err["loc"], data)
+        loc = data_loc(err["loc"], data)
         if loc[:2] == ("rehearsal", "profile") and err["type"] == "string_type":
             continue  # the other branch of `Profile | str`; its model errors are reported
         key = ".".join(str(p) for p in loc)
-        line = _line_of(data, loc)
+        line = line_of(data, loc)
         message = message_for(err, loc, data)
         ident = (line, key, message)
         if ident not in seen:
@@ -283,7 +283,7 @@ def _issues(exc: ValidationError, data: Any, where: str) -> list[SpecIssue]:
     return issues
 
 
-def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+def data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Turn a pydantic error location into the path of keys the user wrote in the YAML:
     drop union/validator markers, the implicit list of a single `model:`/`hardware:` mapping,
     the implicit `flags` of an arm written as plain flags, and map sweep.server.<flag> back

@@ -25,26 +25,27 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
 whose launch noise a later run may pool (`verify.noise_from`). `policy_for` picks the one the
 spec asks for; the runner, the Slurm controller and its jobs all construct it through it.
 
-Modules: `policy` (the pure policy), `fixed` (the fixed design), `driver` (the order of work
-the runner and the scoring benchmark share), `chance` (the futility rule's prediction),
-`bisect` (crossover bisection).
+Modules: `policy` (the pure policy), `fixed` (the fixed design), `schedule` (the order of work
+as work items: the runner, Slurm jobs and the scoring benchmark consume it alike), `chance`
+(the futility rule's prediction), `bisect` (crossover bisection).
 """
 
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
+from matrixrun.spec.design import MIN_FRESH_DF
 from matrixrun.verify.chance import decide_chance
-from matrixrun.verify.driver import (
-    After,
+from matrixrun.verify.fixed import FixedDesign
+from matrixrun.verify.policy import FUTILITY, Pick, Policy
+from matrixrun.verify.schedule import (
     Journal,
-    Note,
-    RunCells,
+    Launch,
+    Schedule,
     Unfinished,
-    drive,
+    View,
+    Work,
     first_pass,
     rounds_done,
 )
-from matrixrun.verify.fixed import FixedDesign
-from matrixrun.verify.policy import FUTILITY, MIN_FRESH_DF, Pick, Policy
 
 
 def policy_for(spec: Spec, plan: Plan) -> Policy:
@@ -55,16 +56,16 @@ def policy_for(spec: Spec, plan: Plan) -> Policy:
 __all__ = [
     "FUTILITY",
     "MIN_FRESH_DF",
-    "After",
     "FixedDesign",
     "Journal",
-    "Note",
+    "Launch",
     "Pick",
     "Policy",
-    "RunCells",
+    "Schedule",
     "Unfinished",
+    "View",
+    "Work",
     "decide_chance",
-    "drive",
     "first_pass",
     "policy_for",
     "rounds_done",

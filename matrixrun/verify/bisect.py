@@ -21,13 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from matrixrun.core.measurement import Measurement
+from matrixrun.core.measurement import Measurement, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.verdict import Comparison
 from matrixrun.plan import (
-    BISECTION_RUNS,
     Cell,
     Plan,
     added_cell,
@@ -37,9 +36,6 @@ from matrixrun.plan import (
     series_of,
 )
 from matrixrun.spec import CLIENT_AXES, Spec
-
-if TYPE_CHECKING:
-    from matrixrun.verify.policy import Policy
 
 #: Axes whose values are counts (a midpoint is rounded to an integer); request_rate is not.
 INTEGER_AXES = frozenset({"concurrency", "input_len", "output_len"})
@@ -83,9 +79,8 @@ class Proposal:
 
 
 def _seconds(ms: Sequence[Measurement], cell_ids: set[str]) -> float | None:
-    from matrixrun.verify.policy import _seconds as seconds
 
-    times = [seconds(m) for m in ms if m.cell_id in cell_ids]
+    times = [wall_seconds(m) for m in ms if m.cell_id in cell_ids]
     return max(times) if times else None
 
 
@@ -147,28 +142,3 @@ def choose(
             bracket = (float(a.x or 0.0), float(b.x or 0.0))
             out[cell.cell_id] = Proposal(group.group_id, cell, bracket, cost, axis)
     return list(out.values())
-
-
-def adopt(policy: Policy, cell: Cell) -> list[Cell]:
-    """The driver is about to measure `cell`, a proposal: put it and every proposed cell at
-    its point (the other arms) into the plan and the policy's indexes, so the completion rule
-    finishes the point even if the bracket moves. Returns the cells newly added (the runner
-    records them in plan.json before measuring)."""
-    added = []
-    for p in list(policy.proposed.values()):
-        if p.cell.slice != cell.slice or p.cell.point_id != cell.point_id:
-            continue
-        if policy.plan.add_cell(p.group_id, p.cell):
-            policy.cells[p.cell.cell_id] = p.cell
-            policy.group_of[p.cell.cell_id] = policy.plan.group(p.group_id)
-            policy.by_point_arm[(p.cell.slice, p.cell.point_id, p.cell.arm)] = p.cell
-            added.append(p.cell)
-    return added
-
-
-def repeat_wanted(policy: Policy, cell: Cell, ms: Sequence[Measurement]) -> bool:
-    """Whether `cell`, just measured by bisection, gets its warm repeat now: its runs so far
-    all succeeded, number fewer than `BISECTION_RUNS`, and max_runs allows one more."""
-    runs = [m for m in ms if m.cell_id == cell.cell_id]
-    limit = min(BISECTION_RUNS, policy.spec.verify.max_runs)
-    return bool(runs) and all(m.ok for m in runs) and len(runs) < limit

@@ -6,16 +6,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from matrixrun.analysis import analyse, quantile
 from matrixrun.analysis.components import one_run_sigma
-from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.measurement import Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.verdict import Comparison, Verdict
-from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
+from matrixrun.plan import BISECTION_RUNS, Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rundir.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
+from matrixrun.spec.design import MIN_FRESH_DF
 from matrixrun.verify import bisect
 from matrixrun.verify.chance import decide_chance
 
@@ -43,7 +43,6 @@ FUTILITY = 0.25
 #: noise model a relaunch adds one launch df however many cells it replicates; the replicates
 #: beyond the first add run-noise df (the fit's residuals) at their points, which is what the
 #: per-point run noise needs.
-MIN_FRESH_DF = 6
 
 #: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
 _PRIORITY: dict[str, int] = {
@@ -54,15 +53,6 @@ _PRIORITY: dict[str, int] = {
     "bisection": 3,
     "inconclusive": 4,
 }
-
-
-def _seconds(m: Measurement) -> float:
-    if not (m.started_at and m.finished_at):
-        return 0.0
-    fmt = "%Y-%m-%dT%H:%M:%S.%f"
-    start = datetime.strptime(m.started_at.rstrip("Z"), fmt)
-    end = datetime.strptime(m.finished_at.rstrip("Z"), fmt)
-    return max((end - start).total_seconds(), 0.0)
 
 
 class Policy:
@@ -76,7 +66,7 @@ class Policy:
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
         self.by_point_arm = {(c.slice, c.point_id, c.arm): c for c in plan.cells()}
-        #: Bisection's latest proposals, by cell id (`bisect.adopt` puts them in the plan).
+        #: Bisection's latest proposals, by cell id (`adopt` puts them in the plan).
         self.proposed: dict[str, bisect.Proposal] = {}
 
     def expected_runs(self) -> int:
@@ -102,7 +92,7 @@ class Policy:
         first = {m.instance for m in ms if m.reason == "first"}
         relaunched = {m.instance for m in ms if m.reason != "first"} - first
         launch = self.spec.estimate.launch or 0.0
-        return sum(_seconds(m) for m in ms if m.reason != "first") + launch * len(relaunched)
+        return sum(wall_seconds(m) for m in ms if m.reason != "first") + launch * len(relaunched)
 
     def _worth(self, res: Comparison, verdict: Verdict) -> float:
         """Predicted chance that more runs settle `res` within max_runs (1 with no σ yet:
@@ -384,7 +374,7 @@ class Policy:
         for pick in picks:
             first = [m for m in ms if m.cell_id == pick.cell.cell_id]
             default = pick.cost if pick.cost is not None else self.spec.estimate.cell
-            cost = max((_seconds(m) for m in first), default=default or 0.0)
+            cost = max((wall_seconds(m) for m in first), default=default or 0.0)
             group = self.group_of[pick.cell.cell_id].group_id
             cost += 0.0 if group in launched else launch_s
             if cost > left:
@@ -413,3 +403,26 @@ class Policy:
                 cells = sorted(by_group[g.group_id], key=lambda p: sweep_order(p.cell))
                 out.append((g, cells))
         return out
+
+    def adopt(self, cell: Cell) -> list[Cell]:
+        """The driver is about to measure `cell`, a bisection proposal: put it and every
+        proposed cell at its point (the other arms) into the plan and the policy's indexes, so
+        the completion rule finishes the point even if the bracket moves. Returns the cells
+        newly added (the runner records them in plan.json before measuring)."""
+        added = []
+        for p in list(self.proposed.values()):
+            if p.cell.slice != cell.slice or p.cell.point_id != cell.point_id:
+                continue
+            if self.plan.add_cell(p.group_id, p.cell):
+                self.cells[p.cell.cell_id] = p.cell
+                self.group_of[p.cell.cell_id] = self.plan.group(p.group_id)
+                self.by_point_arm[(p.cell.slice, p.cell.point_id, p.cell.arm)] = p.cell
+                added.append(p.cell)
+        return added
+
+    def repeat_wanted(self, cell: Cell, ms: Sequence[Measurement]) -> bool:
+        """Whether `cell`, just measured by bisection, gets its warm repeat now: its runs so
+        far all succeeded, number fewer than `BISECTION_RUNS`, and max_runs allows one more."""
+        runs = [m for m in ms if m.cell_id == cell.cell_id]
+        limit = min(BISECTION_RUNS, self.spec.verify.max_runs)
+        return bool(runs) and all(m.ok for m in runs) and len(runs) < limit

@@ -10,20 +10,17 @@ over a shared file system and appending to files of its own (`RunDir(shard=...)`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from matrixrun.core.errors import InputError
 
 if TYPE_CHECKING:
-    from matrixrun.run.executors.jobs import JobRecord
+    from matrixrun.run.executors.slurm import OnInterrupt
     from matrixrun.run.runner import Runner, RunSummary
 
 EXECUTORS = ("local", "slurm")
-
-#: Asked on Ctrl-C with the jobs still queued or running: True cancels them, False leaves them.
-OnInterrupt = Callable[[Sequence["JobRecord"]], bool]
 
 
 class Executor(Protocol):
@@ -40,7 +37,7 @@ def refuse_local_resume(run_dir: str | Path) -> None:
     """A run directory whose Slurm jobs may still be queued or running is resumed with
     `--executor slurm` (which waits for them); measuring it here too would run those groups
     twice at once. (jobs.json may be older than the jobs: then the advice costs a poll.)"""
-    from matrixrun.run.executors.jobs import read_jobs
+    from matrixrun.rundir.jobs import read_jobs
 
     live = [j.job_id for j in read_jobs(Path(run_dir) / "jobs.json").jobs if not j.ended]
     if live:

@@ -3,7 +3,7 @@ gave it, reading and appending to the shared run directory.
 
 A job is a `GroupTask` (picklable, a few strings): stage 1 (`round_no` 0) measures the group's
 cells not yet measured and their warm reruns on the same server; stage 2 (`round_no` n) is the
-group's launch in round n (`verify._run_round` for that one group). Both compute what is left
+group's launch in round n (`verify.Schedule.round` for that one group). Both compute what is left
 from the run directory when they start, so a job that is submitted again after one that died
 measures only what is missing. Everything the job appends goes to files only it writes
 (`RunDir(shard=group)`, env.d/<group>.json); the controller merges env.d into env.json.
@@ -16,6 +16,7 @@ that point first; a cell left surprising gets its fresh-server rerun in stage 2 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -24,11 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from matrixrun.core.measurement import Measurement, Reason
+from matrixrun.core.measurement import Measurement
 from matrixrun.core.redact import redact_json
-from matrixrun.core.rerun_reason import RerunWhy
 from matrixrun.engines.base import Engine
-from matrixrun.plan import Cell, Plan, ServerGroup
+from matrixrun.plan import Plan
 from matrixrun.run.runner import Runner, RunOptions
 from matrixrun.rundir.environment import capture_environment, read_environment
 from matrixrun.rundir.results import RunDir
@@ -78,9 +78,15 @@ class NodeRunner(Runner):
         self.node = socket.gethostname()
         self.failed_here = 0
 
-    def record(self, m: Measurement, note: str = "") -> None:
-        super().record(m, note)
+    def record(self, m: Measurement, note: str = "", round_no: int | None = None) -> None:
+        super().record(m, note, round_no)
         self.failed_here += 0 if m.ok else 1
+
+    def refreshed(self) -> list[Measurement]:
+        """Every group's measurements as the shared run directory holds them now (this job
+        appends to the same list, so its own are there too)."""
+        self.measurements[:] = self.run_dir.measurements()
+        return self.measurements
 
     def env_shard(self) -> Path:
         return self.run_dir.path / "env.d" / f"{self.run_dir.shard}.json"
@@ -94,14 +100,14 @@ class NodeRunner(Runner):
             self.plan.adopt_added(Plan.model_validate_json(path.read_text()))
         self._on_file |= {c.cell_id for c in self.plan.cells()}  # plan.json holds them
 
-    def _write_plan(self, rd: RunDir) -> set[str]:
+    def write_plan_file(self, rd: RunDir) -> set[str]:
         """plan.d/<group>.json, not plan.json: the controller is plan.json's only writer and
         merges each job's added cells into it (`executors.slurm.merge_plan`). Written before
         the added cell is measured, so a job killed while measuring it loses nothing."""
         rd.write_json(f"plan.d/{rd.shard}.json", redact_json(self.plan.model_dump(mode="json")))
         return {c.cell_id for c in self.plan.cells()}
 
-    def _write_env(self) -> None:
+    def write_env_file(self) -> None:
         env = capture_environment(
             self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
         )
@@ -139,7 +145,6 @@ def _run(task: GroupTask) -> dict[str, Any]:
     from matrixrun.run.gates import hardware_gate
     from matrixrun.run.progress import PlainObserver
     from matrixrun.spec import load_spec
-    from matrixrun.verify.driver import _run_round
 
     spec_path = Path(task.spec_path)
     spec = load_spec(spec_path)
@@ -160,37 +165,17 @@ def _run(task: GroupTask) -> dict[str, Any]:
     policy = verify.policy_for(spec, runner.plan)
     group = runner.plan.group(task.group_id)
 
-    def note(stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy) -> None:
-        # the same event as Runner.run's (an added cell goes to plan.d first), plus the job;
-        # a stage-2 run is tagged with its round, as on one node (`resume.unfinished_round`)
-        if stage == 2:
-            runner._round_of[cell.cell_id] = round_no
-        runner.verify_event(stage, round_no, cell, reason, why, job=os.environ.get("SLURM_JOB_ID"))
-
+    # the same work items the local runner consumes (verify.Schedule), one launch of them:
+    # stage 1 sees the other groups' numbers as they land (the baseline's, on another node)
     if task.round_no == 0:
         runner.retry = set(task.retry)  # tagged extra.retry as on one node (`Runner.record`)
-        todo: list[tuple[Cell, Reason]] = [
-            (c, "first") for c in verify.first_pass(group, runner.measurements, runner.retry)
-        ]
-
-        def warm(_inst: object) -> list[tuple[Cell, Reason]]:
-            # the other groups' numbers so far (the baseline's, on another node)
-            runner.measurements = rd.measurements()
-            picks = policy.warm_reruns(group, runner.measurements)
-            for cell, why in picks:
-                note(1, 0, cell, "surprise", why)
-            return [(cell, "surprise") for cell, _ in picks]
-
-        if todo:
-            runner.run_cells(group, todo, after=warm)
+        schedule = verify.Schedule(policy, runner.refreshed, retry=runner.retry)
+        launches = [schedule.stage1(group)]
     else:
-
-        def run_cells(
-            g: ServerGroup, cells: list[tuple[Cell, Reason]], more: verify.After | None
-        ) -> None:
-            runner.run_cells(g, cells, after=None if more is None else (lambda _i: more()))
-
-        _run_round(policy, runner.measurements, run_cells, note, task.round_no, [group])
+        schedule = verify.Schedule(policy, lambda: runner.measurements)
+        launches = list(itertools.islice(schedule.round(task.round_no, [group]), 1))
+    for launch in launches:
+        runner.run_launch(launch, job=os.environ.get("SLURM_JOB_ID"))
     return {
         "group": task.group_id,
         "round": task.round_no,

@@ -29,7 +29,7 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,14 +37,17 @@ from typing import TYPE_CHECKING, Any
 from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.core.measurement import over_failure_rate, retry_note, still_failed
 from matrixrun.plan import ServerGroup
-from matrixrun.run.executors import OnInterrupt
-from matrixrun.run.executors.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.run.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
 from matrixrun.run.executors.sacct import SlurmState, query_states, slurm_tool
+from matrixrun.rundir.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.rundir.results import RunDir, now_iso
 
 if TYPE_CHECKING:
     from matrixrun.run.runner import Runner, RunSummary
+
+#: Asked on Ctrl-C with the jobs still queued or running: True cancels them, False leaves them.
+OnInterrupt = Callable[[Sequence[JobRecord]], bool]
+
 
 #: How often the controller asks Slurm about its jobs (and reads new measurements).
 POLL_S = 2.0
@@ -169,7 +172,7 @@ class SlurmExecutor:
         self._merge_plan()
         self._merge_env()
         obs.status("analysing")
-        self.runner._write_settings()  # now with every group's correctness gate
+        self.runner.write_settings_file()  # now with every group's correctness gate
         ms = rd.measurements()
         rd.event("run_end", measured=len(ms) - before)  # before the report (see Runner.run)
         report = analyse_and_render(rd)
@@ -188,7 +191,7 @@ class SlurmExecutor:
         rd.write_text("spec.sha256", hashlib.sha256(r.spec_text.encode()).hexdigest() + "\n")
         self._merge_plan()  # a resumed run keeps the cells its jobs added
         rd.results_file.touch()
-        r._write_settings()
+        r.write_settings_file()
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:
@@ -352,7 +355,7 @@ class SlurmExecutor:
         group = r.plan.group(job.group)
         for cell in group.cells:
             if not r.attempts(cell):
-                m = r._failed(group, cell, "first", job.reason)
+                m = r.failed_measurement(group, cell, "first", job.reason)
                 r.record(m)
                 self._seen.add(self._mkey(m))
                 job.cells_failed += 1
@@ -403,7 +406,7 @@ class SlurmExecutor:
             r.servers.update(env.servers)
             if env.hardware_check is not None and r.hardware is None:
                 r.hardware = env.hardware_check
-        r._write_env()
+        r.write_env_file()
         if hasattr(self, "book"):
             by_arm: dict[str, set[str]] = {}
             for rec in r.servers.values():
@@ -468,7 +471,7 @@ class SlurmExecutor:
 def merge_plan(runner: Runner, rd: RunDir) -> bool:
     """plan.json = the plan + the cells the jobs' bisection added (plan.d/*.json, each
     written by its job before measuring them) + those plan.json already held (a resumed
-    run's: `Runner._write_plan`). The controller is plan.json's only writer; the next round's
+    run's: `Runner.write_plan_file`). The controller is plan.json's only writer; the next round's
     jobs read it (`NodeRunner.adopt_shared_plan`). True when the jobs' files added cells."""
     from matrixrun.plan import Plan
 
@@ -477,7 +480,7 @@ def merge_plan(runner: Runner, rd: RunDir) -> bool:
         with contextlib.suppress(ValueError, OSError):  # torn or unreadable: adds nothing
             runner.plan.adopt_added(Plan.model_validate_json(path.read_text()))
     added = {c.cell_id for c in runner.plan.cells()} - before
-    runner._write_plan(rd)
+    runner.write_plan_file(rd)
     return bool(added)
 
 

@@ -22,7 +22,8 @@ import time
 import httpx
 from pydantic import SecretStr
 
-from matrixrun.load.client import LoadConfig, run_load_sync
+from matrixrun.load.client import LoadConfig
+from matrixrun.load.multi import run_load_sync
 
 
 def main() -> int:

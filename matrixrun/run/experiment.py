@@ -1,0 +1,59 @@
+"""`matrixrun run` end to end: the spec loaded, the run directory chosen (new or resumed), the
+engine picked (the simulator for a rehearsal), the hardware gated where the servers run, then
+the runner — here, or through an executor (`executors/`). Kept above both the runner and the
+executors, which it composes, so neither imports the other's caller."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from matrixrun.engines.base import Engine
+from matrixrun.plan.history import refuse_simulated_noise
+from matrixrun.run.executors import Executor
+from matrixrun.run.gates import hardware_gate
+from matrixrun.run.progress import NullObserver, Observer
+from matrixrun.run.resume import new_run_dir, resumed_run_dir
+from matrixrun.run.runner import Runner, RunOptions, RunSummary
+
+
+def run_experiment(
+    spec_path: str | Path,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    rehearse: bool = False,
+    observer: Observer | None = None,
+    ignore_hardware: bool = False,
+    executor: Executor | None = None,
+    retry_failed: bool = False,
+) -> RunSummary:
+    """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
+    hardware (real launches only), run (here, or through `executor`: executors/)."""
+    from matrixrun.engines import for_spec
+    from matrixrun.spec import load_spec
+
+    spec_path = Path(spec_path)
+    spec = load_spec(spec_path)
+    text = spec_path.read_text()
+    refuse_simulated_noise(spec, rehearse)
+    if resume is not None:
+        rd = resumed_run_dir(resume, spec_path, text)
+    else:
+        rd = new_run_dir(spec_path, out, rehearse)
+    hardware = None
+    engine: Engine
+    if rehearse:
+        from matrixrun.engines.sim import rehearsal_engine
+
+        engine = rehearsal_engine(spec, spec.experiment)
+    else:
+        engine = for_spec(spec.engine)
+        if engine.launches and (executor is None or executor.gates_here):
+            hardware = hardware_gate(spec, ignore_hardware)
+    options = RunOptions(
+        rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed
+    )
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    runner = Runner(spec, text, rd, engine, options)
+    runner.hardware = hardware
+    return runner.run() if executor is None else executor.run(runner)

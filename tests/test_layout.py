@@ -1,0 +1,188 @@
+"""The package's shape, read from its own imports (issue 31): no import cycle between modules
+(imports inside functions and under TYPE_CHECKING count), imports only downward through the
+layers, and no private name used outside the module that defines it. A new import that breaks
+one of these fails here with the edge that broke it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "matrixrun"
+
+# Bottom to top. A module may import from its own layer's package and from any layer below.
+LAYERS: list[set[str]] = [
+    {"core"},
+    {"sim"},
+    {"spec"},
+    {"load"},
+    {"plan"},
+    {"engines"},
+    {"flags"},
+    {"rundir", "store"},
+    {"analysis"},
+    {"verify"},
+    {"report"},
+    {"run"},
+    {"ingest"},
+    {"publish"},
+    {"cli", "__main__"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _package_of(module: str) -> str:
+    return module.split(".", 2)[1] if "." in module else ""
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if MODULES[module].name != "__init__.py":
+        base = base[:-1]
+    if node.level > 1:
+        base = base[: -(node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _imports(module: str) -> list[tuple[str, list[str], int]]:
+    """(imported module, names taken from it, line) for every import in the module."""
+    tree = ast.parse(MODULES[module].read_text())
+    out: list[tuple[str, list[str], int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node)
+            names = [a.name for a in node.names]
+            # `from pkg import submodule` imports the submodule
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES]
+            plain = [n for n in names if f"{target}.{n}" not in MODULES]
+            if target in MODULES and (plain or not subs):
+                out.append((target, plain, node.lineno))
+            out.extend((s, [], node.lineno) for s in subs)
+        elif isinstance(node, ast.Import):
+            out.extend((a.name, [], node.lineno) for a in node.names if a.name in MODULES)
+    return [(t, n, line) for t, n, line in out if t.startswith("matrixrun") and t != module]
+
+
+EDGES = {m: _imports(m) for m in MODULES}
+
+
+def _layer(module: str) -> int:
+    package = _package_of(module)
+    for i, layer in enumerate(LAYERS):
+        if package in layer:
+            return i
+    if module == "matrixrun":
+        return -1
+    raise AssertionError(f"{module}: its package {package!r} is in no layer of {__file__}")
+
+
+def test_every_package_has_a_layer() -> None:
+    for module in MODULES:
+        _layer(module)
+
+
+def test_no_import_cycle() -> None:
+    graph = {m: {t for t, _, _ in EDGES[m]} for m in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles (function-level imports included): {cycles}"
+
+
+def test_imports_only_downward() -> None:
+    upward = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} imports {t}"
+        for m in MODULES
+        for t, _, line in EDGES[m]
+        if t in MODULES and _layer(t) > _layer(m)
+    ]
+    assert not upward, "imports against the layering:\n" + "\n".join(upward)
+
+
+def test_no_private_name_used_outside_its_module() -> None:
+    private = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} takes {n} from {t}"
+        for m in MODULES
+        for t, names, line in EDGES[m]
+        for n in names
+        if n.startswith("_") and not n.startswith("__")
+    ]
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        aliases = {
+            (a.asname or a.name): f"{_resolve(m, node)}.{a.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for a in node.names
+            if f"{_resolve(m, node)}.{a.name}" in MODULES
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                private.append(
+                    f"{path.relative_to(ROOT.parent)}:{node.lineno} uses "
+                    f"{aliases[node.value.id]}.{node.attr}"
+                )
+    assert not private, "private names used outside their module:\n" + "\n".join(private)
+
+
+@pytest.mark.parametrize("package", ["core"])
+def test_core_imports_nothing_else(package: str) -> None:
+    leaks = [
+        f"{m} imports {t}"
+        for m in MODULES
+        if _package_of(m) == package
+        for t, _, _ in EDGES[m]
+        if _package_of(t) != package and t != "matrixrun"
+    ]
+    assert not leaks, leaks
