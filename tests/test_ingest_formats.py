@@ -358,7 +358,10 @@ def test_genai_bench_is_recognised_and_refused_with_the_reason() -> None:
     with pytest.raises(InputError) as err:
         load([GENAI / "base", GENAI / "cutedsl"], "base")
     text = str(err.value)
-    assert text.startswith(f"{GENAI / 'base'}: genai-bench output; its throughputs divide by")
+    version = raw(GENAI / "base" / "experiment_metadata.json")["benchmark_version"]
+    assert text.startswith(
+        f"{GENAI / 'base'}: genai-bench {version} output; its throughputs divide by"
+    )
     assert "whole second" in text and "rerun the comparison with" in text
 
 
@@ -389,7 +392,7 @@ def test_genai_bench_throughput_hides_what_its_latencies_show() -> None:
             "a.json",
             '{"aiperf_version": "0.13.0", "benchmark_duration": {"unit": "ms", "avg": 5}}',
             None,
-            "'benchmark_duration' is in 'ms', not 'sec' as aiperf 0.13 writes it",
+            "'benchmark_duration' is in 'ms', not 'sec' as aiperf 0.8 to 0.13 write it; this export (aiperf 0.13.0)",
         ),
         ("x.json", '{"rps": 3}', None, "not a result file ingest knows"),
     ],

@@ -9,6 +9,12 @@ Python's json reads both. bench_serving writes no count of failed requests: `com
 successes only, so `failed` is the number of non-empty `errors` when the per-request lists are
 there, and 0 otherwise (a file without details cannot show failures).
 
+Older bench_serving versions (late 2024) wrote fewer fields: no `request_throughput` or
+`input_throughput` (and no TPOT statistics or p99s). Those throughputs are, by bench_serving's
+own definition, `completed / duration` and `total_input_tokens / duration`, so they are
+computed from the counts and the duration the line does hold; the record lists what was
+computed (`computed`) so the summary can say so.
+
 Used by `matrixrun.ingest.records` (files → measurements) and by the bench_serving client adapter.
 A bad line raises `InputError("FILE:LINE: what is wrong, what to do")`.
 """
@@ -32,6 +38,9 @@ __all__ = ["BenchServingRecord", "RequestDetails", "parse_line", "parse_lines", 
 DETAIL_FIELDS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _REQUIRED = ("duration", "completed", "total_input_tokens", "total_output_tokens")
 _RATES = ("request_throughput", "input_throughput", "output_throughput")
+#: Throughputs older versions did not write, and the count each divides by the duration
+#: (bench_serving's definition). Every version writes output_throughput.
+_RATE_OF = {"request_throughput": "completed", "input_throughput": "total_input_tokens"}
 _HINT = "is this a line written by `python -m sglang.bench_serving --output-file`?"
 
 
@@ -68,6 +77,10 @@ class BenchServingRecord(BaseModel):
     server_info: dict[str, Any] = Field(default_factory=dict)
     metrics: Metrics
     details: RequestDetails | None = None
+    computed: list[str] = Field(
+        default_factory=list,
+        description="Metrics the line did not hold, computed from its counts and duration.",
+    )
     fields: dict[str, Any] = Field(
         default_factory=dict, description="Every other top-level key of the line, as written."
     )
@@ -117,8 +130,13 @@ def _optional_int(data: dict[str, Any], key: str, where: str) -> int | None:
     return value
 
 
-def _metrics(data: dict[str, Any], details: RequestDetails | None, where: str) -> Metrics:
-    for key in _REQUIRED + _RATES:
+def _metrics(
+    data: dict[str, Any], details: RequestDetails | None, where: str, computed: list[str]
+) -> Metrics:
+    """The line's metrics; throughputs an older version did not write are computed from the
+    counts and the duration (their names are appended to `computed`)."""
+    present = [k for k in _RATES if k in data or k not in _RATE_OF]
+    for key in _REQUIRED + tuple(present):
         if key not in data:
             raise _bad(where, f"missing {key!r}")
         if _finite(data[key]) is None:
@@ -127,8 +145,8 @@ def _metrics(data: dict[str, Any], details: RequestDetails | None, where: str) -
                 f"{key!r} is {data[key]!r}, not a finite number",
                 "the run probably completed no request: rerun it, or remove the line",
             )
-    values: dict[str, Any] = {key: data[key] for key in _REQUIRED + _RATES}
-    for key in ("duration", *_RATES):
+    values: dict[str, Any] = {key: data[key] for key in _REQUIRED + tuple(present)}
+    for key in ("duration", *present):
         values[key] = float(values[key])
     for key in ("completed", "total_input_tokens", "total_output_tokens"):
         v = values[key]
@@ -138,16 +156,29 @@ def _metrics(data: dict[str, Any], details: RequestDetails | None, where: str) -
             raise _bad(where, f"{key!r} is {v!r}, not a count", "fix or remove the line")
     if values["duration"] <= 0:
         raise _bad(where, f"'duration' is {values['duration']!r}", "fix or remove the line")
+    for rate, total in _RATE_OF.items():
+        if rate not in values:
+            values[rate] = values[total] / values["duration"]
+            computed.append(rate)
     total = _finite(data.get("total_throughput"))
     # Older bench_serving versions write no total_throughput: it is input + output by definition.
-    values["total_throughput"] = (
-        total if total is not None else values["input_throughput"] + values["output_throughput"]
-    )
+    if total is None:
+        total = values["input_throughput"] + values["output_throughput"]
+        computed.append("total_throughput")
+    values["total_throughput"] = total
     for name in METRIC_NAMES:
         if name.endswith("_ms") or name == "concurrency":
             # NaN / Infinity mean "undefined" (e.g. TPOT with one output token): None.
             values[name] = _finite(data.get(name))
-    values["failed"] = sum(1 for e in details.errors if e) if details else 0
+    # Newer writers count failures themselves (the multi-turn replay's `errors` holds only the
+    # first few distinct messages, so a written count wins over counting that list).
+    written = data.get("failed")
+    if isinstance(written, int) and not isinstance(written, bool) and written >= 0:
+        values["failed"] = written
+    elif details:
+        values["failed"] = sum(1 for e in details.errors if e)
+    else:
+        values["failed"] = 0
     try:
         return Metrics.model_validate(values)
     except ValidationError as err:
@@ -189,6 +220,8 @@ def parse_line(text: str, *, source: str = "<string>", line: int = 1) -> BenchSe
     if not isinstance(server_info, dict):
         raise _bad(where, f"'server_info' should be an object, not {type(server_info).__name__}")
     ratio = data.get("random_range_ratio")
+    computed: list[str] = []
+    metrics = _metrics(data, details, where, computed)
     known = {
         "tag",
         "backend",
@@ -214,8 +247,9 @@ def parse_line(text: str, *, source: str = "<string>", line: int = 1) -> BenchSe
         random_output_len=_optional_int(data, "random_output_len", where),
         random_range_ratio=_finite(ratio),
         server_info=server_info,
-        metrics=_metrics(data, details, where),
+        metrics=metrics,
         details=details,
+        computed=computed,
         fields={k: v for k, v in data.items() if k not in known},
     )
 

@@ -104,9 +104,11 @@ def detect(path: str | Path) -> Format:
             return "aiperf"
         if genai_bench.is_genai_bench(data):
             return "genai_bench"
+        if genai_bench.is_experiment_metadata(data):
+            return "genai_bench"
         if vllm.is_vllm(data):
             return "vllm"
-        if "input_throughput" in data:
+        if bench_serving_line(data):
             return "bench_serving"
     if isinstance(data, list) and data and all(vllm.is_vllm(d) for d in data):
         raise InputError(
@@ -119,16 +121,29 @@ def detect(path: str | Path) -> Format:
     )
 
 
+#: Fields every sglang.bench_serving line has, from the late-2024 versions on.
+_BENCH_SERVING_CORE = frozenset(
+    ("backend", "duration", "completed", "total_input_tokens", "total_output_tokens",
+     "output_throughput")
+)  # fmt: skip
+
+
+def bench_serving_line(data: dict[str, Any]) -> bool:
+    """An sglang.bench_serving line: its own throughput names (`input_throughput`, or the
+    retokenized count every version writes), or, for the oldest lines that have neither,
+    its core fields without vLLM's `total_token_throughput`."""
+    if "input_throughput" in data or "total_output_tokens_retokenized" in data:
+        return True
+    return _BENCH_SERVING_CORE <= data.keys() and "total_token_throughput" not in data
+
+
 def read(
     path: str | Path, format: Format | None = None, *, sweep_serve: SweepServe = "arms"
 ) -> list[Run]:
     """The runs of one input, in the format given or detected."""
     fmt = format or detect(path)
     if fmt == "bench_serving":
-        return [
-            Run(record=r, format="bench_serving", tool=_bench_serving_tool(r))
-            for r in bench_serving.read_file(path)
-        ]
+        return [_bench_serving_run(r) for r in bench_serving.read_file(path)]
     if fmt == "vllm":
         return vllm.read_file(path)
     if fmt == "vllm_sweep":
@@ -151,7 +166,43 @@ def read(
 def _bench_serving_tool(record: bench_serving.BenchServingRecord) -> str:
     version = record.server_info.get("version")
     server = f" against {version}" if version else ""
-    return f"sglang.bench_serving{server}"
+    name = "sglang multi-turn replay" if "total_turns" in record.fields else "sglang.bench_serving"
+    return f"{name}{server}"
+
+
+_BENCH_SERVING_DERIVED = {
+    "request_throughput": "completed / duration (this bench_serving version wrote no "
+    "request_throughput)",
+    "input_throughput": "total_input_tokens / duration (this bench_serving version wrote no "
+    "input_throughput)",
+    "total_throughput": "input_throughput + output_throughput (this bench_serving version "
+    "wrote no total_throughput)",
+}
+
+
+def _bench_serving_run(record: bench_serving.BenchServingRecord) -> Run:
+    """A bench_serving line as a Run: what was computed, the model it ran against and
+    whether the server decoded speculatively (a positive `accept_length`, or a
+    speculative algorithm in `server_info`)."""
+    identity: dict[str, str] = {}
+    info = record.server_info
+    model = info.get("model_path") or record.fields.get("model_id") or record.fields.get("model")
+    if isinstance(model, str) and model:
+        identity["model"] = model
+    spec: str | None = None
+    accept = record.fields.get("accept_length")
+    if isinstance(accept, int | float) and not isinstance(accept, bool) and accept > 0:
+        spec = f"accept_length {accept:.3g}"
+    elif info.get("speculative_algorithm"):
+        spec = f"speculative_algorithm {info['speculative_algorithm']}"
+    return Run(
+        record=record,
+        format="bench_serving",
+        tool=_bench_serving_tool(record),
+        derived={m: _BENCH_SERVING_DERIVED[m] for m in record.computed},
+        identity=identity,
+        spec_decode=spec,
+    )
 
 
 @dataclass

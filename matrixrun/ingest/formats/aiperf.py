@@ -7,6 +7,13 @@ Every metric is `{"unit", "avg", "p1" ... "p99", "min", "max", "std", "count", "
 dataset's `isl`/`osl` means. With `--concurrency 1,4` aiperf writes one `concurrency_N/`
 folder per step under the artifact directory.
 
+Older exports (aiperf 0.8 to 0.12) differ: a phase is named (`name: "profiling"`) instead of
+having a `kind`, metrics carry no `sum`/`count`, and `total_isl`/`total_osl` are missing
+for some datasets; then the totals are `input_sequence_length.avg × request_count` (the
+average is that sum over the same requests), computed and said so. A step folder is any
+folder below the artifact directory whose name is its run's own concurrency or rate
+(`concurrency_8`, `c8`, `rate-2.5`): it is a sweep point, never an arm.
+
 What differs from bench_serving, and so how it is mapped:
 - `inter_token_latency` is (request latency − TTFT) / (output tokens − 1) per request:
   bench_serving's TPOT. `inter_chunk_latency` is the gap between streamed chunks (vLLM's ITL,
@@ -22,7 +29,9 @@ What differs from bench_serving, and so how it is mapped:
 from __future__ import annotations
 
 import math
+import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +40,7 @@ from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, total
 from matrixrun.ingest.formats.vllm import load_json
 from matrixrun.load.bench_serving import BenchServingRecord
 
-__all__ = ["DEFINITIONS", "EXPORT", "arm_of", "is_aiperf", "read_file"]
+__all__ = ["DEFINITIONS", "EXPORT", "arm_of", "artifact_dir", "is_aiperf", "name_arms", "read_file"]
 
 EXPORT = "profile_export_aiperf.json"
 _HINT = f"is this aiperf's {EXPORT}?"
@@ -62,13 +71,51 @@ def is_aiperf(data: Any) -> bool:
     return isinstance(data, dict) and "aiperf_version" in data and "benchmark_duration" in data
 
 
-def arm_of(path: Path) -> str:
-    """The artifact directory's name: the folder holding the export, above aiperf's own
-    `concurrency_N` / `request_rate_N` step folders."""
+_NUMBERED = re.compile(r"[A-Za-z_-]*?(\d+(?:\.\d+)?)")
+
+
+def _is_step(name: str, values: tuple[float | None, ...]) -> bool:
+    """A sweep-step folder: aiperf's own `concurrency_N` / `request_rate_N`, or a name that
+    is a prefix and the run's own concurrency or rate (`c16`, `conc_16`, `rate-2.5`)."""
+    if _STEP.fullmatch(name):
+        return True
+    match = _NUMBERED.fullmatch(name)
+    return bool(match) and float(match.group(1)) in [v for v in values if v is not None]
+
+
+def artifact_dir(path: Path, values: tuple[float | None, ...] = ()) -> Path:
+    """The artifact directory of an export: the folder holding it, above any step folders
+    (whose names are the run's concurrency or rate, `values`)."""
     folder = path.parent
-    while _STEP.fullmatch(folder.name) and folder.parent != folder:
+    while _is_step(folder.name, values) and folder.parent != folder:
         folder = folder.parent
-    return folder.name or path.stem
+    return folder
+
+
+def arm_of(path: Path, values: tuple[float | None, ...] = ()) -> str:
+    """The artifact directory's name (see `artifact_dir`)."""
+    return artifact_dir(path, values).name or path.stem
+
+
+def name_arms(runs: list[Run]) -> list[Run]:
+    """Exports from different artifact directories that share a name (`5090/agent` and
+    `h200/agent`) are different arms: name each by its path below their common folder, so
+    runs of two setups never become repeats of one."""
+    dirs: dict[str, set[Path]] = {}
+    for r in runs:
+        if r.format == "aiperf" and r.record.tag is not None:
+            dirs.setdefault(r.record.tag, set()).add(Path(str(r.record.fields["artifact_dir"])))
+    out = []
+    for r in runs:
+        tag = r.record.tag
+        if r.format == "aiperf" and tag is not None and len(dirs[tag]) > 1:
+            group = sorted(dirs[tag])
+            common = Path(os.path.commonpath([str(d) for d in group]))
+            here = Path(str(r.record.fields["artifact_dir"]))
+            name = here.relative_to(common).as_posix() if here != common else here.name
+            r = replace(r, record=r.record.model_copy(update={"tag": name}))
+        out.append(r)
+    return out
 
 
 def _scalar(data: dict[str, Any], key: str, unit: str, where: str) -> float:
@@ -77,19 +124,43 @@ def _scalar(data: dict[str, Any], key: str, unit: str, where: str) -> float:
     if value is None or not isinstance(entry, dict):
         raise InputError(f"{where}: no number in {key!r}.avg; {_HINT}")
     if entry.get("unit") != unit:
-        raise InputError(
-            f"{where}: {key!r} is in {entry.get('unit')!r}, not {unit!r} as aiperf 0.13 writes "
-            "it; the export may come from an aiperf version ingest does not read yet"
-        )
+        raise InputError(_unit_error(data, where, key, entry.get("unit"), unit))
     return value
 
 
+def _unit_error(data: dict[str, Any], where: str, key: str, found: Any, unit: str) -> str:
+    version = data.get("aiperf_version") or "of unrecorded version"
+    return (
+        f"{where}: {key!r} is in {found!r}, not {unit!r} as aiperf 0.8 to 0.13 write it; this "
+        f"export (aiperf {version}) is of a layout ingest does not read yet: export the run "
+        "with aiperf 0.13, or leave the file out"
+    )
+
+
 def _profiling_phase(config: dict[str, Any]) -> dict[str, Any]:
+    """The measured phase: `kind: profiling` (0.13), or `name: profiling` (earlier)."""
     phases = config.get("phases") or []
     for phase in phases:
-        if isinstance(phase, dict) and phase.get("kind") == "profiling":
+        if isinstance(phase, dict) and "profiling" in (phase.get("kind"), phase.get("name")):
             return phase
     return {}
+
+
+def _total(
+    data: dict[str, Any], key: str, per_request: str, completed: int, where: str
+) -> tuple[int, str | None]:
+    """A token total: `total_isl`/`total_osl` where written, else the per-request average
+    times the request count (how the average was made); the second value says so."""
+    if isinstance(data.get(key), dict):
+        return count(_scalar(data, key, "tokens", where), key, where), None
+    if not isinstance(data.get(per_request), dict):
+        raise InputError(
+            f"{where}: neither {key!r} nor {per_request!r}; {_HINT} (aiperf 0.8 and later "
+            "write one of them)"
+        )
+    avg = _scalar(data, per_request, "tokens", where)
+    how = f"{per_request}.avg × request_count (this aiperf version wrote no {key})"
+    return count(avg * completed, f"{per_request}.avg × request_count", where), how
 
 
 def read_file(path: str | Path) -> list[Run]:
@@ -106,8 +177,8 @@ def read_file(path: str | Path) -> list[Run]:
     errors = data.get("error_request_count")
     failed_value = finite(errors.get("avg")) if isinstance(errors, dict) else None
     failed = count(failed_value or 0.0, "error_request_count", where)
-    total_in = count(_scalar(data, "total_isl", "tokens", where), "total_isl", where)
-    total_out = count(_scalar(data, "total_osl", "tokens", where), "total_osl", where)
+    total_in, in_how = _total(data, "total_isl", "input_sequence_length", completed, where)
+    total_out, out_how = _total(data, "total_osl", "output_sequence_length", completed, where)
     values = totals_over(duration, completed, failed, total_in, total_out)
     notes: dict[str, str] = {}
     for ours, (theirs, unit) in _LATENCIES.items():
@@ -115,16 +186,16 @@ def read_file(path: str | Path) -> list[Run]:
         if not isinstance(entry, dict):
             continue
         if entry.get("unit") != unit:
-            raise InputError(
-                f"{where}: {theirs!r} is in {entry.get('unit')!r}, not {unit!r} as aiperf 0.13 "
-                "writes it; the export may come from an aiperf version ingest does not read yet"
-            )
+            raise InputError(_unit_error(data, where, theirs, entry.get("unit"), unit))
         if failed and ours != "itl":
             notes[ours] = f"aiperf's {theirs} statistics include failed requests: left out"
             continue
         for stat, key in _STATS.items():
             values[f"{stat}_{ours}_ms"] = finite(entry.get(key))
     derived = dict(DERIVED)
+    for name, how in (("total_input_tokens", in_how), ("total_output_tokens", out_how)):
+        if how is not None:
+            derived[name] = how
     mean_e2e = values.get("mean_e2e_latency_ms")
     if mean_e2e is not None:
         values["concurrency"] = mean_e2e / 1000 * completed / duration
@@ -143,10 +214,16 @@ def read_file(path: str | Path) -> list[Run]:
         return int(v) if v is not None and v.is_integer() else None
 
     version = data.get("aiperf_version")
+    steps = (finite(concurrency), rate)
+    models = (config.get("models") or {}).get("items") or []
+    model = models[0].get("name") if models and isinstance(models[0], dict) else None
+    identity = {"client version": f"aiperf {version}"} if version else {}
+    if isinstance(model, str) and model:
+        identity["model"] = model
     record = BenchServingRecord(
         source=where,
         line=1,
-        tag=arm_of(p),
+        tag=arm_of(p, steps),
         backend=str((config.get("endpoint") or {}).get("type") or "") or None,
         dataset_name=str(datasets[0].get("type")) if datasets[0].get("type") else None,
         request_rate=rate if rate is not None else math.inf,
@@ -155,14 +232,25 @@ def read_file(path: str | Path) -> list[Run]:
         random_output_len=mean_len("osl"),
         server_info={},
         metrics=make_metrics(values, where),
-        fields={"phase": kind, "benchmark_id": data.get("benchmark_id")},
+        fields={
+            "phase": kind,
+            "artifact_dir": str(artifact_dir(p, steps)),
+            "mean_input_len": total_in / completed if completed else None,
+            "mean_output_len": total_out / completed if completed else None,
+        },
     )
     definitions = dict(DEFINITIONS)
     definitions.update(notes)
     tool = f"aiperf {version}" if version else "aiperf (version not recorded)"
-    return [
-        Run(record=record, format="aiperf", tool=tool, definitions=definitions, derived=derived)
-    ]
+    run = Run(
+        record=record,
+        format="aiperf",
+        tool=tool,
+        definitions=definitions,
+        derived=derived,
+        identity=identity,
+    )
+    return [run]
 
 
 def exports(path: Path) -> list[Path]:

@@ -29,7 +29,7 @@ from matrixrun.core.errors import InputError
 from matrixrun.ingest.formats.run import finite
 from matrixrun.ingest.formats.vllm import load_json
 
-__all__ = ["is_genai_bench", "is_genai_bench_dir", "refuse"]
+__all__ = ["is_experiment_metadata", "is_genai_bench", "is_genai_bench_dir", "refuse"]
 
 
 def is_genai_bench(data: Any) -> bool:
@@ -38,6 +38,25 @@ def is_genai_bench(data: Any) -> bool:
         and isinstance(data.get("aggregated_metrics"), dict)
         and "individual_request_metrics" in data
     )
+
+
+def is_experiment_metadata(data: Any) -> bool:
+    """An experiment folder's `experiment_metadata.json` (the command, `benchmark_version`,
+    the model and traffic scenarios), given on its own instead of the folder."""
+    return isinstance(data, dict) and "benchmark_version" in data and "traffic_scenario" in data
+
+
+def _version(path: Path) -> str:
+    """genai-bench's version as the experiment recorded it (`benchmark_version`)."""
+    meta = (path if path.is_dir() else path.parent) / "experiment_metadata.json"
+    if not meta.is_file():
+        return "genai-bench (version not recorded)"
+    try:
+        data = load_json(meta, "is this a genai-bench experiment_metadata.json?")
+    except InputError:
+        return "genai-bench (version not recorded)"
+    version = data.get("benchmark_version") if isinstance(data, dict) else None
+    return f"genai-bench {version}" if version else "genai-bench (version not recorded)"
 
 
 def is_genai_bench_dir(path: Path) -> bool:
@@ -49,7 +68,13 @@ def refuse(path: str | Path) -> InputError:
     """The one-sentence refusal for a genai-bench file or experiment folder."""
     p = Path(path)
     duration = ""
-    files = sorted(p.glob("*_num_concurrency_*.json")) if p.is_dir() else [p]
+    folder = p if p.is_dir() else p.parent
+    if p.is_dir():
+        files = sorted(p.glob("*_num_concurrency_*.json"))
+    elif p.name == "experiment_metadata.json":
+        files = sorted(folder.glob("*_num_concurrency_*.json"))
+    else:
+        files = [p]
     if files:
         data = load_json(files[0], "is this a genai-bench run file?")
         agg = data.get("aggregated_metrics") if isinstance(data, dict) else None
@@ -57,7 +82,7 @@ def refuse(path: str | Path) -> InputError:
         if value is not None:
             duration = f" ({value:.3f} s in {files[0].name})"
     return InputError(
-        f"{p}: genai-bench output; its throughputs divide by run_duration{duration}, the run's "
+        f"{p}: {_version(p)} output; its throughputs divide by run_duration{duration}, the run's "
         "wall time up to the next whole second of its 1-second stop check, not the time from "
         "first request to last response, so they are not bench_serving's throughputs and "
         "would hide differences under a second per run; ingest cannot compare arms on them: "

@@ -22,6 +22,14 @@ What differs from bench_serving, and so how it is mapped:
   totals over the duration: the throughputs are computed as bench_serving defines them,
   successful totals / `duration`.
 - `request_latency` is in seconds: × 1000 for `*_e2e_latency_ms`.
+- `duration` is the benchmark's measurement window (`scheduler_metrics.measure_end_time −
+  measure_start_time`). In guidellm 0.5 that window can be the nominal one (the run's
+  `--max-seconds`) and outlast the requests by minutes; a throughput over it is not a total
+  over the time the requests ran. Where the requests' own span (`request_start_time` to
+  `request_end_time`, clipped to the window) differs from the window, the span is used and
+  the summary says so.
+- reports from before guidellm 0.4 (benchmarks with `run_stats`, no `guidellm_version`) hold
+  only the nominal window and no request span to check it against: refused.
 """
 
 from __future__ import annotations
@@ -83,17 +91,43 @@ def _stats(dist: dict[str, Any], scale: float = 1.0) -> dict[str, float | None]:
     return out
 
 
-def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: str) -> Run:
-    where = f"{source}: benchmarks[{index}]"
-    if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
-        raise InputError(f"{where}: no 'metrics' object; {_HINT}")
-    metrics: dict[str, Any] = bench["metrics"]
+#: How far the requests' span may differ from guidellm's window before it replaces it.
+SPAN_TOLERANCE = 0.005
+
+
+def _duration(bench: dict[str, Any], where: str) -> tuple[float, str | None]:
+    """The time the measured requests ran: guidellm's `duration`, or the requests' span
+    where its window outlasts them (then also a sentence saying so)."""
     duration = finite(bench.get("duration"))
     if duration is None or duration <= 0:
         raise InputError(
             f"{where}: 'duration' is {bench.get('duration')!r}; the benchmark measured nothing: "
             "rerun it, or leave the file out"
         )
+    sm = bench.get("scheduler_metrics") or {}
+    times = [finite(sm.get(k)) for k in _WINDOW]
+    if any(t is None for t in times):
+        return duration, None
+    measure_start, measure_end, first, last = (float(t) for t in times if t is not None)
+    span = min(measure_end, last) - max(measure_start, first)
+    if span <= 0 or abs(span - duration) <= SPAN_TOLERANCE * duration:
+        return duration, None
+    return span, (
+        f"the requests' span, min(measure_end_time, request_end_time) − max(measure_start_time, "
+        f"request_start_time) = {span:.3f} s: guidellm's duration ({duration:.3f} s) is its "
+        "measurement window, which the requests did not fill"
+    )
+
+
+_WINDOW = ("measure_start_time", "measure_end_time", "request_start_time", "request_end_time")
+
+
+def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: str) -> Run:
+    where = f"{source}: benchmarks[{index}]"
+    if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
+        raise InputError(f"{where}: no 'metrics' object; {_HINT}")
+    metrics: dict[str, Any] = bench["metrics"]
+    duration, span_note = _duration(bench, where)
     totals = metrics.get("request_totals") or {}
     completed = count(finite(totals.get("successful")) or 0.0, "request_totals.successful", where)
     failed = count(finite(totals.get("errored")) or 0.0, "request_totals.errored", where)
@@ -107,6 +141,8 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
     for stat, v in _stats(_dist(metrics, "request_latency", where), scale=1000.0).items():
         values[f"{stat}_e2e_latency_ms"] = v
     derived = {k: v for k, v in DERIVED.items() if not k.endswith("_tpot_ms")}
+    if span_note is not None:
+        derived["duration"] = span_note
     equal_lengths = finite(output.get("min")) == finite(output.get("max"))
     notes: dict[str, str] = {}
     if equal_lengths:
@@ -147,12 +183,17 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
     )
     definitions = dict(DEFINITIONS)
     definitions.update(notes)
+    identity = {"client version": tool} if tool.startswith("guidellm ") else {}
+    model = ((bench.get("config") or {}).get("backend") or {}).get("model")
+    if isinstance(model, str) and model:
+        identity["model"] = model
     return Run(
         record=record,
         format="guidellm",
         tool=tool,
         definitions=definitions,
         derived=derived,
+        identity=identity,
     )
 
 
@@ -163,11 +204,18 @@ def read_file(path: str | Path) -> list[Run]:
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"{p}: no 'benchmarks' list; {_HINT}")
     version = (data.get("metadata") or {}).get("guidellm_version")
+    benches = data["benchmarks"]
+    if not version and any(isinstance(b, dict) and "run_stats" in b for b in benches):
+        raise InputError(
+            f"{p}: a report of guidellm before 0.4 (its benchmarks hold run_stats and it records "
+            "no guidellm_version): its only duration is the nominal window (run_stats start to "
+            "end), with no request span to check it against, so its throughputs cannot be "
+            "trusted; rerun the benchmark with guidellm 0.4 or later"
+        )
     tool = f"guidellm {version}" if version else "guidellm (version not recorded)"
     labels = ((data.get("config") or {}).get("metadata") or {}).get("labels") or {}
     arm = labels.get("arm") if isinstance(labels, dict) else None
     tag = str(arm) if arm not in (None, "") else None
-    benches = data["benchmarks"]
     if not benches:
         raise InputError(f"{p}: the report holds no benchmark; rerun guidellm")
     return [

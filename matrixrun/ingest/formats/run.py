@@ -17,7 +17,9 @@ from matrixrun.core.errors import InputError
 from matrixrun.core.metrics import METRIC_NAMES, Metrics
 from matrixrun.load.bench_serving import BenchServingRecord
 
-__all__ = ["FORMATS", "Format", "Run", "family", "finite", "make_metrics", "require_number"]
+__all__ = [
+    "FORMATS", "Format", "Run", "count", "family", "finite", "make_metrics", "require_number",
+]  # fmt: skip
 
 Format = Literal["bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench"]
 FORMATS: tuple[Format, ...] = (
@@ -48,6 +50,12 @@ class Run:
     definitions: dict[str, str] = field(default_factory=dict)
     #: Metric names filled by a labelled conversion -> what was computed.
     derived: dict[str, str] = field(default_factory=dict)
+    #: What the run measured against, where the file records it: "model", "gpu",
+    #: "dataset", "client version" -> value. Arms must agree on these (see identity.py).
+    identity: dict[str, str] = field(default_factory=dict)
+    #: Why the file shows speculative decoding (e.g. "accept_length 2.9"), else None: its
+    #: streamed chunks carry several tokens, so per-chunk ITL is not per-token ITL.
+    spec_decode: str | None = None
 
 
 def finite(value: Any) -> float | None:
@@ -70,11 +78,18 @@ def require_number(data: dict[str, Any], key: str, where: str, todo: str) -> flo
     return value
 
 
+#: How far from a whole number a count written as a float may be and still be that number:
+#: tools sum token counts as floats (guidellm wrote 1748.9999999999998 for 1749 tokens).
+COUNT_TOLERANCE = 1e-6
+
+
 def count(value: float, key: str, where: str) -> int:
-    """A token or request count: a non-negative whole number."""
-    if value < 0 or not float(value).is_integer():
+    """A token or request count: a non-negative whole number, allowing the rounding error of
+    a float sum (within `COUNT_TOLERANCE` of a whole number, relative to its size)."""
+    nearest = round(value)
+    if value < 0 or abs(value - nearest) > COUNT_TOLERANCE * max(1.0, abs(value)):
         raise InputError(f"{where}: {key!r} is {value!r}, not a count; fix or leave out the file")
-    return int(value)
+    return int(nearest)
 
 
 def make_metrics(values: dict[str, Any], where: str) -> Metrics:

@@ -117,13 +117,30 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
         metrics=metrics,
         fields=fields,
     )
+    identity = {}
+    model = data.get("model_id")
+    if isinstance(model, str) and model:
+        identity["model"] = model
     return Run(
         record=record,
         format="vllm_sweep" if format == "vllm_sweep" else "vllm",
         tool=TOOL + " (vLLM version not recorded in the file)",
         definitions=dict(DEFINITIONS),
         derived=derived,
+        identity=identity,
+        spec_decode=_spec_decode(data),
     )
+
+
+def _spec_decode(data: dict[str, Any]) -> str | None:
+    """Whether the run was served with speculative decoding: vLLM writes `spec_decode_*`
+    statistics (acceptance rate and length, drafted and accepted tokens) only then."""
+    for key in ("spec_decode_acceptance_length", "spec_decode_acceptance_rate"):
+        value = finite(data.get(key))
+        if value is not None:
+            return f"{key} {value:.3g}"
+    keys = sorted(k for k, v in data.items() if k.startswith("spec_decode") and v is not None)
+    return f"{keys[0]} written" if keys else None
 
 
 def load_json(path: Path, hint: str = _HINT) -> Any:
