@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.verdict import AnalysisSettings
+from matrixrun.ingest.records.words import BENCH_SERVING, ClientWords
 from matrixrun.load.bench_serving import BenchServingRecord, read_file
 from matrixrun.plan import cell_id, point_id
 
@@ -86,29 +87,29 @@ def _file_stem(record: BenchServingRecord) -> str:
     return Path(record.source).stem
 
 
-def _arm_for(r: BenchServingRecord, arm_field: str) -> str:
+def _arm_for(r: BenchServingRecord, arm_field: str, words: ClientWords) -> str:
     value = r.field(arm_field)
     if value is None or value == "":
         if arm_field == "tag":
             return _file_stem(r)
         raise InputError(
             f"{r.where}: no {arm_field!r} field to name the arm; pass another --arm-field "
-            "or leave it out to use the tag (or the file name)"
+            f"or leave it out to use {words.default_arm}"
         )
     return str(value)
 
 
-def _point_for(r: BenchServingRecord, fields: Sequence[str]) -> dict[str, Any]:
+def _point_for(
+    r: BenchServingRecord, fields: Sequence[str], words: ClientWords
+) -> dict[str, Any]:
     point: dict[str, Any] = {}
     for f in fields:
         value = r.field(f)
         if value is None:
-            hint = (
-                " (bench_serving ran without --max-concurrency?)" if f == "max_concurrency" else ""
-            )
+            hint = f" {words.no_concurrency}" if f == "max_concurrency" else ""
             raise InputError(
                 f"{r.where}: no {f!r} field for the sweep point{hint}; pass --axis-field "
-                "with a field every line has, e.g. request_rate"
+                f"with a field every {words.unit} has, e.g. request_rate"
             )
         point[axis_name(f)] = _json_safe(value)
     return point
@@ -123,6 +124,7 @@ def _keyed(
     point_for: Callable[[BenchServingRecord], dict[str, Any]],
     point_keys: set[str],
     slice: str,
+    words: ClientWords,
 ) -> list[Keyed]:
     """Each record with its arm, point and point id. Workload fields not on the point must
     agree across every line of a point (else the lines measured different things)."""
@@ -144,14 +146,14 @@ def _keyed(
                 where = ", ".join(f"{k} {v}" for k, v in point.items())
                 raise InputError(
                     f"{seen.where} and {r.where}: both at {where} but {f} differs ({a} vs {b}); "
-                    f"lines of one point must run the same workload: pass --point-field {f} "
-                    "to make it a sweep axis, or ingest the files separately"
+                    f"{words.unit}s of one point must run the same workload: pass "
+                    f"--point-field {f} to make it a sweep axis, or ingest the files separately"
                 )
         keyed.append((r, arm, point, pid))
     return keyed
 
 
-def _check_arms(arms: list[str], baseline: str) -> None:
+def _check_arms(arms: list[str], baseline: str, words: ClientWords) -> None:
     if baseline not in arms:
         close = difflib.get_close_matches(baseline, arms, n=1)
         hint = f"did you mean {close[0]!r}?" if close else "pass --baseline with one of them"
@@ -161,7 +163,7 @@ def _check_arms(arms: list[str], baseline: str) -> None:
     if len(arms) < 2:
         raise InputError(
             f"only one arm ({arms[0]!r}) in the input: a comparison needs a baseline and a "
-            "candidate; give each arm its own --tag or file"
+            f"candidate; {words.arm_hint}"
         )
 
 
@@ -227,18 +229,21 @@ def measurements_from_records(
     noise: float | None = None,
     primary: str = "output_throughput",
     secondary: Sequence[str] | None = None,
+    words: ClientWords = BENCH_SERVING,
 ) -> IngestResult:
-    """Map parsed bench_serving records to Measurements (see the module docstring)."""
+    """Map parsed records to Measurements (see the module docstring); messages name things
+    as `words` says the client that wrote the records does."""
     fields = (axis_field, *point_fields)
     keyed = _keyed(
         records,
-        arm_of or (lambda r: _arm_for(r, arm_field)),
-        point_of or (lambda r: _point_for(r, fields)),
+        arm_of or (lambda r: _arm_for(r, arm_field, words)),
+        point_of or (lambda r: _point_for(r, fields, words)),
         set(fields),
         slice,
+        words,
     )
     arms = list(dict.fromkeys(arm for _, arm, _, _ in keyed))
-    _check_arms(arms, baseline)
+    _check_arms(arms, baseline, words)
     settings = AnalysisSettings(
         baseline=baseline,
         candidates=[a for a in arms if a != baseline],

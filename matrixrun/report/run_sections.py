@@ -195,7 +195,9 @@ def failures_of(
                     fmt.table_cell(fmt.shorten(m.error or "no request completed")),
                 ]
             )
-        elif m.metrics is not None and m.metrics.failed:
+        if m.metrics is not None and m.metrics.failed:
+            # also for a failed measurement: the checks line counts its failed requests, so
+            # the list must not then say "none"
             total = m.metrics.failed + m.metrics.completed
             partial.append(
                 wording.failed_requests(m.arm, where, m.attempt, m.metrics.failed, total)

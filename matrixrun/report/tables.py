@@ -125,7 +125,12 @@ def metric_tables(
                 undecided: dict[str, list[str]] = {}  # what would settle it -> sweep values
                 bisected: list[str] = []
                 for c in series.cells:
-                    x = fmt.x(c.x) if c.x is not None else _fixed_label(c.point, set(c.point))
+                    if c.x is not None:
+                        x = fmt.x(c.x)
+                    elif set(c.point) == {axis}:  # a value off the number line, e.g. rate inf
+                        x = fmt.x(c.point[axis])
+                    else:
+                        x = _fixed_label(c.point, set(c.point))
                     shown = x
                     if (sl.slice, c.point_id) in added:
                         bisected.append(x)

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import METRIC_NAMES
-from matrixrun.ingest.formats import aiperf, genai_bench, guidellm, vllm, vllm_sweep
+from matrixrun.ingest.records import words as client_words
+from matrixrun.ingest.formats import aiperf, checks, genai_bench, guidellm, vllm, vllm_sweep
 from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
 from matrixrun.ingest.records import DEFAULT_SECONDARY, IngestResult, measurements_from_records
@@ -215,6 +216,9 @@ class Ingested:
     client: str
     left_out: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    #: What the report must say first (see checks.py): allowed differences, speculative
+    #: decoding, points not every arm ran.
+    caveats: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> str:
         """What was understood: formats, arms, points, repeats, servers, conversions."""
@@ -267,6 +271,7 @@ class Ingested:
                     f"{r.record.fields.get('mean_output_len', 0):g}"
                     for r in self.runs
                     if r.record.random_input_len is None
+                    and r.record.fields.get("mean_input_len") is not None
                 }
             )
             if lens:
@@ -277,6 +282,8 @@ class Ingested:
                 )
         for failure in self.failures:
             lines.append(f"not ingested (the sweep recorded it as failed): {failure}")
+        for caveat in self.caveats:
+            lines.append(f"caveat: {checks.caveat_line(caveat)}")
         return "\n".join(lines)
 
 
@@ -328,10 +335,14 @@ def load(
     format: Format | None = None,
     mix_formats: bool = False,
     sweep_serve: SweepServe = "arms",
+    allow_differences: Collection[str] = (),
     **options: Any,
 ) -> Ingested:
     """Read every input (detecting its format unless `format` says), refuse a mix of clients
-    unless `mix_formats`, and map the runs with `measurements_from_records(**options)`."""
+    unless `mix_formats`, and map the runs with `measurements_from_records(**options)`;
+    runs that differ in model, GPU, dataset or client version are refused unless
+    `allow_differences` names the field (then it is a caveat, as are speculative decoding
+    and points not every arm ran)."""
     inputs: list[tuple[str, Format]] = []
     runs: list[Run] = []
     failures: list[str] = []
@@ -343,6 +354,7 @@ def load(
             failures += [str(f) for f in vllm_sweep.failures(Path(path))]
     if not runs:
         raise InputError("no result files given; pass one or more benchmark result files")
+    runs = aiperf.name_arms(runs)
     clients: dict[str, str] = {}  # client -> the first input it measured
     for p, fmt in inputs:
         clients.setdefault(CLIENT[fmt], p)
@@ -354,23 +366,24 @@ def load(
             "files separately, or pass --mix-formats to compare them anyway (metrics any of "
             "them defines differently are then left out)"
         )
-    left_out: dict[str, str] = {}
-    if len(clients) > 1:
-        for fam, how in _incomparable(runs).items():
-            for name in METRIC_NAMES:
-                if family(name) == fam:
-                    left_out[name] = f"not comparable across clients ({how})"
-        runs = [_without(r, set(left_out)) for r in runs]
+    left_out = _left_out(runs, several_clients=len(clients) > 1)
+    runs = [_without(r, set(left_out)) for r in runs]
     primary = options.get("primary", "output_throughput")
     if primary in left_out:
-        raise InputError(f"--primary {primary}: {left_out[primary]}; pick another metric")
+        raise InputError(f"--metrics {primary}: {left_out[primary]}; pick another metric")
     secondary = _available(
         list(options.pop("secondary", None) or DEFAULT_SECONDARY), runs, left_out
     )
+    words = client_words.of(CLIENT[inputs[0][1]]) if len(clients) == 1 else client_words.MIXED
     result = measurements_from_records(
-        [r.record for r in runs], baseline, secondary=secondary, **options
+        [r.record for r in runs], baseline, secondary=secondary, words=words, **options
     )
     ms = result.measurements
+    arms = [m.arm for m in ms]
+    caveats = checks.identity_caveats(runs, arms, allow_differences)
+    for caveat in (checks.spec_decode_caveat(runs, arms), checks.one_arm_points(ms)):
+        if caveat is not None:
+            caveats.append(caveat)
     if sweep_serve == "launches":
         ms = _relaunch(ms, runs)
     ms = [
@@ -391,7 +404,30 @@ def load(
         client=client,
         left_out=left_out,
         failures=failures,
+        caveats=caveats,
     )
+
+
+def _left_out(runs: list[Run], *, several_clients: bool) -> dict[str, str]:
+    """Metrics no comparison here may use, with why: families defined differently by one of
+    several clients, and ITL wherever a run decoded speculatively."""
+    left_out: dict[str, str] = {}
+    if several_clients:
+        for fam, how in _incomparable(runs).items():
+            for name in METRIC_NAMES:
+                if family(name) == fam:
+                    left_out[name] = f"not comparable across clients ({how})"
+    spec = next((r for r in runs if r.spec_decode is not None), None)
+    if spec is not None:
+        for name in METRIC_NAMES:
+            if family(name) == "itl":
+                left_out.setdefault(
+                    name,
+                    f"speculative decoding in {spec.record.where} ({spec.spec_decode}): a "
+                    "streamed chunk carries several accepted tokens, so gaps between chunks "
+                    "are not per-token ITL",
+                )
+    return left_out
 
 
 def _available(secondary: list[str], runs: list[Run], left_out: dict[str, str]) -> list[str]:
@@ -413,11 +449,5 @@ def _without(run: Run, names: set[str]) -> Run:
         return run
     metrics = run.record.metrics.model_copy(update={n: None for n in names})
     record = run.record.model_copy(update={"metrics": metrics})
-    return Run(
-        record=record,
-        format=run.format,
-        tool=run.tool,
-        server=run.server,
-        definitions=run.definitions,
-        derived={k: v for k, v in run.derived.items() if k not in names},
-    )
+    derived = {k: v for k, v in run.derived.items() if k not in names}
+    return replace(run, record=record, derived=derived)

@@ -1,0 +1,70 @@
+"""How ingest's messages name things, in the language of the client whose files it reads.
+
+The arm / point / repeat mapping (`matrixrun.ingest.records`) is one for every format, but its
+refusals tell a person what to change in how they ran their client: a vLLM user names an arm
+with `--label`, not bench_serving's `--tag`; a guidellm run has no "line". Each client's
+words are here, so a message never sends someone to a flag their tool does not have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BENCH_SERVING", "MIXED", "ClientWords", "of"]
+
+
+@dataclass(frozen=True)
+class ClientWords:
+    """The phrases a mapping message needs, for one client."""
+
+    #: What one run is in the client's files ("line", "file", "benchmark", "export").
+    unit: str
+    #: Where the arm name comes from when --arm-field is left out.
+    default_arm: str
+    #: How to give each arm its own name, for "only one arm" refusals.
+    arm_hint: str
+    #: Why a run may lack max_concurrency, and what to pass then.
+    no_concurrency: str
+
+
+BENCH_SERVING = ClientWords(
+    unit="line",
+    default_arm="the tag (or the file name)",
+    arm_hint="give each arm its own --tag or file",
+    no_concurrency="(bench_serving ran without --max-concurrency?)",
+)
+_WORDS = {
+    "bench_serving": BENCH_SERVING,
+    "vllm": ClientWords(
+        unit="run",
+        default_arm="the run's --label (or the file name, or a sweep's serve combination)",
+        arm_hint="give each arm its own --label, file or sweep serve combination",
+        no_concurrency="(vllm bench serve ran without --max-concurrency?)",
+    ),
+    "guidellm": ClientWords(
+        unit="benchmark",
+        default_arm="the report's --label arm=NAME (or the file name)",
+        arm_hint="give each arm its own report file, or label it with --label arm=NAME",
+        no_concurrency="(a rate or throughput profile has no concurrency: pass --axis-field "
+        "request_rate for rate profiles, or ingest the concurrent and synchronous benchmarks)",
+    ),
+    "aiperf": ClientWords(
+        unit="export",
+        default_arm="the artifact directory's name",
+        arm_hint="give each arm its own artifact directory (--artifact-dir)",
+        no_concurrency="(its profiling phase ran at a request rate: pass --axis-field "
+        "request_rate)",
+    ),
+}
+#: For --mix-formats: words that fit every client.
+MIXED = ClientWords(
+    unit="run",
+    default_arm="the file's own arm name (or the file name)",
+    arm_hint="give each arm its own file",
+    no_concurrency="(the run was rate-limited, not concurrency-limited?)",
+)
+
+
+def of(client: str) -> ClientWords:
+    """The words for a client as `ingest_formats.CLIENT` names it."""
+    return _WORDS.get(client, MIXED)
