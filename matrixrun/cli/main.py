@@ -293,6 +293,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         format=args.format,
         mix_formats=args.mix_formats,
         sweep_serve=args.sweep_serve,
+        metrics=args.metrics,
+        allow_differences=args.allow_difference or [],
         dry_run=args.dry_run,
         show=print,
     )

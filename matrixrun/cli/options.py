@@ -185,6 +185,22 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
         help="vllm bench sweep: serve combinations are arms (default) or launches of one arm",
     )
     p.add_argument(
+        "--metrics",
+        metavar="PRIMARY[,SECONDARY...]",
+        help="the metric the verdict is on, then the secondary ones, comma-separated "
+        "(default output_throughput,median_ttft_ms,median_tpot_ms,median_itl_ms; any of "
+        "mean/median/std/p90/p95/p99 _ttft_ms, _tpot_ms, _itl_ms, _e2e_latency_ms, or a "
+        "throughput)",
+    )
+    p.add_argument(
+        "--allow-difference",
+        action="append",
+        choices=("model", "gpu", "dataset", "client-version"),
+        metavar="FIELD",
+        help="compare runs that differ in this (model, gpu, dataset, client-version) anyway; "
+        "the report says so in its first lines (repeatable)",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="print what was understood (arms, points, repeats, servers) and write nothing",

@@ -1,14 +1,18 @@
 """`matrixrun ingest`: write a run directory from benchmark result files run by hand, so it
 can be analysed and rendered like any run (it ends by doing both). Reading the formats is
-`ingest_formats/`, the mapping (runs -> Measurements) `ingest.py`; this module only writes."""
+`ingest/formats/`, the mapping (runs -> Measurements) `ingest/records.py`; this module only
+writes (ingest.json keeps the caveats the report shows first)."""
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from matrixrun.core.errors import InputError
+from matrixrun.core.metrics import METRIC_NAMES
 from matrixrun.core.units import parse_percent
 from matrixrun.ingest.formats import Format, Ingested, load
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
@@ -30,6 +34,26 @@ def _server_mode(servers: str | None, fresh_server: bool) -> ServerMode:
     return "same"
 
 
+def _metric_choice(metrics: str | None) -> dict[str, Any]:
+    """`--metrics PRIMARY[,SECONDARY...]` as `primary`/`secondary` options, each name checked
+    (with the closest valid name when it is not one); secondaries default when only the
+    primary is given."""
+    if metrics is None:
+        return {}
+    names = [n.strip() for n in metrics.split(",") if n.strip()]
+    if not names:
+        raise InputError("--metrics is empty; name the primary metric, e.g. output_throughput")
+    for name in names:
+        if name not in METRIC_NAMES:
+            close = difflib.get_close_matches(name, METRIC_NAMES, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "see docs/ingest.md for the names"
+            raise InputError(f"--metrics: {name!r} is not a metric ingest reads; {hint}")
+    choice: dict[str, Any] = {"primary": names[0]}
+    if len(names) > 1:
+        choice["secondary"] = names[1:]
+    return choice
+
+
 def ingest(
     files: list[str],
     *,
@@ -46,6 +70,8 @@ def ingest(
     format: Format | None = None,
     mix_formats: bool = False,
     sweep_serve: SweepServe = "arms",
+    metrics: str | None = None,
+    allow_differences: list[str] | None = None,
     dry_run: bool = False,
     show: Callable[[str], None] | None = None,
 ) -> Path | None:
@@ -74,6 +100,8 @@ def ingest(
         servers=_server_mode(server_mode, fresh_server),
         margin=margin,
         noise=prior,
+        allow_differences=allow_differences or (),
+        **_metric_choice(metrics),
     )
     if show is not None:
         show(ingested.summary())
@@ -123,5 +151,6 @@ def _write(
             "command": command,
             "baseline": baseline,
             "margin": margin,
+            "caveats": ingested.caveats,
         },
     )

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.verdict import AnalysisSettings
-from matrixrun.ingest.records.words import BENCH_SERVING, ClientWords
+from matrixrun.ingest.words import BENCH_SERVING, ClientWords
 from matrixrun.load.bench_serving import BenchServingRecord, read_file
 from matrixrun.plan import cell_id, point_id
 
@@ -99,9 +99,7 @@ def _arm_for(r: BenchServingRecord, arm_field: str, words: ClientWords) -> str:
     return str(value)
 
 
-def _point_for(
-    r: BenchServingRecord, fields: Sequence[str], words: ClientWords
-) -> dict[str, Any]:
+def _point_for(r: BenchServingRecord, fields: Sequence[str], words: ClientWords) -> dict[str, Any]:
     point: dict[str, Any] = {}
     for f in fields:
         value = r.field(f)

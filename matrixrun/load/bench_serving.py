@@ -156,9 +156,9 @@ def _metrics(
             raise _bad(where, f"{key!r} is {v!r}, not a count", "fix or remove the line")
     if values["duration"] <= 0:
         raise _bad(where, f"'duration' is {values['duration']!r}", "fix or remove the line")
-    for rate, total in _RATE_OF.items():
+    for rate, count_key in _RATE_OF.items():
         if rate not in values:
-            values[rate] = values[total] / values["duration"]
+            values[rate] = values[count_key] / values["duration"]
             computed.append(rate)
     total = _finite(data.get("total_throughput"))
     # Older bench_serving versions write no total_throughput: it is input + output by definition.

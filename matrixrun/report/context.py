@@ -91,6 +91,9 @@ class Context:
     provisional: bool
     headline: list[tables.Headline]
     ingested: bool
+    #: What the ingested files limit (arms allowed to differ, speculative decoding, points
+    #: only some arms ran): said before the verdict.
+    ingest_caveats: list[str]
     hypothesis: str | None
     setup: sections.Setup
     arm_diff: sections.ArmDiff
@@ -344,6 +347,11 @@ def context_from(inputs: RunInputs) -> Context:
         provisional=any(h.provisional for h in heads),
         headline=heads,
         ingested=facts is None,
+        ingest_caveats=[
+            wording.ingest_caveat(c)
+            for c in (inputs.ingest or {}).get("caveats", [])
+            if isinstance(c, dict)
+        ],
         hypothesis=facts.hypothesis if facts is not None else None,
         setup=setup,
         arm_diff=arm_diff,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Series, Verdict
@@ -253,7 +254,8 @@ def settle_command(
     given = ingest.get("files") if ingest else None
     if isinstance(given, list):
         files = [str(f) for f in given]
-        again = [f.removesuffix(".jsonl") + ".2.jsonl" for f in files]
+        # the second file as the first one's kind: x.json -> x.2.json, a directory -> dir.2
+        again = [str(Path(f).with_name(f"{Path(f).stem}.2{Path(f).suffix}")) for f in files]
         return (
             f"matrixrun ingest {' '.join(files + again)} --baseline "
             f"{settings.analysis.baseline} --out {run_dir}  # the .2 files: each arm again "

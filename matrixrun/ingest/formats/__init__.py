@@ -33,7 +33,7 @@ from typing import Any
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import METRIC_NAMES
-from matrixrun.ingest.records import words as client_words
+from matrixrun.ingest import words as client_words
 from matrixrun.ingest.formats import aiperf, checks, genai_bench, guidellm, vllm, vllm_sweep
 from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
@@ -135,7 +135,7 @@ def bench_serving_line(data: dict[str, Any]) -> bool:
     its core fields without vLLM's `total_token_throughput`."""
     if "input_throughput" in data or "total_output_tokens_retokenized" in data:
         return True
-    return _BENCH_SERVING_CORE <= data.keys() and "total_token_throughput" not in data
+    return data.keys() >= _BENCH_SERVING_CORE and "total_token_throughput" not in data
 
 
 def read(

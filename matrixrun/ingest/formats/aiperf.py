@@ -80,7 +80,7 @@ def _is_step(name: str, values: tuple[float | None, ...]) -> bool:
     if _STEP.fullmatch(name):
         return True
     match = _NUMBERED.fullmatch(name)
-    return bool(match) and float(match.group(1)) in [v for v in values if v is not None]
+    return match is not None and float(match.group(1)) in [v for v in values if v is not None]
 
 
 def artifact_dir(path: Path, values: tuple[float | None, ...] = ()) -> Path:

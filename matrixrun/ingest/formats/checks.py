@@ -16,8 +16,8 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from matrixrun.core.errors import InputError
-from matrixrun.ingest.formats.run import Run
 from matrixrun.core.measurement import Measurement
+from matrixrun.ingest.formats.run import Run
 
 __all__ = ["IDENTITY", "caveat_line", "differences", "identity_caveats", "one_arm_points"]
 
@@ -57,9 +57,7 @@ def identity_caveats(
             continue
         key = _key(name)
         first = runs[0]
-        other = next(
-            r for r in runs if r.identity.get(key) not in (None, first.identity.get(key))
-        )
+        other = next(r for r in runs if r.identity.get(key) not in (None, first.identity.get(key)))
         if first.identity.get(key) is None:
             first = next(r for r in runs if r.identity.get(key) not in (None, other.identity[key]))
         raise InputError(

@@ -305,6 +305,37 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
     return rows
 
 
+def ingest_caveat(c: Mapping[str, Any]) -> str:
+    """One sentence before an ingested run's verdict for what its files limit (kinds from
+    ingest/formats/checks.py); an unknown kind is shown as its name, never dropped."""
+    kind = c.get("kind")
+    if kind == "differs":
+        values = "; ".join(
+            f"`{arm}`: {', '.join(str(v) for v in vs)}"
+            for arm, vs in (c.get("values") or {}).items()
+        )
+        what = str(c.get("field", "?")).replace("-", " ")
+        return (
+            f"the arms differ in {what} ({values}), compared anyway as asked "
+            f"(--allow-difference): a difference below may come from the {what}, not from "
+            "the server configuration."
+        )
+    if kind == "spec_decode":
+        shown = ", ".join(f"`{arm}` ({why})" for arm, why in (c.get("arms") or {}).items())
+        return (
+            f"speculative decoding in {shown}: each streamed chunk carries several accepted "
+            "tokens, so the gaps between chunks are not per-token inter-token latency; ITL "
+            "is left out of this comparison, TPOT (time per output token) is kept."
+        )
+    if kind == "one_arm_points":
+        points = "; ".join(
+            f"{p} (only {', '.join(f'`{a}`' for a in arms)})"
+            for p, arms in (c.get("points") or {}).items()
+        )
+        return f"points not every arm ran, with nothing to compare them with: {points}."
+    return f"{kind}: see ingest.json."
+
+
 def failed_requests(arm: str, where: str, attempt: int, failed: int, total: int) -> str:
     return (
         f"`{arm}` at {where}, attempt {attempt}: {failed} of {total} requests failed "
