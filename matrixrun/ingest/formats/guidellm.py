@@ -28,8 +28,10 @@ What differs from bench_serving, and so how it is mapped:
   over the time the requests ran. Where the requests' own span (`request_start_time` to
   `request_end_time`, clipped to the window) differs from the window, the span is used and
   the summary says so.
-- reports from before guidellm 0.4 (benchmarks with `run_stats`, no `guidellm_version`) hold
-  only the nominal window and no request span to check it against: refused.
+- reports from before guidellm 0.4 (benchmarks with `run_stats`, no `guidellm_version`, the
+  strategy under `args`, the model under `worker.backend_model`) hold the same metrics; their
+  `duration` is `end_time − start_time`, the first request's start to the last request's end
+  (guidellm 0.3's `GenerativeBenchmark.from_stats`), so it is read as written.
 """
 
 from __future__ import annotations
@@ -64,10 +66,15 @@ DERIVED = {
 
 
 def is_guidellm(data: Any) -> bool:
+    """A guidellm report: `benchmarks` with its metadata (0.5 on), its `config` (0.8), or
+    benchmarks of its own type (`generative_benchmark`, every version)."""
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        return False
+    first = data["benchmarks"][0] if data["benchmarks"] else None
     return (
-        isinstance(data, dict)
-        and isinstance(data.get("benchmarks"), list)
-        and ("guidellm_version" in (data.get("metadata") or {}) or "config" in data)
+        "guidellm_version" in (data.get("metadata") or {})
+        or "config" in data
+        or (isinstance(first, dict) and first.get("type_") == "generative_benchmark")
     )
 
 
@@ -128,7 +135,10 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
         raise InputError(f"{where}: no 'metrics' object; {_HINT}")
     metrics: dict[str, Any] = bench["metrics"]
     duration, span_note = _duration(bench, where)
-    totals = metrics.get("request_totals") or {}
+    # request_totals: in the metrics (0.5 on), beside them (before 0.4)
+    totals = metrics.get("request_totals") or bench.get("request_totals")
+    if not isinstance(totals, dict):
+        raise InputError(f"{where}: no 'request_totals' in it or its metrics; {_HINT}")
     completed = count(finite(totals.get("successful")) or 0.0, "request_totals.successful", where)
     failed = count(finite(totals.get("errored")) or 0.0, "request_totals.errored", where)
     prompt = _dist(metrics, "prompt_token_count", where)
@@ -157,7 +167,8 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
     mean_e2e = values.get("mean_e2e_latency_ms")
     if mean_e2e is not None:
         values["concurrency"] = mean_e2e / 1000 * completed / duration
-    strategy = (bench.get("config") or {}).get("strategy") or {}
+    # the strategy: `config.strategy` (0.5 on), `args.strategy` (before 0.4)
+    strategy = (bench.get("config") or bench.get("args") or {}).get("strategy") or {}
     kind = strategy.get("type_")
     streams = strategy.get("streams", strategy.get("max_concurrency"))
     max_concurrency = 1 if kind == "synchronous" else (
@@ -183,8 +194,11 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
     )
     definitions = dict(DEFINITIONS)
     definitions.update(notes)
-    identity = {"client version": tool} if tool.startswith("guidellm ") else {}
-    model = ((bench.get("config") or {}).get("backend") or {}).get("model")
+    recorded = tool.removeprefix("guidellm ")[:1].isdigit()  # "guidellm 0.8.1", not "... before"
+    identity = {"client version": tool} if recorded else {}
+    model = ((bench.get("config") or {}).get("backend") or {}).get("model") or (
+        bench.get("worker") or {}
+    ).get("backend_model")
     if isinstance(model, str) and model:
         identity["model"] = model
     return Run(
@@ -205,14 +219,12 @@ def read_file(path: str | Path) -> list[Run]:
         raise InputError(f"{p}: no 'benchmarks' list; {_HINT}")
     version = (data.get("metadata") or {}).get("guidellm_version")
     benches = data["benchmarks"]
-    if not version and any(isinstance(b, dict) and "run_stats" in b for b in benches):
-        raise InputError(
-            f"{p}: a report of guidellm before 0.4 (its benchmarks hold run_stats and it records "
-            "no guidellm_version): its only duration is the nominal window (run_stats start to "
-            "end), with no request span to check it against, so its throughputs cannot be "
-            "trusted; rerun the benchmark with guidellm 0.4 or later"
-        )
-    tool = f"guidellm {version}" if version else "guidellm (version not recorded)"
+    if version:
+        tool = f"guidellm {version}"
+    elif any(isinstance(b, dict) and "run_stats" in b for b in benches):
+        tool = "guidellm before 0.4 (version not recorded; its layout has run_stats)"
+    else:
+        tool = "guidellm (version not recorded)"
     labels = ((data.get("config") or {}).get("metadata") or {}).get("labels") or {}
     arm = labels.get("arm") if isinstance(labels, dict) else None
     tag = str(arm) if arm not in (None, "") else None
