@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,12 +37,13 @@ from pydantic import BaseModel, ConfigDict
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.verdict import AnalysisSettings
-from matrixrun.ingest.words import BENCH_SERVING, ClientWords
 from matrixrun.load.bench_serving import BenchServingRecord, read_file
 from matrixrun.plan import cell_id, point_id
 
 __all__ = [
+    "BENCH_SERVING",
     "DEFAULT_SECONDARY",
+    "ClientWords",
     "IngestResult",
     "ServerMode",
     "axis_name",
@@ -58,6 +60,30 @@ _AXIS_NAMES = {
     "random_input_len": "input_len",
     "random_output_len": "output_len",
 }
+
+
+@dataclass(frozen=True)
+class ClientWords:
+    """The phrases a mapping message needs, in the words of the client that wrote the
+    records (bench_serving's `--tag` means nothing to a vLLM user); formats/words.py has
+    each client's."""
+
+    #: What one run is in the client's files ("line", "file", "benchmark", "export").
+    unit: str
+    #: Where the arm name comes from when --arm-field is left out.
+    default_arm: str
+    #: How to give each arm its own name, for "only one arm" refusals.
+    arm_hint: str
+    #: Why a run may lack max_concurrency, and what to pass then.
+    no_concurrency: str
+
+
+BENCH_SERVING = ClientWords(
+    unit="line",
+    default_arm="the tag (or the file name)",
+    arm_hint="give each arm its own --tag or file",
+    no_concurrency="(bench_serving ran without --max-concurrency?)",
+)
 
 
 class IngestResult(BaseModel):

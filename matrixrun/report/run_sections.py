@@ -212,7 +212,7 @@ def jobs_limits(run_dir: Path | None, baseline: str) -> list[str]:
     (a stage-2 job's missing reruns show nowhere else)."""
     if run_dir is None or not (run_dir / "jobs.json").exists():
         return []
-    from matrixrun.run.executors.jobs import read_jobs
+    from matrixrun.rundir.jobs import read_jobs
 
     jobs = read_jobs(run_dir / "jobs.json")
     out = [wording.never_shared_node(c, baseline) for c in jobs.never_shared_node]

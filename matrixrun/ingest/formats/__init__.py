@@ -33,8 +33,8 @@ from typing import Any
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import METRIC_NAMES
-from matrixrun.ingest import words as client_words
 from matrixrun.ingest.formats import aiperf, checks, genai_bench, guidellm, vllm, vllm_sweep
+from matrixrun.ingest.formats import words as client_words
 from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
 from matrixrun.ingest.records import DEFAULT_SECONDARY, IngestResult, measurements_from_records

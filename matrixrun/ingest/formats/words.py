@@ -8,31 +8,11 @@ words are here, so a message never sends someone to a flag their tool does not h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from matrixrun.ingest.records import BENCH_SERVING, ClientWords
 
-__all__ = ["BENCH_SERVING", "MIXED", "ClientWords", "of"]
-
-
-@dataclass(frozen=True)
-class ClientWords:
-    """The phrases a mapping message needs, for one client."""
-
-    #: What one run is in the client's files ("line", "file", "benchmark", "export").
-    unit: str
-    #: Where the arm name comes from when --arm-field is left out.
-    default_arm: str
-    #: How to give each arm its own name, for "only one arm" refusals.
-    arm_hint: str
-    #: Why a run may lack max_concurrency, and what to pass then.
-    no_concurrency: str
+__all__ = ["MIXED", "of"]
 
 
-BENCH_SERVING = ClientWords(
-    unit="line",
-    default_arm="the tag (or the file name)",
-    arm_hint="give each arm its own --tag or file",
-    no_concurrency="(bench_serving ran without --max-concurrency?)",
-)
 _WORDS = {
     "bench_serving": BENCH_SERVING,
     "vllm": ClientWords(
