@@ -59,16 +59,16 @@ def _driver(kill_after: int | None):  # type: ignore[no-untyped-def]
             while queue:
                 w = queue.pop(0)
                 c = w.cell
+                n = sum(1 for x in ms if x.cell_id == c.cell_id)
                 if w.why is not None:
                     events.append(
                         {"event": "verify", "stage": w.stage, "round": w.round_no,
-                         "cell": c.cell_id, "reason": w.reason}
+                         "cell": c.cell_id, "reason": w.reason, "attempt": n + 1}
                     )  # fmt: skip
                 if w.reason != "first":
                     if state["kill_after"] is not None and state["stage2"] >= state["kill_after"]:
                         raise Killed
                     state["stage2"] = int(state["stage2"] or 0) + 1
-                n = sum(1 for x in ms if x.cell_id == c.cell_id)
                 # by round, not by launch: a killed launch must not change what is measured
                 r = w.round_no if w.stage == 2 else None
                 wobble = 1.0 + 0.01 * (-1) ** ((r or 0) + int(c.x) + (c.arm == "cand"))
@@ -270,3 +270,41 @@ def test_sigkill_of_the_runner_then_resume_leaves_no_server_and_loses_nothing(
     firsts = sorted(x.cell_id for x in after if x.reason == "first")
     assert len(firsts) == 4 == len(set(firsts))
     assert not list((run_dir / "pids").glob("*.pid"))
+
+
+# ------------------------------------------------------------------- a torn stage-2 record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec_name", ["tiny", "crossing"])
+def test_a_torn_stage_two_record_is_measured_again_exactly_once(
+    tmp_path: Path, spec_name: str
+) -> None:
+    """A whole rehearsal, then its last stage-2 record torn (the bytes cut mid-line, as a kill
+    inside the write leaves them; the audit log kept): the resume re-measures exactly that run
+    — the same cell, attempt and reason — and nothing else. The bug: a rerun counted by cell
+    made a torn second bisection run (its first survived) look measured, and the resume
+    measured nothing ("23 of 24 measurements remain")."""
+    from matrixrun.run.experiment import run_experiment
+
+    spec = Path(__file__).parent / "specs" / f"{spec_name}.yaml"
+    run_dir = tmp_path / "run"
+    run_experiment(spec, out=run_dir, rehearse=True)
+    rd = RunDir(run_dir)
+    clean = rd.measurements()
+    stage2 = [i for i, x in enumerate(clean) if x.extra.get("round") is not None]
+    assert stage2, "the premise: stage 2 measured something"
+    lines = rd.results_file.read_bytes().splitlines(keepends=True)
+    assert len(lines) == len(clean)
+    last = stage2[-1]
+    torn = clean[last]
+    kept = lines[:last] + lines[last + 1 :]
+    rd.results_file.write_bytes(b"".join(kept) + lines[last][: len(lines[last]) // 2])
+
+    summary = run_experiment(spec, resume=run_dir, rehearse=True)
+    after = RunDir(run_dir).measurements()
+    assert any("measured again" in n for n in summary.notes)
+    assert summary.measured == 1, f"re-measured {summary.measured} runs, not the torn one"
+    key = lambda x: (x.cell_id, x.attempt, x.reason, x.extra.get("round"))  # noqa: E731
+    assert Counter(map(key, after)) == Counter(map(key, clean)), "not the same runs as before"
+    assert key(after[-1]) == key(torn)

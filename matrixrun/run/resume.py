@@ -82,13 +82,15 @@ def unfinished_round(
 ) -> Unfinished | None:
     """Where stage 2 stood, from the runner's journal in the audit log (`round_begin` with the
     round's groups in order, `round_group_done` per group) and the measurements tagged with
-    their round (`extra.round`); the reruns noted for the round (`verify` events) but never
-    measured are the interrupted launch's `pending` work. None when no round ever began
+    their round (`extra.round`); the reruns noted for the round (`verify` events, each with the
+    attempt it was to be) whose attempt was never measured are the `pending` work — counted by
+    attempt, not by cell, since bisection measures a cell twice in one round and a torn second
+    run leaves the first. None when no round ever began
     (stage 2 starts at round 1). `torn_group` is the group of a torn record just cut: its
     round is not done, whatever the journal says, so the cut run is measured again. Pure."""
     begun: tuple[int, tuple[str, ...]] | None = None
     finished: set[str] = set()
-    noted: list[tuple[str, Reason]] = []
+    noted: list[tuple[str, Reason, object]] = []
     for e in events:
         kind = e.get("event")
         if kind == "round_begin":
@@ -102,15 +104,18 @@ def unfinished_round(
         elif kind == "round_group_done":
             finished.add(str(e.get("group")))
         elif kind == "verify" and e.get("stage") == 2 and e.get("reason") in REASONS:
-            noted.append((str(e.get("cell")), cast(Reason, e.get("reason"))))
+            noted.append((str(e.get("cell")), cast(Reason, e.get("reason")), e.get("attempt")))
     if begun is None:
         return None
     round_no, groups = begun
     if torn_group is not None:
         finished.discard(torn_group)
-    rerun = frozenset(m.cell_id for m in measurements if m.extra.get("round") == round_no)
+    ms = list(measurements)
+    rerun = frozenset(m.cell_id for m in ms if m.extra.get("round") == round_no)
+    measured = {(m.cell_id, m.attempt) for m in ms}
     owed = tuple(g for g in groups if g not in finished)
-    pending = tuple((c, r) for c, r in noted if c not in rerun) if owed else ()
+    pending = tuple((c, r) for c, r, attempt in noted if (c, attempt) not in measured)
+    pending = pending if owed else ()
     return Unfinished(round_no, owed, rerun, pending)
 
 
