@@ -1,27 +1,67 @@
-"""chart.png in the run directory: the primary metric per arm against the sweep axis on a log
-scale, with a legend, and the change per point with its interval and the ±margin below it.
+"""chart.png in the run directory: the primary metric per arm on a log scale with a legend, and
+below it the change per point as bars from zero with their intervals and the ±margin band.
 
-Why a picture as well as the Mermaid charts: GitHub's xychart has neither a legend nor a log
-axis, and a file can be attached to a PR or a slide. matplotlib is an optional extra
+Why a picture as well as the Mermaid charts: a file can be attached to a PR or a slide, and it
+can draw what xychart cannot (intervals, a real log axis with its numbers). It follows the
+Mermaid charts' rules (`report.charts`): bars grow from zero, the change axis is cut where
+`change_axis` cuts it (true values written at the cut bars), the arms are named in full in a
+legend, baseline blue and candidates orange first. matplotlib is an optional extra
 (`pip install matrixrun[plot]`); without it nothing is written and nothing fails. Reads the
-typed `Verdict` only; the words of its titles come from `wording.decision`.
+typed `Verdict` only; the words of its titles come from `wording.charts`.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from matrixrun.core.metrics import unit
-from matrixrun.core.verdict import Verdict
+from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.report import decision, fmt
-from matrixrun.report.wording import decision as words
+from matrixrun.report.charts import BASELINE_COLOUR, CANDIDATE_COLOUR, ZERO_COLOUR, change_axis
+from matrixrun.report.wording import charts as words
 
 CHART_FILE = "chart.png"
 
+#: Candidates after the first (orange): colour-blind-safe hues that are neither blue nor orange.
+MORE_CANDIDATES = ["#1a7f37", "#8250df", "#cf222e", "#6e7781"]
 
-def write_chart(verdict: Verdict, path: Path) -> Path | None:
-    """Write the chart of the first series of each candidate (primary metric) to `path`;
-    None when matplotlib is absent or there is nothing to draw (fewer than two points)."""
+
+@dataclass
+class _Drawn:
+    slice: str
+    candidate: str
+    cells: list[Comparison]
+
+
+def _series(verdict: Verdict) -> list[_Drawn]:
+    """The first series of each candidate (primary metric) with at least two positive points."""
+    s = verdict.settings
+    out = []
+    for sl in verdict.slices:
+        for cand in sl.candidates:
+            mr = decision.primary_result(cand.metrics, s.primary)
+            if mr is None or not mr.series:
+                continue
+            cells = [
+                c
+                for c in mr.series[0].cells
+                if c.x is not None
+                and (c.baseline.mean or 0) > 0
+                and (c.candidate.mean or 0) > 0
+                and c.change is not None
+            ]
+            if len(cells) >= 2:
+                out.append(_Drawn(sl.slice, cand.candidate, cells))
+    return out
+
+
+def figure(verdict: Verdict) -> Any | None:
+    """The chart as a matplotlib Figure (what `write_chart` saves, and what the tests read the
+    drawn bars, axes and texts from); None when matplotlib is absent or there is nothing to
+    draw (fewer than two points)."""
     try:
         import matplotlib
 
@@ -29,68 +69,135 @@ def write_chart(verdict: Verdict, path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    s = verdict.settings
-    series = []
-    for sl in verdict.slices:
-        for cand in sl.candidates:
-            mr = decision.primary_result(cand.metrics, s.primary)
-            if mr is not None and mr.series:
-                cells = [
-                    c
-                    for c in mr.series[0].cells
-                    if c.x is not None
-                    and c.x > 0
-                    and (c.baseline.mean or 0) > 0
-                    and (c.candidate.mean or 0) > 0
-                ]
-                if len(cells) >= 2:
-                    series.append((sl.slice, cand.candidate, cells))
-    if not series:
+    drawn = _series(verdict)
+    if not drawn:
         return None
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    drawn_baseline: set[str] = set()
-    for slice_name, candidate, cells in series:
-        xs = [c.x for c in cells]
-        tag = f" [{slice_name}]" if slice_name else ""
-        if slice_name not in drawn_baseline:
-            drawn_baseline.add(slice_name)
-            top.plot(
-                xs, [c.baseline.mean for c in cells], "o-", label=f"{s.baseline} (baseline){tag}"
-            )
-        top.plot(xs, [c.candidate.mean for c in cells], "s-", label=f"{candidate}{tag}")
-        ch = [100 * (c.change or 0.0) for c in cells]
-        lo = [
-            100
-            * ((c.change or 0.0) - (c.change_lo if c.change_lo is not None else c.change or 0.0))
-            for c in cells
-        ]
-        hi = [
-            100
-            * ((c.change_hi if c.change_hi is not None else c.change or 0.0) - (c.change or 0.0))
-            for c in cells
-        ]
-        bottom.errorbar(xs, ch, yerr=[lo, hi], fmt="o-", capsize=4, label=f"{candidate}{tag}")
-    u = unit(s.primary)
-    top.set_xscale("log")
-    top.set_yscale("log")
-    top.set_ylabel(f"{s.primary} ({u})" if u else s.primary)
-    top.set_title(words.png_arms_title(s.primary))
-    top.legend()
-    top.grid(True, which="both", alpha=0.3)
-    m = 100 * s.margin
-    bottom.axhspan(-m, m, color="grey", alpha=0.2, label=f"±{fmt.setting_percent(s.margin)} margin")
-    bottom.axhline(0, color="black", linewidth=0.8)
-    bottom.set_xscale("log")
-    bottom.set_xlabel(f"{s.axis} (log scale)")
-    bottom.set_ylabel("change vs baseline (%)")
-    intervals = any(c.change_lo is not None for _, _, cells in series for c in cells)
-    bottom.set_title(words.png_change_title(f"±{fmt.setting_percent(s.margin)}", intervals))
-    bottom.legend()
-    bottom.grid(True, which="both", alpha=0.3)
-    ticks = sorted({c.x for _, _, cells in series for c in cells if c.x is not None})
-    bottom.set_xticks(ticks, [fmt.x(t) for t in ticks])
-    bottom.minorticks_off()
+    xs = sorted({c.x for d in drawn for c in d.cells if c.x is not None})
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
+    _arms(top, verdict, drawn, xs)
+    _change(bottom, verdict, drawn, xs)
+    bottom.set_xticks(range(len(xs)), [fmt.x(x) for x in xs])
+    bottom.set_xlabel(verdict.settings.axis)
     fig.tight_layout()
+    return fig
+
+
+def write_chart(verdict: Verdict, path: Path) -> Path | None:
+    """Write the chart to `path`; None (and no file) when `figure` gives none."""
+    fig = figure(verdict)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _colour(i: int) -> str:
+    return CANDIDATE_COLOUR if i == 0 else MORE_CANDIDATES[(i - 1) % len(MORE_CANDIDATES)]
+
+
+def _arms(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> None:
+    s = verdict.settings
+    at = {x: i for i, x in enumerate(xs)}
+    seen: set[str] = set()
+    for i, d in enumerate(drawn):
+        pos = [at[c.x] for c in d.cells if c.x is not None]
+        tag = f" [{d.slice}]" if d.slice else ""
+        if d.slice not in seen:
+            seen.add(d.slice)
+            ax.plot(
+                pos,
+                [c.baseline.mean for c in d.cells],
+                "o-",
+                color=BASELINE_COLOUR,
+                label=f"{s.baseline} (baseline){tag}",
+            )
+        ax.plot(
+            pos,
+            [c.candidate.mean for c in d.cells],
+            "s-",
+            color=_colour(i),
+            label=d.candidate + tag,
+        )
+    u = unit(s.primary)
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    # ticks at 1, 2 and 5 of each decade, written plainly (500, not 5×10²)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel(f"{s.primary} ({u}, log scale)" if u else f"{s.primary} (log scale)")
+    ax.set_title(words.png_arms_title(s.primary))
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _change(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> None:
+    s = verdict.settings
+    at = {x: i for i, x in enumerate(xs)}
+    m = 100 * s.margin
+    # the axis holds the intervals' ends too (cut like the bars when they run far)
+    ends = [
+        100 * v
+        for d in drawn
+        for c in d.cells
+        for v in (c.change, c.change_lo, c.change_hi)
+        if v is not None
+    ]
+    axis = change_axis(ends, m)
+    width = 0.8 / len(drawn)
+    cut_any = False
+    for i, d in enumerate(drawn):
+        pos = [at[c.x] - 0.4 + width * (i + 0.5) for c in d.cells if c.x is not None]
+        pct = [100 * (c.change or 0.0) for c in d.cells]
+        shown = [axis.clip(p) for p in pct]
+        lo = [
+            p - 100 * (c.change_lo if c.change_lo is not None else p / 100)
+            for c, p in zip(d.cells, pct, strict=True)
+        ]
+        hi = [
+            100 * (c.change_hi if c.change_hi is not None else p / 100) - p
+            for c, p in zip(d.cells, pct, strict=True)
+        ]
+        # an interval around a cut bar would float away from it: only uncut bars get one
+        err = [
+            [math.nan if axis.cut(p) else a for p, a in zip(pct, lo, strict=True)],
+            [math.nan if axis.cut(p) else b for p, b in zip(pct, hi, strict=True)],
+        ]
+        tag = f" [{d.slice}]" if d.slice else ""
+        ax.bar(
+            pos,
+            shown,
+            width=width * 0.9,
+            color=_colour(i),
+            label=d.candidate + tag,
+            yerr=err,
+            capsize=3,
+            ecolor=ZERO_COLOUR,
+        )
+        for x, p, v in zip(pos, pct, shown, strict=True):
+            if axis.cut(p):
+                cut_any = True
+                ax.annotate(
+                    fmt.change(p / 100),
+                    (x, v),
+                    ha="center",
+                    va="top" if v > 0 else "bottom",
+                    fontsize=8,
+                    color="white",
+                    fontweight="bold",
+                    xytext=(0, -3 if v > 0 else 3),
+                    textcoords="offset points",
+                )
+    margin = f"±{fmt.setting_percent(s.margin)}"
+    ax.axhspan(-m, m, color="grey", alpha=0.2, label=words.png_margin(margin))
+    ax.axhline(0, color=ZERO_COLOUR, linewidth=0.8)
+    ax.set_ylim(axis.lo, axis.hi)
+    ax.set_ylabel("change vs baseline (%)")
+    intervals = any(c.change_lo is not None for d in drawn for c in d.cells)
+    ax.set_title(words.png_change_title(intervals, cut_any))
+    ax.legend()
+    ax.grid(True, axis="y", alpha=0.3)

@@ -23,7 +23,16 @@ from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better, unit
 from matrixrun.core.verdict import VERDICT_SCHEMA, Verdict, check_schema_version
 from matrixrun.plan import Plan
-from matrixrun.report import decision, fmt, run_sections, sections, summary, tables, wording
+from matrixrun.report import (
+    charts,
+    decision,
+    fmt,
+    run_sections,
+    sections,
+    summary,
+    tables,
+    wording,
+)
 from matrixrun.report.markdown_check import COMMENT_LIMIT
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import RunSettings, read_settings
@@ -114,7 +123,7 @@ class Context:
     environment: run_sections.Environment
     reproduce: Reproduce
     decision: summary.DecisionBlock
-    charts: list[summary.Chart]
+    charts: list[charts.Chart]
     folded: list[str]
     secondary: list[str]
     slo: summary.SloView | None
@@ -333,7 +342,7 @@ def context_from(inputs: RunInputs) -> Context:
             settle_command=settle,
             resume_command=_resume(inputs),
         ),
-        charts=summary.charts_of(verdict),
+        charts=charts.charts_of(verdict),
         folded=summary.folded_lines(verdict),
         secondary=summary.secondary_lines(verdict),
         slo=summary.slo_of(verdict, inputs.settings),

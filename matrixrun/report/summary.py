@@ -1,23 +1,18 @@
-"""The document's first screen as plain data for the templates: the decision block, the charts
-(Mermaid `xychart-beta`, which GitHub renders), the SLO table and the folded-metric lines.
+"""The document's first screen as plain data for the templates: the decision block, the SLO
+table and the folded-metric lines (the charts are `report.charts`).
 Pure functions of the `Verdict` and `settings.json`'s facts; derivations come from
 `report.decision`, sentences from `wording.decision`, numbers from `fmt`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from matrixrun.core.metrics import unit
-from matrixrun.core.verdict import Comparison, Series, Verdict
+from matrixrun.core.verdict import Verdict
 from matrixrun.report import decision, fmt
 from matrixrun.report.wording import decision as words
 from matrixrun.rundir.settings import RunSettings
-
-#: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
-#: charts is read less than one.
-MAX_CHARTS = 4
 
 #: More (candidate, series) pairs than this get one advice line per candidate.
 MAX_ADVICE_LINES = 4
@@ -41,103 +36,10 @@ class DecisionBlock:
 
 
 @dataclass
-class Chart:
-    """One `xychart-beta`: categorical x (the sweep values), bars and/or lines."""
-
-    title: str
-    caption: str
-    x_label: str
-    x_values: list[str]
-    y_label: str
-    bars: list[list[str]] = field(default_factory=list)
-    lines: list[list[str]] = field(default_factory=list)
-
-
-@dataclass
 class SloView:
     bounds: str
     header: list[str]
     rows: list[list[str]]
-
-
-def _quote(text: str) -> str:
-    """Mermaid titles are double-quoted strings: no double quotes or line breaks inside."""
-    return fmt.user_plain(text)
-
-
-def _num(v: float) -> str:
-    return f"{v:.4g}"
-
-
-def change_chart(
-    series: Series, metric: str, candidate: str, baseline: str, axis: str, margin: float
-) -> Chart | None:
-    """Change (%) per point as bars with the ±margin as two lines; the crossover bracket in
-    the title. None when a point lacks a change (a chart with holes misleads)."""
-    cells = [c for c in series.cells if c.x is not None]
-    if len(cells) < 2 or any(c.change is None for c in cells):
-        return None
-    m = fmt.setting_percent(margin)
-    bracket = (
-        "; ".join(f"{fmt.x(c.x_lo)}–{fmt.x(c.x_hi)}" for c in series.crossovers)
-        if not series.non_monotone
-        else ""
-    )
-    pct = [_num(100 * (c.change or 0.0)) for c in cells]
-    return Chart(
-        title=_quote(words.change_chart_title(metric, candidate, baseline, f"±{m}", bracket)),
-        caption=words.change_chart_caption(f"±{m}"),
-        x_label=axis,
-        x_values=[fmt.x(c.x) for c in cells],
-        y_label="change (%)",
-        bars=[pct],
-        lines=[[_num(100 * margin)] * len(cells), [_num(-100 * margin)] * len(cells)],
-    )
-
-
-def arms_chart(
-    series: Series, metric: str, baseline: str, candidate: str, axis: str
-) -> Chart | None:
-    """The primary metric per arm (geometric means), one line each, named in the title:
-    GitHub's xychart has no reliable legend."""
-    cells: list[Comparison] = [c for c in series.cells if c.x is not None]
-    if len(cells) < 2 or any(c.baseline.mean is None or c.candidate.mean is None for c in cells):
-        return None
-    u = unit(metric)
-    arms = [f"{baseline} (baseline)", candidate]
-    return Chart(
-        title=_quote(words.arms_chart_title(metric, u, arms)),
-        caption="",
-        x_label=axis,
-        x_values=[fmt.x(c.x) for c in cells],
-        y_label=u or metric,
-        lines=[
-            [_num(c.baseline.mean or 0.0) for c in cells],
-            [_num(c.candidate.mean or 0.0) for c in cells],
-        ],
-    )
-
-
-def charts_of(verdict: Verdict) -> list[Chart]:
-    s = verdict.settings
-    out: list[Chart] = []
-    pairs = 0
-    for sl in verdict.slices:
-        for cand in sl.candidates:
-            mr = decision.primary_result(cand.metrics, s.primary)
-            if mr is None:
-                continue
-            for series in mr.series:
-                if pairs >= MAX_CHARTS:
-                    return out
-                found = [
-                    change_chart(series, s.primary, cand.candidate, s.baseline, s.axis, s.margin),
-                    arms_chart(series, s.primary, s.baseline, cand.candidate, s.axis),
-                ]
-                if any(found):
-                    pairs += 1
-                out += [c for c in found if c is not None]
-    return out
 
 
 def _fewest_launches(verdict: Verdict) -> int:

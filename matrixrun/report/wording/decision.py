@@ -422,28 +422,7 @@ def slo_row(b: SloBest, axis: str, primary: str) -> list[str]:
     ]
 
 
-# ------------------------------------------------------------------------------ charts and table
-
-
-def change_chart_title(
-    metric: str, candidate: str, baseline: str, margin: str, bracket: str
-) -> str:
-    text = f"{metric}: {candidate} vs {baseline}, change % (margin {margin})"
-    if bracket:
-        text += f", crossover {bracket}"
-    return text
-
-
-def change_chart_caption(margin: str) -> str:
-    return (
-        f"Bars: the change at each point (candidate / baseline − 1). Lines: +{margin.lstrip('±')} "
-        f"and −{margin.lstrip('±')}, the practical margin; a bar inside them counts as the same."
-    )
-
-
-def arms_chart_title(metric: str, u: str, arms: Sequence[str]) -> str:
-    lines = ", ".join(f"line {i + 1} {a}" for i, a in enumerate(arms))
-    return f"{metric} ({u}) per arm: {lines}" if u else f"{metric} per arm: {lines}"
+# ------------------------------------------------------------------------------ the tables
 
 
 def n_text(c: Comparison) -> str:
@@ -489,12 +468,3 @@ def rerun_summary(replicates: Sequence[Rerun]) -> str:
         f"{head}: {within} of {len(judged)} within the noise of their first run (95% band for "
         f"a pair); changes {spread}."
     )
-
-
-def png_arms_title(metric: str) -> str:
-    return f"{metric} per arm (geometric mean over runs)"
-
-
-def png_change_title(margin: str, intervals: bool) -> str:
-    what = "with its interval" if intervals else "(no interval: no noise estimate)"
-    return f"change vs baseline {what}; grey band: the {margin} margin"
