@@ -367,8 +367,10 @@ def test_the_glm5_regression_reads_as_the_worst(drawn: list[Drawn]) -> None:
     d = next(d for d in drawn if d.doc == "glm5_cutedsl.rehearsal.md" and d.change)
     geo = mr.geometry(d.svg["default"])
     spans = [abs(c[1] - m[1]) for c, m in zip(geo.bars[0], geo.bars[1], strict=True)]
-    zero_y = geo.lines[2][0][0][1]
+    zero_y = geo.lines[len(geo.bars)][0][0][1]  # the first line after the bar series
     assert spans[4] > 40 * spans[0] > 0
+    assert geo.bars[0][0][1] == pytest.approx(zero_y, abs=1)
+    assert geo.bars[1][0][1] > zero_y  # −0.8%: a short bar, but below zero
     assert geo.bars[0][4][1] == pytest.approx(zero_y, abs=1)
     assert geo.bars[1][4][1] > zero_y + 100  # the mask stops 100+ px below zero: the bar's end
 
