@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from matrixrun.core.metrics import unit
+from matrixrun.core.verdict import Comparison, Series, Verdict
 from matrixrun.report import decision, fmt
 from matrixrun.report.wording import charts as words
-from matrixrun.core.verdict import Comparison, Series, Verdict
 
 #: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
 #: charts is read less than one.
