@@ -362,7 +362,7 @@ def test_genai_bench_is_recognised_and_refused_with_the_reason() -> None:
     assert text.startswith(
         f"{GENAI / 'base'}: genai-bench {version} output; its throughputs divide by"
     )
-    assert "whole second" in text and "rerun the comparison with" in text
+    assert "once-a-second check" in text and "rerun the comparison with" in text
 
 
 def test_genai_bench_throughput_hides_what_its_latencies_show() -> None:

@@ -82,10 +82,11 @@ def refuse(path: str | Path) -> InputError:
         if value is not None:
             duration = f" ({value:.3f} s in {files[0].name})"
     return InputError(
-        f"{p}: {_version(p)} output; its throughputs divide by run_duration{duration}, the run's "
-        "wall time up to the next whole second of its 1-second stop check, not the time from "
-        "first request to last response, so they are not bench_serving's throughputs and "
-        "would hide differences under a second per run; ingest cannot compare arms on them: "
-        "rerun the comparison with vllm bench serve, aiperf, guidellm or sglang.bench_serving "
+        f"{p}: {_version(p)} output; its throughputs divide by run_duration{duration}, the "
+        "run's wall time from starting its load to stopping it (genai-bench 0.0.5 stops on a "
+        "once-a-second check, up to a second after the last response), and the file records "
+        "no request timestamps to check that window against the requests' own span, so they "
+        "are not bench_serving's throughputs; ingest cannot compare arms on them: rerun the "
+        "comparison with vllm bench serve, aiperf, guidellm or sglang.bench_serving "
         "(docs/ingest.md explains the mapping)"
     )
