@@ -26,6 +26,11 @@ IDENTITY = ("model", "gpu", "dataset", "client-version")
 _KEY = {"client-version": "client version"}
 
 
+def _short(value: str, limit: int = 80) -> str:
+    """A value as a message quotes it: a dataset spec can be a page of JSON."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
 def _key(name: str) -> str:
     return _KEY.get(name, name)
 
@@ -62,7 +67,8 @@ def identity_caveats(
             first = next(r for r in runs if r.identity.get(key) not in (None, other.identity[key]))
         raise InputError(
             f"{first.record.where} and {other.record.where} differ in {key} "
-            f"({first.identity[key]} vs {other.identity[key]}): a verdict would credit the "
+            f"({_short(first.identity[key])} vs {_short(other.identity[key])}): a verdict "
+            "would credit the "
             f"server configuration with what the {key} changed; ingest runs of one {key}, "
             f"or pass --allow-difference {name} to compare them anyway (the report then "
             "says so in its first lines)"

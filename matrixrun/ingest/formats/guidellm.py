@@ -36,6 +36,7 @@ What differs from bench_serving, and so how it is mapped:
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,23 @@ def _duration(bench: dict[str, Any], where: str) -> tuple[float, str | None]:
 _WINDOW = ("measure_start_time", "measure_end_time", "request_start_time", "request_end_time")
 
 
-def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: str) -> Run:
+def _dataset(report: dict[str, Any], bench: Any) -> str | None:
+    """The data a benchmark ran on, as the report gives it (`--data`): `config.spec.data`
+    (0.8), `args.data` (0.5), the benchmark's `request_loader.data` (before 0.4)."""
+    loader = bench.get("request_loader") if isinstance(bench, dict) else None
+    given = (
+        ((report.get("config") or {}).get("spec") or {}).get("data")
+        or (report.get("args") or {}).get("data")
+        or (loader or {}).get("data")
+    )
+    if given in (None, "", []):
+        return None
+    return given if isinstance(given, str) else json.dumps(given, sort_keys=True)
+
+
+def _benchmark(
+    bench: Any, *, source: str, index: int, tag: str | None, tool: str, dataset: str | None
+) -> Run:
     where = f"{source}: benchmarks[{index}]"
     if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
         raise InputError(f"{where}: no 'metrics' object; {_HINT}")
@@ -196,6 +213,8 @@ def _benchmark(bench: Any, *, source: str, index: int, tag: str | None, tool: st
     definitions.update(notes)
     recorded = tool.removeprefix("guidellm ")[:1].isdigit()  # "guidellm 0.8.1", not "... before"
     identity = {"client version": tool} if recorded else {}
+    if dataset is not None:
+        identity["dataset"] = dataset
     model = ((bench.get("config") or {}).get("backend") or {}).get("model") or (
         bench.get("worker") or {}
     ).get("backend_model")
@@ -231,5 +250,6 @@ def read_file(path: str | Path) -> list[Run]:
     if not benches:
         raise InputError(f"{p}: the report holds no benchmark; rerun guidellm")
     return [
-        _benchmark(b, source=str(p), index=i, tag=tag, tool=tool) for i, b in enumerate(benches)
+        _benchmark(b, source=str(p), index=i, tag=tag, tool=tool, dataset=_dataset(data, b))
+        for i, b in enumerate(benches)
     ]
