@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -67,6 +68,7 @@ from matrixrun.verify import Policy, policy_for
 WORLDS = ("today", "launch", "hetero", "h200")
 H200_SIGMA_W = {1: 0.12, 4: 0.09, 16: 0.09, 64: 0.06, 256: 0.04, 1024: 0.04}
 POLICY = "{threshold: 3%, surprise: 10%, max_runs: 3}"
+MAX_RUNS = 3  # the policy's max_runs: what `best_case` assumes
 #: Confidence levels the reference is tried at, to match the policy's error rates.
 REF_LEVELS = (0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
 BANDS = ("tie", "below m", "at ±m", "m–2m", "2m–5m", "> 5m")
@@ -178,13 +180,17 @@ class Tally:
     tie_n: int = 0
     tie_alarm: int = 0
     gpu_s: float = 0.0
+    #: cells with |effect| ≥ 2m: [n, correct]; and those within the plan's best case
+    #: (`best_case`): [n, correct]
+    large: list[int] = field(default_factory=lambda: [0, 0])
+    large_best: list[int] = field(default_factory=lambda: [0, 0])
     #: GPU time of the earlier run `--history` borrowed from (not in `gpu_s`: another day's)
     prior_s: float = 0.0
 
 
-def tally(verdicts: Iterable[tuple[float, float, str]], gpu_s: float) -> Tally:
+def tally(verdicts: Iterable[tuple[float, float, str, bool]], gpu_s: float) -> Tally:
     t = Tally(gpu_s=gpu_s)
-    for true, x, v in verdicts:
+    for true, x, v, best in verdicts:
         b, cb = band(true), conc_band(x)
         want = "same" if abs(true) <= MARGIN else "better" if true > 0 else "worse"
         ok = v == want and b != "at ±m"
@@ -194,6 +200,12 @@ def tally(verdicts: Iterable[tuple[float, float, str]], gpu_s: float) -> Tally:
         row = t.cells.setdefault((b, cb), [0, 0])
         row[0] += 1
         row[1] += ok
+        if abs(true) >= 2 * MARGIN - 1e-12:
+            t.large[0] += 1
+            t.large[1] += ok
+            if best:
+                t.large_best[0] += 1
+                t.large_best[1] += ok
         if b == "at ±m":
             g = t.gate.setdefault(("+m" if true > 0 else "−m", cb), [0, 0, 0])
             g[0] += 1
@@ -208,16 +220,31 @@ def tally(verdicts: Iterable[tuple[float, float, str]], gpu_s: float) -> Tally:
     return t
 
 
-def verdicts_of(ms: list[Measurement], settings, world: World) -> list[tuple[float, float, str]]:  # type: ignore[no-untyped-def]
-    """(true effect, x, verdict) of every grid cell. Cells bisection added are not scored
-    (the reference has none; their GPU time is counted), so both strategies are judged on the
-    same cells."""
+def best_case(world: World, effect: float, x: int, level: float) -> bool:
+    """Whether the plan could decide this cell at its best: `MAX_RUNS` runs per arm, each on
+    its own launch, judged at the last state's `level` with the world's true noise known
+    (normal quantile) and the observed change equal to the truth. A cell outside it is one
+    no run of this plan decides but by luck; the power gate counts the cells inside it."""
+    sw = world.sigma_w_at.get(x, world.sigma_w) if isinstance(world, NoisyWorld) else world.sigma_w
+    se = math.sqrt(2 * (world.sigma_b**2 + sw**2) / MAX_RUNS)
+    z = float(stats.norm.ppf((1 + level) / 2))
+    return abs(math.log1p(effect)) - math.log1p(MARGIN) >= z * se
+
+
+def verdicts_of(  # type: ignore[no-untyped-def]
+    ms: list[Measurement], settings, world: World
+) -> list[tuple[float, float, str, bool]]:
+    """(true effect, x, verdict, within the best case) of every grid cell. Cells bisection
+    added are not scored (the reference has none; their GPU time is counted), so both
+    strategies are judged on the same cells."""
     out = []
+    level = settings.level_at(settings.states)
     for _, cand, cell in analyse(ms, settings).comparisons(settings.primary):
         assert cell.x is not None
         if int(cell.x) not in world.effect[cand]:
             continue
-        out.append((world.effect[cand][int(cell.x)], cell.x, cell.verdict.value))
+        eff = world.effect[cand][int(cell.x)]
+        out.append((eff, cell.x, cell.verdict.value, best_case(world, eff, int(cell.x), level)))
     return out
 
 
@@ -288,6 +315,9 @@ def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
         out.tie_n += t.tie_n
         out.tie_alarm += t.tie_alarm
         out.gpu_s += t.gpu_s
+        for k in (0, 1):
+            out.large[k] += t.large[k]
+            out.large_best[k] += t.large_best[k]
         out.prior_s += t.prior_s
         for src, dst in ((t.cells, out.cells), (t.gate, out.gate), (t.ties, out.ties)):
             for k, v in src.items():
@@ -406,9 +436,15 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
         vals = [b.ties.get(cb, [0, 0])[1] / max(b.ties.get(cb, [1])[0], 1) for b in sums]
         row.append(f" {pct(tr[1], tr[0])} {_ci(vals) if tr[0] else ''} (n={tr[0]}) ")
     lines.append("|".join(row) + "|")
+    power = p.large_best[1] / max(p.large_best[0], 1)
+    pw = [b.large_best[1] / max(b.large_best[0], 1) for b in sums]
     lines += [
         "",
         f"Calibration gate (point estimates against the bars): {'met' if gate_ok else 'not met'}.",
+        f"Power gate (|effect| ≥ 2m decided correctly, ≥ 90% of the cells within the plan's "
+        f"best case): {100 * power:.1f}% {_ci(pw)} of {p.large_best[0]} "
+        f"({'met' if power >= 0.9 else 'not met'}); of all {p.large[0]} cells ≥ 2m "
+        f"{pct(p.large[1], p.large[0])}.",
         "",
     ]
     return "\n".join(lines)

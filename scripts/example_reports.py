@@ -26,6 +26,8 @@ EXAMPLES = {
     "reports/glm5_cutedsl.rehearsal.md": "reports/runs/glm5_cutedsl.rehearsal/20261201-065252",
     "reports/golden_bench_serving.ingested.md": "reports/runs/golden-ingest",
     "reports/h200_transformers_cb.md": "reports/runs/h200_transformers_cb-7",
+    "reports/h200_transformers_aa.md": "reports/runs/h200_transformers_aa",
+    "reports/h200_transformers_cuda_graph.md": "reports/runs/h200_transformers_cuda_graph",
 }
 
 

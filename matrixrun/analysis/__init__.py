@@ -31,6 +31,7 @@ from typing import Any
 
 from matrixrun.analysis.axis import crossovers, overall, regimes, series_key, x_of
 from matrixrun.analysis.comparison import compare
+from matrixrun.analysis.launches import launch_check
 from matrixrun.analysis.noise import (
     WarmupGap,
     arm_sample,
@@ -378,4 +379,10 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
             axis=settings.axis,
         ),
         caveats=run.caveats,
+        launch_check=launch_check(
+            measurements,
+            settings.primary,
+            margin=settings.margin_for(settings.primary),
+            axis=settings.axis,
+        ),
     )

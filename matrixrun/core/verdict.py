@@ -275,6 +275,22 @@ class SigmaAt(_Model):
     raw_df: float = 0.0
 
 
+class OddGroup(_Model):
+    """A server group whose launches spread more than the other groups' (the noise model's
+    heterogeneity test, `analysis/components.py`): its cells are judged with its own launch
+    variance, and the launch variance every other cell is judged with is estimated without it,
+    so one odd configuration does not set σ for every cell."""
+
+    group: str = Field(description="`slice/group_id` (the fit's group key).")
+    arm: str
+    instances: list[str] = Field(description="Its launches (server instances).")
+    launch: float = Field(description="Its own σ_b, log scale.")
+    launch_df: int
+    launch_var_sd: float | None = None
+    f: float = Field(description="Its launch mean square over the other groups' pooled one.")
+    p: float = Field(description="One-sided p of `f` (before the Bonferroni factor).")
+
+
 class Sigma(_Model):
     """Noise of one measurement's log value for one metric: the launch part σ_b shared by every
     cell of a server instance, run noise σ_w within one (per sweep point in `by_x`), and the
@@ -312,6 +328,11 @@ class Sigma(_Model):
         description="Measured by a fixed design (verify.design: fixed): no launch was chosen "
         "by the data, so the launch variance is not biased by stopping and a later run may "
         "pool it (verify.noise_from).",
+    )
+    odd_groups: list[OddGroup] = Field(
+        default_factory=list,
+        description="Groups judged with their own launch variance (`OddGroup`); `launch` is "
+        "then the other groups' pooled one.",
     )
 
 
@@ -543,6 +564,56 @@ class Caveat(_Model):
     errors: list[str] = Field(default_factory=list)
 
 
+class LaunchValue(_Model):
+    """One launch's geometric mean at a point (metric units) and the runs behind it."""
+
+    instance: str
+    value: float
+    n: int
+
+
+class LaunchSpread(_Model):
+    """Launches of one configuration at one point that disagree beyond what the run noise
+    there explains (`analysis/launches.py`): the one-way test of the launch means against the
+    within-launch noise, Bonferroni over every (group, point) tested, and a spread larger than
+    the margin. What limits the comparison there is the engine's launch-to-launch stability,
+    not the flag."""
+
+    slice: str
+    arm: str
+    group: str
+    point_id: str
+    point: dict[str, Any]
+    x: float | None
+    metric: str
+    launches: list[LaunchValue] = Field(description="In launch order.")
+    spread: float = Field(description="Largest launch mean / smallest − 1.")
+    f: float
+    df_between: int
+    df_within: int
+    p: float = Field(description="Bonferroni-adjusted p (capped at 1).")
+    run_sigma: float = Field(description="The σ the launches were set against, log scale.")
+    against: Literal["repeats", "other_launches"] = Field(
+        "repeats",
+        description="repeats: within-launch repeats (pure error); other_launches: no cell ran "
+        "twice on one launch, so the other configurations' launch-to-launch spread.",
+    )
+
+
+class LaunchCheck(_Model):
+    """The launch-stability test over the run: what was tested and what was found."""
+
+    metric: str
+    tested: int = Field(0, description="(group, point) pairs with at least two launches.")
+    unstable: list[LaunchSpread] = Field(default_factory=list)
+    untested_reason: Literal["one_launch", "no_repeats"] | None = Field(
+        None, description="Why nothing was tested, when nothing was."
+    )
+    largest_spread: float | None = Field(
+        None, description="Largest launch mean / smallest − 1 over the pairs tested."
+    )
+
+
 VERDICT_SCHEMA = 1
 """verdict.json's format. Raised when a field changes meaning; an older file is refused with one
 sentence (`check_schema_version`), never read through compatibility code."""
@@ -580,6 +651,9 @@ class Verdict(_Model):
     cells_judged: int = 0
     reruns: list[Rerun] = Field(default_factory=list, description="Primary metric.")
     caveats: list[Caveat] = Field(default_factory=list)
+    launch_check: LaunchCheck | None = Field(
+        None, description="Primary metric: launches that disagree beyond run noise."
+    )
 
     def comparisons(self, metric: str | None = None) -> list[tuple[str, str, Comparison]]:
         """Every (slice, candidate, comparison), on `metric` (default: the primary)."""

@@ -6,12 +6,14 @@ Pure functions of the `Verdict` and `settings.json`'s facts; derivations come fr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Verdict
 from matrixrun.report import decision, fmt
 from matrixrun.report.wording import decision as words
+from matrixrun.report.wording import launches as launch_words
 from matrixrun.rundir.settings import RunSettings
 
 #: More (candidate, series) pairs than this get one advice line per candidate.
@@ -33,6 +35,8 @@ class DecisionBlock:
     notes: str | None
     #: The run stopped before its verify policy was done, and how to continue it; "" if not.
     unfinished: str = ""
+    #: Arms whose launches disagree beyond run noise (the document's first lines).
+    unstable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -112,6 +116,8 @@ def decision_of(
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,
         unfinished=words.unfinished(resume_command) if resume_command else "",
+        unstable=launch_words.unstable_launches(verdict.launch_check, s.axis, unit(s.primary))
+        or launch_words.untested(verdict.launch_check),
     )
 
 

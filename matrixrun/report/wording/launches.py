@@ -1,0 +1,68 @@
+"""The document's first words when launches of one configuration disagree beyond run noise
+(`analysis/launches.py`): which arm, at which points, each launch's value, by how much — and
+that this, not the flag, is what limits the comparison there. Also the one line a reader gets
+when the check could not run, so silence never reads as "stable"."""
+
+from __future__ import annotations
+
+from matrixrun.report import fmt
+from matrixrun.report.wording.verdicts import label
+from matrixrun.core.verdict import LaunchCheck, LaunchSpread
+
+
+def _values(s: LaunchSpread, unit: str) -> str:
+    vals = [fmt.value(v.value) for v in s.launches]
+    runs = (
+        ""
+        if all(v.n == 1 for v in s.launches)
+        else " (" + ", ".join(f"{v.n} run{'s' if v.n > 1 else ''}" for v in s.launches) + ")"
+    )
+    return f"{fmt.join_words(vals)} {unit}{runs}"
+
+
+def _one(s: LaunchSpread, axis: str, unit: str) -> str:
+    return (
+        f"at {label(axis, s.x, s.point)}{' [' + s.slice + ']' if s.slice else ''} its "
+        f"{len(s.launches)} launches gave {_values(s, unit)}, the highest "
+        f"{fmt.percent(s.spread)} above the lowest, "
+        + (
+            f"where repeats on one launch vary by σ {fmt.percent(s.run_sigma)}"
+            if s.against == "repeats"
+            else f"where the other configurations' launches vary by σ {fmt.percent(s.run_sigma)}"
+        )
+        + " (p = "
+        f"{s.p:.2g} after Bonferroni over {{tested}} points)"
+    )
+
+
+def unstable_launches(check: LaunchCheck | None, axis: str, unit: str) -> list[str]:
+    """One sentence per arm whose launches disagree; [] when none do or none were tested."""
+    if check is None or not check.unstable:
+        return []
+    by_arm: dict[str, list[LaunchSpread]] = {}
+    for s in check.unstable:
+        by_arm.setdefault(s.arm, []).append(s)
+    out = []
+    for arm, spreads in by_arm.items():
+        tested = str(check.tested)
+        parts = "; ".join(_one(s, axis, unit).replace("{tested}", tested) for s in spreads)
+        out.append(
+            f"**Unstable launches: `{fmt.user_plain(arm)}`** — {parts}. The same configuration "
+            f"launched again gives a different number, so this, not the flag, limits the "
+            f"comparison at {fmt.join_words([label(axis, s.x, s.point) for s in spreads])}: "
+            f"what settles it is another launch of `{fmt.user_plain(arm)}`, not more runs on "
+            "these."
+        )
+    return out
+
+
+def untested(check: LaunchCheck | None) -> list[str]:
+    """Where configurations ran on several launches but no cell twice on one launch, the one
+    line that says launch stability went untested (so silence never reads as "stable")."""
+    if check is None or check.untested_reason != "no_repeats":
+        return []
+    return [
+        "**Launch stability not tested:** configurations ran on more than one launch, but no "
+        "cell twice on one launch, so how much launches of one configuration disagree cannot "
+        "be told from run noise."
+    ]
