@@ -5,9 +5,9 @@ when the check could not run, so silence never reads as "stable"."""
 
 from __future__ import annotations
 
+from matrixrun.core.verdict import LaunchCheck, LaunchSpread
 from matrixrun.report import fmt
 from matrixrun.report.wording.verdicts import label
-from matrixrun.core.verdict import LaunchCheck, LaunchSpread
 
 
 def _values(s: LaunchSpread, unit: str) -> str:
