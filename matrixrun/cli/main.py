@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import matrixrun.cli.options as options
 from matrixrun import __version__
+from matrixrun.cli import history as store_cli
 from matrixrun.core.errors import MatrixError, SpecError
 from matrixrun.core.redact import redact_file, redact_json, redact_text
 
@@ -81,12 +82,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact_json(plan.model_dump(mode="json")), indent=2))
     else:
-        noise = None
-        if spec.verify.noise_from is not None:
-            from matrixrun.plan.history import noise_history
+        from matrixrun.report.wording.history import plan_noise_note
+        from matrixrun.store.prior import plan_noise
 
-            noise = noise_history(spec, plan, spec.verify.noise_from)
-        print(redact_text(plan_text(spec, plan, noise)))
+        noise = plan_noise(spec, plan)
+        note = plan_noise_note(spec.engine.kind, noise)
+        print(redact_text(plan_text(spec, plan, noise.history, note)))
     _summary(_plan_summary(args.spec, args.history or ()))
     return EXIT_OK
 
@@ -177,8 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         executor=executor,
         retry_failed=args.retry_failed,
     )
-    for note in summary.notes:
-        _err(note)
+    for note in [*summary.notes, _record(summary.run_dir)]:
+        if note:
+            _err(note)
     print(f"run directory: {summary.run_dir}")
     print(
         f"measured {summary.measured} (skipped {summary.skipped} cell(s) already measured), "
@@ -269,6 +271,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         command=shlex.join(["matrixrun", *sys.argv[1:]]),
     )
     print(f"wrote {out} and its report {out / 'report.md'}")
+    _record(out, show=True)
     return _gate(str(out), args.fail_on)
 
 
@@ -302,7 +305,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print("dry run: nothing written")
         return EXIT_OK
     print(f"wrote {out} and its report {out / 'report.md'}")
+    _record(out, show=True)
     return EXIT_OK
+
+
+def _record(run_dir: Path, show: bool = False) -> str | None:
+    """Index a finished run directory in the results store (`store.record_run`: never
+    raises); the one sentence it returns when it could not is printed, or returned."""
+    from matrixrun.report.wording.history import store_unwritable
+    from matrixrun.store.record import record_run
+
+    failed = record_run(run_dir)
+    note = store_unwritable(None, str(run_dir), failed) if failed is not None else None
+    if note and show:
+        _err(note)
+    return note
 
 
 # -------------------------------------------------------------------------------------- post
@@ -384,6 +401,17 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         "updated in place)",
         options.add_post,
         cmd_post,
+    ),
+    "history": (
+        "earlier runs in the results store: by engine, model, hardware, flag, arm; an arm "
+        "across engine versions; --check for a regression (exit 1)",
+        store_cli.add_history,
+        store_cli.cmd_history,
+    ),
+    "store": (
+        "the results store: rebuild it from run directories, or show its status",
+        store_cli.add_store,
+        store_cli.cmd_store,
     ),
     "bench-client": (
         "measure a running server with the built-in client; print JSON",

@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import (
     VERDICT_SCHEMA,
@@ -146,6 +148,25 @@ class NoiseHistory:
     simulated: bool
 
 
+#: The file in a run directory that holds the prior the results store gave it.
+PRIOR_FILE = "prior.json"
+
+
+class StoredPrior(BaseModel):
+    """prior.json (`store.prior`): the prior a run was given from the results store under
+    `verify.noise_from: auto`, and where it came from."""
+
+    label: str
+    runs: list[str] = Field(description="The earlier run directories pooled, in pooling order.")
+    versions: list[str | None] = Field(default_factory=list)
+    sigmas: dict[str, Sigma]
+
+
+def read_prior(path: Path) -> NoiseHistory:
+    record = StoredPrior.model_validate_json(path.read_text(encoding="utf-8"))
+    return NoiseHistory(dict(record.sigmas), record.label, simulated=False)
+
+
 def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     """The per-metric noise in an earlier run's verdict.json, after checking that its server
     groups have this spec's engine kind, model, GPU and GPU count (another engine's or node's
@@ -155,6 +176,14 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     rd = Path(run_dir)
     if rd.name == "settings.json":  # a run directory's own spec copy (`spec.loader`)
         return _borrowed_by(spec, plan, rd)
+    if rd.name == PRIOR_FILE:  # what the results store gave it (`store.prior`)
+        try:
+            return read_prior(rd)
+        except (OSError, ValueError) as exc:
+            raise InputError(
+                f"verify.noise_from {rd}: cannot read the prior the results store gave this "
+                f"run ({exc}); delete it to run without one"
+            ) from None
     try:
         data = json.loads((rd / "verdict.json").read_text())
         check_schema_version(data, VERDICT_SCHEMA, rd / "verdict.json", f"matrixrun analyse {rd}")
@@ -218,11 +247,12 @@ def _check_groups(spec: Spec, plan: Plan, rd: Path, old: Mapping[str, Any]) -> N
 def refuse_simulated_noise(spec: Spec, rehearse: bool) -> None:
     """A run on real servers never borrows a simulator's noise (`verify.noise_from`): checked
     before any launch, so nothing is spent on a run whose verdicts would rest on it."""
-    if rehearse or spec.verify.noise_from is None:
+    borrowed = spec.verify.noise_dir()
+    if rehearse or borrowed is None:
         return
     from matrixrun.plan import expand
 
-    if noise_history(spec, expand(spec), spec.verify.noise_from).simulated:
+    if noise_history(spec, expand(spec), borrowed).simulated:
         raise InputError(
             f"verify.noise_from {spec.verify.noise_from} is a SIMULATED run: its noise is the "
             "simulator's, not this engine's; point at a real run, or rehearse (--rehearse)"

@@ -73,7 +73,9 @@ def policy_words(spec: Spec, budget_s: float | None) -> str:
     )
 
 
-def plan_text(spec: Spec, plan: Plan, noise: NoiseHistory | None = None) -> str:
+def plan_text(
+    spec: Spec, plan: Plan, noise: NoiseHistory | None = None, noise_note: str | None = None
+) -> str:
     c = plan.cost
     v = spec.verify
     lines = [
@@ -96,6 +98,7 @@ def plan_text(spec: Spec, plan: Plan, noise: NoiseHistory | None = None) -> str:
         "",
         f"verify policy: {policy}",
         *([noise_line(noise, spec.metrics.primary)] if noise is not None else []),
+        *([noise_note] if noise_note else []),
         *(
             [
                 f"fixed design: {c.launches_worst_case} launches, {c.runs_worst_case} cell "

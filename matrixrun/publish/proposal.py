@@ -368,8 +368,8 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         f"Verify policy: {policy}. {worst}{' (capped by the budget)' if c.budget_s else ''}.",
         "",
     ]
-    if v.noise_from is not None:
-        lines += [f"{_noise_sentence(spec, plan)}.", ""]
+    noise = _noise_sentence(spec, plan) if v.noise_from not in (None, "none") else ""
+    lines += [f"{noise}.", ""] if noise else []
     if timed:
         lines.append(f"{source[0].upper()}{source[1:]}.")
     elif history is not None:
@@ -399,9 +399,14 @@ def _noise_sentence(spec: Spec, plan: Plan) -> str:
     from matrixrun.core.errors import InputError
     from matrixrun.plan.history import noise_history
     from matrixrun.plan.render import noise_line
+    from matrixrun.store.prior import plan_noise
 
     assert spec.verify.noise_from is not None
     try:
+        if spec.verify.noise_dir() is None:
+            history = plan_noise(spec, plan).history  # auto: named only where it lends
+            line = noise_line(history, spec.metrics.primary) if history else ""
+            return line[:1].upper() + line[1:]
         line = noise_line(noise_history(spec, plan, spec.verify.noise_from), spec.metrics.primary)
     except InputError as exc:
         return f"**Noise from an earlier run cannot be used:** {exc}"

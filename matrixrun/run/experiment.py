@@ -14,7 +14,9 @@ from matrixrun.run.executors import Executor
 from matrixrun.run.gates import hardware_gate
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import new_run_dir, resumed_run_dir
+from matrixrun.report.wording.history import store_unreadable
 from matrixrun.run.runner import Runner, RunOptions, RunSummary
+from matrixrun.store.prior import prepare
 
 
 def run_experiment(
@@ -40,6 +42,7 @@ def run_experiment(
         rd = resumed_run_dir(resume, spec_path, text)
     else:
         rd = new_run_dir(spec_path, out, rehearse)
+    spec, store_error = prepare(spec, rd.path, rehearse)  # verify.noise_from: auto, decided once
     hardware = None
     engine: Engine
     if rehearse:
@@ -56,4 +59,6 @@ def run_experiment(
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
-    return runner.run() if executor is None else executor.run(runner)
+    summary = runner.run() if executor is None else executor.run(runner)
+    summary.notes += [store_unreadable(None, store_error)] if store_error else []
+    return summary

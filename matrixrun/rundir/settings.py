@@ -121,10 +121,11 @@ def analysis_settings(
     what the verify policy (and its scoring benchmark) judge the measurements so far by."""
     v = spec.verify
     history = None
-    if v.noise_from is not None:
+    borrowed = v.noise_dir()
+    if borrowed is not None:
         from matrixrun.plan.history import noise_history
 
-        history = noise_history(spec, plan, v.noise_from)
+        history = noise_history(spec, plan, borrowed)
     return AnalysisSettings(
         noise_history=history.sigmas if history else {},
         noise_from=history.label if history else None,

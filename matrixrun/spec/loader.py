@@ -133,9 +133,23 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         )
     if isinstance(spec.rehearsal.profile, str):
         spec = _with_profile_file(spec, Path(where).parent, where, data)
-    if spec.verify.noise_from is not None:
+    if spec.verify.noise_from == "auto":
+        spec = _auto_in_own_copy(spec, Path(where).parent)
+    if spec.verify.noise_dir() is not None:
         spec = _with_noise_from(spec, Path(where).parent, where, data)
     return spec
+
+
+def _auto_in_own_copy(spec: Spec, base: Path) -> Spec:
+    """`verify.noise_from: auto` in a run directory's own spec copy (plan.json and
+    settings.json beside it) means what that run was given when it started: its prior.json
+    (`store.prior`), else nothing. A resume or a reproduction then has the run's prior, never
+    what the results store holds today. Any other spec keeps `auto`."""
+    if not ((base / "plan.json").is_file() and (base / "settings.json").is_file()):
+        return spec
+    prior = base / "prior.json"
+    value = str(prior.resolve()) if prior.is_file() else "none"
+    return spec.model_copy(update={"verify": spec.verify.model_copy(update={"noise_from": value})})
 
 
 def _with_noise_from(spec: Spec, base: Path, where: str, data: Any) -> Spec:

@@ -397,13 +397,15 @@ class VerifySpec(_Model):
         "few df of measured repeats cannot shrink.",
     )
     noise_from: str | None = Field(
-        None,
-        description="An earlier run directory of the same engine, model and hardware (path "
-        "relative to the spec): its measured noise is pooled with this run's, each by its "
-        "degrees of freedom, so few runs here are not judged as if nothing were known about "
-        "the noise; its launch-to-launch part too where it is a calibration run (design: "
-        "fixed). Only as good as that run's noise is this one's: same engine build, same "
-        "kind of node.",
+        "auto",
+        description="Noise measured before, pooled with this run's by degrees of freedom, so "
+        "few runs here are not judged as if nothing were known about the noise. auto (the "
+        "default): the newest earlier real runs of the same engine, model and hardware in "
+        "the results store (a rehearsal borrows nothing); none (or null): nothing; else an "
+        "earlier run directory of the same engine, model and hardware (path relative to the "
+        "spec). Its launch-to-launch part too where the earlier run is a calibration run "
+        "(design: fixed). Only as good as that run's noise is this one's: same engine build, "
+        "same kind of node.",
     )
     max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
@@ -438,6 +440,11 @@ class VerifySpec(_Model):
     @model_validator(mode="after")
     def _fixed_design(self) -> VerifySpec:
         return fixed_design_rules(self)
+
+    def noise_dir(self) -> str | None:
+        """The earlier run `noise_from` names, or None for `auto` (decided when a run starts,
+        `store.prior`), `none` and null."""
+        return None if self.noise_from in (None, "auto", "none") else self.noise_from
 
 
 class LimitsSpec(_Model):

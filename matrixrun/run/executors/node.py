@@ -32,6 +32,7 @@ from matrixrun.plan import Plan
 from matrixrun.run.runner import Runner, RunOptions
 from matrixrun.rundir.environment import capture_environment, read_environment
 from matrixrun.rundir.results import RunDir
+from matrixrun.store.prior import from_run_dir
 
 #: The job's error when Slurm warned that its time limit is near (the controller looks for it).
 TIME_LIMIT_MESSAGE = "time limit reached: Slurm's warning signal came before the limit"
@@ -149,6 +150,7 @@ def _run(task: GroupTask) -> dict[str, Any]:
     spec_path = Path(task.spec_path)
     spec = load_spec(spec_path)
     rd = RunDir(task.run_dir, shard=task.group_id)
+    spec = from_run_dir(spec, Path(task.run_dir))  # auto: the prior the controller chose
     engine: Engine
     if task.rehearse:
         from matrixrun.engines.sim import rehearsal_engine
