@@ -21,8 +21,9 @@ LAYERS: list[set[str]] = [
     {"plan"},
     {"engines"},
     {"flags"},
-    {"rundir", "store"},
+    {"rundir"},
     {"analysis"},
+    {"store"},  # its noise priors pool through analysis.prior; its rows keep a run's own σ
     {"verify"},
     {"report"},
     {"run"},

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from matrixrun.engines.base import Engine
 from matrixrun.plan.history import refuse_simulated_noise
+from matrixrun.report.wording.history import store_unreadable
 from matrixrun.run.executors import Executor
 from matrixrun.run.gates import hardware_gate
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import new_run_dir, resumed_run_dir
-from matrixrun.report.wording.history import store_unreadable
 from matrixrun.run.runner import Runner, RunOptions, RunSummary
 from matrixrun.store.prior import prepare
 
