@@ -25,7 +25,7 @@ from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import AnalysisSettings, Sigma, Verdict
 from matrixrun.rundir.environment import Environment, read_environment
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import RunSettings
+from matrixrun.rundir.settings import read_settings
 
 
 def canonical(value: Any) -> str:
@@ -214,12 +214,7 @@ def extract(run_dir: str | Path) -> RunRecord:
             "a directory `matrixrun run`, `ingest` or `compare` wrote"
         )
     rd = RunDir(path)
-    try:
-        settings = RunSettings.model_validate_json((path / "settings.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(
-            f"{path}/settings.json: not the settings of this version ({exc})"
-        ) from None
+    settings = read_settings(rd)  # another format version: one sentence, the run skipped
     env = read_environment(path / "env.json") or Environment()
     try:
         verdict = (
@@ -247,7 +242,9 @@ def extract(run_dir: str | Path) -> RunRecord:
             reason=str(m.reason) if m.reason else None,
             engine_version=versions.get(m.instance or "") or _engine_version(env, m.arm),
             value=(value := m.metrics.get(a.primary) if m.metrics else None),
-            log_value=math.log(value) if value is not None and value > 0 else None,
+            log_value=(
+                math.log(value) if value is not None and value > 0 and m.error is None else None
+            ),
             metrics=m.metrics.model_dump_json() if m.metrics else None,
             error=m.error,
             started_at=m.started_at,

@@ -183,26 +183,20 @@ def arm_series(conn: Connection, f: Filters, metric: str | None = None) -> ArmSe
         ).all()
     ]
     metric = metric or (metrics_seen[0] if metrics_seen else None)
+    judged = select(runs.c.id).join(t.runs, t.runs.c.id == runs.c.id)
+    judged = judged.where(t.runs.c.primary_metric == metric)
     m, lv = t.measurements.c, t.measurements.c.log_value
-    where = and_(
-        m.run_id.in_(select(runs.c.id)),
-        m.arm == f.arm,
-        lv.is_not(None),
-        m.error.is_(None),
-        t.runs.c.primary_metric == metric,
-    )
-    joined = t.measurements.join(t.runs, t.runs.c.id == m.run_id)
     per_point = conn.execute(
         select(m.engine_version, m.x, func.count(), func.sum(lv), func.sum(lv * lv))
-        .select_from(joined)
-        .where(where)
+        .where(m.arm == f.arm, m.run_id.in_(judged), lv.is_not(None))
         .group_by(m.engine_version, m.x)
     ).all()
+    a = t.arms.c
     per_version = conn.execute(
-        select(m.engine_version, func.min(t.runs.c.finished_at), func.count(m.run_id.distinct()))
-        .select_from(joined)
-        .where(where)
-        .group_by(m.engine_version)
+        select(a.engine_version, func.min(t.runs.c.finished_at), func.count())
+        .join(t.runs, t.runs.c.id == a.run_id)
+        .where(a.arm == f.arm, a.run_id.in_(judged))
+        .group_by(a.engine_version)
     ).all()
     at: dict[str, dict[float, LogStats]] = defaultdict(dict)
     for version, x, n, s1, s2 in per_point:
@@ -213,6 +207,7 @@ def arm_series(conn: Connection, f: Filters, metric: str | None = None) -> ArmSe
     groups = [
         VersionGroup(version or "unknown", first or "", int(count), at[version or "unknown"])
         for version, first, count in sorted(per_version, key=lambda r: (r[1] or "", r[0] or ""))
+        if at.get(version or "unknown")
     ]
     return ArmSeries(f.arm, metric, groups, metrics_seen)
 

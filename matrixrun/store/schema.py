@@ -97,7 +97,8 @@ measurements = Table(
     Column("reason", String(32)),
     Column("engine_version", Text),
     Column("value", Float),  # the run's primary metric; None where it failed
-    Column("log_value", Float),  # ln(value) where value > 0: the version table aggregates it
+    # ln(value) where the run succeeded and value > 0: what the version table aggregates
+    Column("log_value", Float),
     Column("metrics", Text),  # every metric, JSON
     Column("error", Text),
     Column("started_at", String(32)),
@@ -132,7 +133,15 @@ sigmas = Table(
 Index("ix_arms_run", arms.c.run_id)
 Index("ix_arms_key", arms.c.arm, arms.c.model, arms.c.gpu)
 Index("ix_measurements_run", measurements.c.run_id)
-Index("ix_measurements_arm", measurements.c.arm, measurements.c.engine_version)
+#: covers the version table's aggregate (`queries.arm_series`): no table row is read
+Index(
+    "ix_measurements_series",
+    measurements.c.arm,
+    measurements.c.run_id,
+    measurements.c.engine_version,
+    measurements.c.x,
+    measurements.c.log_value,
+)
 Index("ix_cells_run", cells.c.run_id)
 Index("ix_sigmas_run", sigmas.c.run_id)
 Index("ix_runs_engine", runs.c.engine, runs.c.finished_at)

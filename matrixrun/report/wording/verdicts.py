@@ -111,15 +111,20 @@ def sigma_text(s: Sigma) -> str:
         return f"σ = {fmt.percent(s.value)} ({SOURCE_WORDS[s.source]})"
     text = f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
     if s.history:
+        # a prior from the results store (verify.noise_from: auto) names its runs in its label
+        stored = s.history.startswith("the results store")
         which = (
             "a calibration run (verify.design: fixed) measured, its launch part included"
             if s.history_fixed
+            else "earlier runs of this engine, model and hardware measured"
+            if stored
             else "an earlier run measured"
         )
+        whose, key = ("their", "verify.noise_from: auto") if stored else ("that run's", "")
         text += (
             f", pooled with the noise {which} ({s.history_df:g} df, "
-            f"`{fmt.user_plain(s.history)}`, verify.noise_from): it holds only if that run's "
-            "noise is this one's"
+            f"`{fmt.user_plain(s.history)}`, {key or 'verify.noise_from'}): it holds only if "
+            f"{whose} noise is this one's"
         )
     if s.fixed_design:
         text += (
