@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 import matrixrun.cli.options as options
 from matrixrun import __version__
-from matrixrun.cli import history as store_cli
 from matrixrun.core.errors import MatrixError, SpecError
 from matrixrun.core.redact import redact_file, redact_json, redact_text
+
+from . import history as store_cli
 
 if TYPE_CHECKING:
     from matrixrun.rundir.jobs import JobRecord
