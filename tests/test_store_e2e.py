@@ -66,6 +66,9 @@ def test_a_second_real_run_borrows_the_first_runs_noise_from_the_store(tmp_path:
 
     history = mr("history", "--spec", str(spec))
     assert "slow: measured before in 2 run(s) (2 real)" in history.stdout
-    rehearsal = mr("run", str(spec), "--rehearse", "--out", str(tmp_path / "reh"))
+    rehearsal = mr(
+        "run", str(spec), "--rehearse", "--out", str(tmp_path / "reh"),
+        "--report", str(tmp_path / "reh.md"),
+    )  # fmt: skip
     assert rehearsal.returncode == 0, rehearsal.stderr[-3000:]
     assert not (tmp_path / "reh" / "prior.json").exists()
