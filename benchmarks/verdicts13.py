@@ -72,8 +72,6 @@ MAX_RUNS = 3  # the policy's max_runs: what `best_case` assumes
 #: Confidence levels the reference is tried at, to match the policy's error rates.
 REF_LEVELS = (0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
 BANDS = ("tie", "below m", "at ±m", "m–2m", "2m–5m", "> 5m")
-#: `--spending` (tuning only): the policy's α spending instead of the spec-derived one.
-SPENDING: list[str] = []
 #: `--history`: the policy pools in the noise of an earlier run of the same matrix
 #: (`verify.noise_from`): that run is the same world measured again with its own noise, by the
 #: same policy; its GPU time is not counted (it was spent on another day, for its own answer).
@@ -256,8 +254,6 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
     world.rng = np.random.default_rng([seed, i, 4])
     lab = NoisyLab(world)
     policy = Policy(spec, plan)
-    if SPENDING:
-        policy.settings = policy.settings.model_copy(update={"spending": SPENDING[0]})
     prior_s = 0.0
     if HISTORY:
         earlier, prior_s = _earlier_noise(world_name, seed, i)
@@ -471,9 +467,26 @@ def _matrices(world: str, seed: int, n: int, jobs: int) -> list[tuple[Tally, dic
     seeded by its own index, so the results do not depend on the split)."""
     if jobs <= 1:
         return [run_matrix(world, seed, i) for i in range(n)]
-    ctx = multiprocessing.get_context("fork")  # inherits SPENDING and the imports
+    ctx = multiprocessing.get_context("fork")  # inherits the patched spending and the imports
     with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
         return list(pool.map(run_matrix, [world] * n, [seed] * n, range(n), chunksize=8))
+
+
+def use_power_spending() -> None:
+    """`--spending power` (tuning only, never in the product): the information-fraction
+    states spent by the Kim–DeMets function α·t² instead of O'Brien–Fleming's."""
+    from matrixrun.core.verdict import AnalysisSettings
+
+    def level_at(self: AnalysisSettings, look: int) -> float:
+        total = 2 * self.looks
+        if self.spending != "information" or self.looks == 1:
+            return self.confidence if self.looks == 1 else 1 - (1 - self.confidence) / self.looks
+        alpha = 1 - self.confidence
+        k = min(max(look, 1), total - 1)
+        t_k, t_prev = (k + 1) / total, k / total
+        return 1 - alpha * (t_k * t_k - (t_prev * t_prev if k > 1 else 0.0))
+
+    AnalysisSettings.level_at = level_at  # type: ignore[method-assign]
 
 
 def _group_sequential() -> None:
@@ -524,8 +537,8 @@ def main(argv: list[str] | None = None) -> int:
         "--gs-df", type=float, help="with --what-if group-sequential: only at df ≥ this"
     )
     args = ap.parse_args(argv)
-    if args.spending:
-        SPENDING[:] = [args.spending]
+    if args.spending == "power":
+        use_power_spending()
     if args.history:
         HISTORY[:] = [True]
     if args.calibration:

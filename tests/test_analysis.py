@@ -246,8 +246,15 @@ def test_judge_tost_boundaries(lo: float, hi: float, verdict: str, small: bool) 
 
 
 def sig(value: float | None, df: float | None = 10) -> Any:
-    src = "none" if value is None else ("prior" if df is None else "fresh_server")
-    return Sigma(metric="output_throughput", value=value, df=df, source=src)
+    """A σ of one run on a fresh launch: all of it launch variance on `df` launch df, or (df
+    None) a declared prior taken as known."""
+    if value is None:
+        return Sigma(metric="output_throughput", value=None, df=None, source="none")
+    if df is None:
+        return Sigma(metric="output_throughput", value=value, df=None, source="prior",
+                     prior=math.expm1(value))  # fmt: skip
+    return Sigma(metric="output_throughput", value=value, df=df, source="fresh_server",
+                 launch=value, launch_df=int(df) or 1)  # fmt: skip
 
 
 def cell(
@@ -303,7 +310,8 @@ def test_warm_repeats_do_not_narrow_a_fresh_server_interval() -> None:
     assert any("count once" in n for n in notes(fresh))
     warm = compare(arm_sample(BASE, bs, "output_throughput"),
                    arm_sample(CAND, cs, "output_throughput"), metric="output_throughput",
-                   sigma=sig(0.02).model_copy(update={"source": "warm"}),
+                   sigma=Sigma(metric="output_throughput", value=0.02, df=10, source="warm",
+                               run=0.02, run_df=10),
                    settings=settings())  # fmt: skip
     assert warm.d_hi - warm.d_lo == pytest.approx(2 * half / math.sqrt(2))
 
@@ -519,7 +527,6 @@ def test_sigma_source_preference(fresh: bool, warm: bool, prior: float | None, s
         assert s.launch_df == 1 and s.run_df == pytest.approx(1)
         assert s.launch == pytest.approx(math.sqrt(launch2))
         assert s.value == pytest.approx(math.sqrt(launch2 + run2))
-        assert s.warm_df == 1  # still reported beside it
         assert s.df is not None and 1 <= s.df <= 2  # Satterthwaite of two 1-df parts
     if source == "prior":
         assert s.value == pytest.approx(math.log1p(0.05)) and s.df is None
@@ -765,15 +772,10 @@ def test_verdict_round_trips_through_json() -> None:
     assert Verdict.model_validate_json(text) == v
 
 
-def test_increasing_spending_sums_to_alpha_and_grows_with_the_look() -> None:
-    s = AnalysisSettings(baseline="b", looks=3, spending="increasing")
-    alphas = [1 - s.level_at(k) for k in (1, 2, 3)]
-    assert sum(alphas) == pytest.approx(0.05)  # Bonferroni's inequality: never more than α
-    assert alphas == sorted(alphas) and alphas[0] == pytest.approx(0.05 / 14)
-    assert s.level == s.level_at(3) and s.level_at(9) == s.level_at(3)
+def test_equal_spending_splits_alpha_over_the_looks() -> None:
     equal = AnalysisSettings(baseline="b", looks=3)
     assert [equal.level_at(k) for k in (1, 2, 3)] == [pytest.approx(1 - 0.05 / 3)] * 3
-    assert AnalysisSettings(baseline="b", looks=1, spending="increasing").level == 0.95
+    assert AnalysisSettings(baseline="b", looks=1).level == 0.95
 
 
 def test_a_cells_look_counts_its_extra_server_instances() -> None:
@@ -882,7 +884,7 @@ def test_launch_df_counts_launches_not_cells() -> None:
     """Six cells on three launches of one group: σ_b has df = launches − groups = 2, however
     many cells share them (the old pooling counted 12)."""
     s = estimate_sigma(_launch_world(1, 3, 6, 0.03, 0.002), "output_throughput")
-    assert s.launch_df == 2 and s.fresh_df == 2
+    assert s.launch_df == 2
     assert s.source == "fresh_server"
     assert s.df is not None and s.df < 4  # the launch part dominates: about its 2 df
     assert s.launch is not None and 0.005 < s.launch < 0.1

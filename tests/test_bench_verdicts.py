@@ -74,10 +74,14 @@ def test_noise_worlds_draw_what_their_docstring_says() -> None:
     assert verdicts13.band(-0.03) == "at ±m" and verdicts13.band(0.0) == "tie"
 
 
-def test_power_spending_also_sums_to_alpha() -> None:
+def test_power_spending_also_sums_to_alpha(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verdicts13
+
     from matrixrun.core.verdict import AnalysisSettings
 
-    s = AnalysisSettings(baseline="b", looks=4, spending="power")
+    monkeypatch.setattr(AnalysisSettings, "level_at", AnalysisSettings.level_at)
+    verdicts13.use_power_spending()
+    s = AnalysisSettings(baseline="b", looks=4, spending="information")
     assert sum(1 - s.level_at(k) for k in range(1, s.states + 1)) == pytest.approx(0.05)
 
 

@@ -283,10 +283,6 @@ def _sigma(
         value=value,
         df=_round_df(df),
         source=source,
-        fresh_value=value if launch_var is not None else None,
-        fresh_df=launch_df,
-        warm_value=math.sqrt(pooled) if pooled is not None else None,
-        warm_df=round(run_df),
         prior=prior,
         launch=math.sqrt(launch_var) if launch_var is not None else None,
         launch_df=launch_df,
@@ -335,21 +331,6 @@ def run_noise_at(sigma: Sigma, x: float | None) -> tuple[float, float | None] | 
     return None
 
 
-def _legacy(sigma: Sigma) -> Sigma:
-    """A σ given only as one number (built by hand, or read from an older verdict.json): a
-    fresh-server one is all launch variance (so repeats on one server count once, as before),
-    a warm one all run noise, a prior one the floor alone."""
-    if sigma.df is None and sigma.value is not None:  # known (infinite df): as a prior
-        return sigma.model_copy(update={"prior": math.expm1(sigma.value)})
-    if sigma.source == SigmaSource.FRESH_SERVER:
-        return sigma.model_copy(
-            update={"launch": sigma.value, "launch_df": int(sigma.df or 0) or 1}
-        )
-    if sigma.source == SigmaSource.WARM:
-        return sigma.model_copy(update={"run": sigma.value, "run_df": sigma.df or 0.0})
-    return sigma
-
-
 def _weights(instances: Sequence[str]) -> tuple[float, float]:
     """(Σ (nᵢ/n)², 1/n): how much of the launch variance and of the run variance an arm's mean
     keeps. Repeats on one server do not average its offset away."""
@@ -373,8 +354,6 @@ def cell_variance(
     repeats cannot show the noise is small."""
     if not baseline or not candidate:
         return None
-    if sigma.launch is None and sigma.run is None and sigma.value is not None:
-        sigma = _legacy(sigma)
     run = run_noise_at(sigma, x)
     prior = math.log1p(sigma.prior) ** 2 if sigma.prior is not None else None
     if run is None and prior is None and sigma.launch is None:

@@ -165,13 +165,12 @@ class AnalysisSettings(_Model):
         description="Interim looks fixed in the plan (1 + stage-2 rounds = the most runs an "
         "arm may get in a cell, `verify.max_runs`).",
     )
-    spending: Literal["equal", "increasing", "information", "power"] = Field(
+    spending: Literal["equal", "information"] = Field(
         "equal",
-        description="How 1 − confidence is split: equally over the looks (Bonferroni), in "
-        "proportion to k² for a cell's k-th look, or over every state a cell can stop in "
-        "(its runs n_b + n_c) by the Lan–DeMets O'Brien–Fleming spending function of the "
-        "information fraction (n_b + n_c) / (2 · looks); `power` the same states with the "
-        "Kim–DeMets spending function α·t².",
+        description="How 1 − confidence is split: all of it at the one look (`equal`, a "
+        "design judged once), or over every state a cell can stop in (its runs n_b + n_c) by "
+        "the Lan–DeMets O'Brien–Fleming spending function of the information fraction "
+        "(n_b + n_c) / (2 · looks).",
     )
     margins: dict[str, float] = Field(
         default_factory=dict,
@@ -211,7 +210,7 @@ class AnalysisSettings(_Model):
     def states(self) -> int:
         """How many data states a cell's level is spent over: the looks, or with
         `information` spending every total n_b + n_c from 2 to 2 · looks."""
-        by_state = self.spending in ("information", "power")
+        by_state = self.spending == "information"
         return 2 * self.looks - 1 if by_state else self.looks
 
     @property
@@ -220,9 +219,9 @@ class AnalysisSettings(_Model):
         return self.level_at(self.states)
 
     def level_for(self, n_baseline: int, n_candidate: int, look: int = 1) -> float:
-        """The level of a cell with these runs per arm (and, for the older spendings, this
-        look): the state it is in decides."""
-        if self.spending in ("information", "power"):
+        """The level of a cell with these runs per arm (`equal`: at this look): the state it is
+        in decides."""
+        if self.spending == "information":
             return self.level_at(max(n_baseline + n_candidate - 1, 1))
         return self.level_at(look)
 
@@ -239,10 +238,9 @@ class AnalysisSettings(_Model):
         confident cells, analysing after every run). The shape puts little α where n = 1 (an
         early decision needs a large effect anyway) and most on the close cells' last states.
 
-        `increasing`/`equal` (kept for settings written before): state = 1 + stage-2 rounds,
-        α ∝ k² or equal; valid only if cells are re-measured only while inconclusive."""
+        `equal`: α split equally over the looks (one look: all of it)."""
         alpha = 1 - self.confidence
-        if self.spending in ("information", "power"):
+        if self.spending == "information":
             total = 2 * self.looks
             k = min(max(look, 1), total - 1)
             if self.looks == 1:
@@ -250,18 +248,12 @@ class AnalysisSettings(_Model):
             z = float(NormalDist().inv_cdf(1 - alpha / 2))
 
             def spent(t: float) -> float:
-                if self.spending == "power":
-                    return alpha * t * t
                 return 2 - 2 * NormalDist().cdf(z / math.sqrt(t)) if t > 0 else 0.0
 
             t_k, t_prev = (k + 1) / total, k / total
             share = spent(t_k) - (spent(t_prev) if k > 1 else 0.0)
             return 1 - share
-        k = min(max(look, 1), self.looks)
-        if self.spending == "equal":
-            return 1 - alpha / self.looks
-        weights = [j * j for j in range(1, self.looks + 1)]
-        return 1 - alpha * weights[k - 1] / sum(weights)
+        return 1 - alpha / self.looks
 
 
 class SigmaAt(_Model):
@@ -301,10 +293,6 @@ class Sigma(_Model):
     value: float | None = Field(description="σ on the log scale (≈ relative σ); None = none.")
     df: float | None = Field(description="Degrees of freedom; None = infinite (prior) or none.")
     source: SigmaSource
-    fresh_value: float | None = None
-    fresh_df: int = Field(0, description="Launches − groups: the df of the launch part.")
-    warm_value: float | None = None
-    warm_df: int = 0
     prior: float | None = None
     launch: float | None = Field(None, description="σ_b; None = not estimable (no relaunch).")
     launch_df: int = 0

@@ -225,7 +225,8 @@ def read_settings(rd: RunDir) -> RunSettings:
     if not path.exists():
         raise InputError(
             f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
-            f"`matrixrun ingest`"
+            f"`matrixrun ingest` (an older run gets one from `matrixrun run SPEC --resume "
+            f"{rd.path}`)"
         )
     data = rd.read_json("settings.json")
     check_schema_version(data, SETTINGS_SCHEMA, path, f"matrixrun run SPEC --resume {rd.path}")
