@@ -68,6 +68,10 @@ def test_files_are_as_their_authors_committed_them(entry: dict[str, Any]) -> Non
 
 def aiperf_expected(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """docs/ingest.md's aiperf table applied to the raw export: (metrics, point)."""
+    if "records" in d:  # the early layout: metrics under records, the load under loadgen
+        load = d["input_config"]["loadgen"]
+        d = {("time_to_first_token" if k == "ttft" else k): v for k, v in d["records"].items()}
+        d["input_config"] = {"phases": [{"name": "profiling", "concurrency": load["concurrency"]}]}
     duration = d["benchmark_duration"]["avg"]
     n = d["request_count"]["avg"]
     failed = (d.get("error_request_count") or {}).get("avg", 0)
@@ -94,8 +98,10 @@ def aiperf_expected(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         "e2e_latency": "request_latency",
     }
     for ours, theirs in families.items():
+        # with failures, the families aiperf computes over failed requests too are left out
+        kept = theirs in d and (not failed or ours == "itl")
         for stat, key in keys.items():
-            m[f"{stat}_{ours}_ms"] = d[theirs].get(key) if theirs in d and not failed else None
+            m[f"{stat}_{ours}_ms"] = d[theirs].get(key) if kept else None
     mean_e2e = m["mean_e2e_latency_ms"]
     m["concurrency"] = None if mean_e2e is None else mean_e2e / 1000 * n / duration
     phase = next(
@@ -201,12 +207,24 @@ def test_detection_names_every_read_file_by_its_client() -> None:
 def test_two_real_aiperf_exports_compare_as_two_arms() -> None:
     """The audit's two exports of one benchmark (plain and through the operator) are two
     arms at one point, nothing refused: same model, same aiperf version."""
-    files = [
-        CORPUS / e["file"] for e in ENTRIES if e["client"] == "aiperf" and e["expect"] == "read"
-    ]
+    files = [CORPUS / e["file"] for e in ENTRIES if "baseline-chat" in e["file"]]
     ingested = load(files, "bare")
     assert ingested.result.arms == ["bare", "operator"]
     assert [m.point for m in ingested.result.measurements] == [{"concurrency": 4}] * 2
     assert ingested.caveats == []
     summary = ingested.summary()
     assert "aiperf 0.8.0" in summary and "0/0" not in summary
+
+
+def test_real_exports_of_different_models_are_refused() -> None:
+    """aiperf's gpt-oss-20b example against the audit's mock model: refused in one sentence
+    naming both models, unless the difference is allowed (then it is a caveat)."""
+    early = CORPUS / "ai-dynamo+aiperf/examples/artifacts/run1/profile_export_aiperf.json"
+    audit = CORPUS / "ai-dynamo+aiperf/tests/_artifacts/audit/baseline-chat/bare"
+    with pytest.raises(InputError) as err:
+        load([early, audit / "profile_export_aiperf.json"], "run1")
+    assert "openai/gpt-oss-20b vs mock-model" in str(err.value)
+    allowed = load(
+        [early, audit / "profile_export_aiperf.json"], "run1", allow_differences=["model"]
+    )
+    assert allowed.caveats[0]["kind"] == "differs" and allowed.caveats[0]["field"] == "model"

@@ -392,7 +392,7 @@ def test_genai_bench_throughput_hides_what_its_latencies_show() -> None:
             "a.json",
             '{"aiperf_version": "0.13.0", "benchmark_duration": {"unit": "ms", "avg": 5}}',
             None,
-            "'benchmark_duration' is in 'ms', not 'sec' as aiperf 0.8 to 0.13 write it; "
+            "'benchmark_duration' is in 'ms', not 'sec' as aiperf 0.1 to 0.13 write it; "
             "this export (aiperf 0.13.0)",
         ),
         ("x.json", '{"rps": 3}', None, "not a result file ingest knows"),

@@ -68,7 +68,49 @@ DERIVED = {
 
 
 def is_aiperf(data: Any) -> bool:
-    return isinstance(data, dict) and "aiperf_version" in data and "benchmark_duration" in data
+    """An aiperf export: metrics at the top beside `aiperf_version` (0.8 on), or under
+    `records` with no version (the early layout, as aiperf 0.1 wrote it)."""
+    if not isinstance(data, dict):
+        return False
+    if "aiperf_version" in data and "benchmark_duration" in data:
+        return True
+    records = data.get("records")
+    return isinstance(records, dict) and "benchmark_duration" in records
+
+
+#: Early names of metrics that later layouts spell out.
+_EARLY_NAMES = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
+EARLY_TOOL = "aiperf (version not recorded; an early layout with its metrics under 'records')"
+
+
+def _normalised(data: dict[str, Any]) -> dict[str, Any]:
+    """An early export (`records`, `input_config.loadgen`, `endpoint.model_names`) in the
+    later layout, so one reader maps both: metrics at the top under their later names, the
+    load as a profiling phase, the model as a models item."""
+    records = data.get("records")
+    if not isinstance(records, dict):
+        return data
+    out: dict[str, Any] = {str(_EARLY_NAMES.get(k, k)): v for k, v in records.items()}
+    config = data.get("input_config") or {}
+    loadgen = config.get("loadgen") or {}
+    endpoint = config.get("endpoint") or {}
+    phase: dict[str, Any] = {"name": "profiling"}
+    if loadgen.get("concurrency") is not None:
+        phase.update(type="concurrency", concurrency=loadgen["concurrency"])
+    if loadgen.get("request_rate") is not None:
+        phase.update(type="request_rate", rate=loadgen["request_rate"])
+    prompt = (config.get("input") or {}).get("prompt") or {}
+    lengths = {
+        ours: {"mean": (prompt.get(theirs) or {}).get("mean")}
+        for ours, theirs in (("isl", "input_tokens"), ("osl", "output_tokens"))
+    }
+    out["input_config"] = {
+        "models": {"items": [{"name": n} for n in endpoint.get("model_names") or []]},
+        "endpoint": {"type": endpoint.get("type")},
+        "phases": [phase],
+        "datasets": [{"prompts": lengths}],
+    }
+    return out
 
 
 _NUMBERED = re.compile(r"[A-Za-z_-]*?(\d+(?:\.\d+)?)")
@@ -131,7 +173,7 @@ def _scalar(data: dict[str, Any], key: str, unit: str, where: str) -> float:
 def _unit_error(data: dict[str, Any], where: str, key: str, found: Any, unit: str) -> str:
     version = data.get("aiperf_version") or "of unrecorded version"
     return (
-        f"{where}: {key!r} is in {found!r}, not {unit!r} as aiperf 0.8 to 0.13 write it; this "
+        f"{where}: {key!r} is in {found!r}, not {unit!r} as aiperf 0.1 to 0.13 write it; this "
         f"export (aiperf {version}) is of a layout ingest does not read yet: export the run "
         "with aiperf 0.13, or leave the file out"
     )
@@ -170,6 +212,8 @@ def read_file(path: str | Path) -> list[Run]:
     data = load_json(p, _HINT)
     if not is_aiperf(data):
         raise InputError(f"{where}: no 'aiperf_version' and 'benchmark_duration'; {_HINT}")
+    early = "aiperf_version" not in data
+    data = _normalised(data)
     duration = _scalar(data, "benchmark_duration", "sec", where)
     if duration <= 0:
         raise InputError(f"{where}: 'benchmark_duration' is {duration!r}; rerun aiperf")
@@ -241,7 +285,11 @@ def read_file(path: str | Path) -> list[Run]:
     )
     definitions = dict(DEFINITIONS)
     definitions.update(notes)
-    tool = f"aiperf {version}" if version else "aiperf (version not recorded)"
+    tool = (
+        f"aiperf {version}"
+        if version
+        else (EARLY_TOOL if early else "aiperf (version not recorded)")
+    )
     run = Run(
         record=record,
         format="aiperf",
