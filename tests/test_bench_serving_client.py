@@ -15,10 +15,10 @@ from pydantic import SecretStr
 from simserver import start_sim
 
 from matrixrun.core.errors import LoadError
+from matrixrun.load.aggregate import compute_metrics
 from matrixrun.load.bench_serving import read_file
 from matrixrun.load.bench_serving_client import build_argv, records_from_details, run_bench_serving
 from matrixrun.load.client import LoadConfig
-from matrixrun.load.stats import compute_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "bench_serving"

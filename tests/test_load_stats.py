@@ -1,4 +1,4 @@
-"""Metric definitions (matrixrun.load.stats) against hand-computed values and against a real
+"""Metric definitions (matrixrun.load.aggregate) against hand-computed values and against a real
 bench_serving run's per-request data."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from matrixrun.load.aggregate import compute_metrics, itl_values, tpot
 from matrixrun.load.records import RequestRecord, dumps_jsonl, loads_jsonl, read_jsonl, write_jsonl
-from matrixrun.load.stats import compute_metrics, itl_values, tpot
 
 GOLDEN = Path("/work/shared/golden/bench_serving/steady.jsonl")
 

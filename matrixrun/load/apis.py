@@ -8,7 +8,7 @@
   `choices[0].text` (incremental); with `stream_options.include_usage` the last event carries
   `usage.completion_tokens`; `data: [DONE]` ends the stream.
 
-Tokens per chunk (what splits a chunk's gap into ITL values, see `stats.py`):
+Tokens per chunk (what splits a chunk's gap into ITL values, see `aggregate.py`):
 
 * `sglang`: the increase of `meta_info.completion_tokens` over the previous event (exact, as
   bench_serving does). Events that add no tokens are ignored.

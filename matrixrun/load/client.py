@@ -4,7 +4,7 @@
 not recorded), then dispatches the measured requests at the configured rate (all at once for
 an infinite rate, else Poisson arrivals from the seed) under a concurrency limit, streams each
 response through an API parser (`apis.py`), and returns per-request records (`records.py`),
-their aggregate metrics (`stats.py`) and the client's self-check (`selfcheck.py`). It keeps
+their aggregate metrics (`aggregate.py`) and the client's self-check (`selfcheck.py`). It keeps
 real time; time dilation is `cell.py`'s business (with the engine's time scale).
 
 One process measures a `Share` of the cell (`measure_share`: all of it by default); with
@@ -34,11 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from matrixrun.core.errors import InputError, LoadError
 from matrixrun.core.metrics import Metrics
+from matrixrun.load.aggregate import compute_metrics, duration_of
 from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 from matrixrun.load.records import RequestRecord
 from matrixrun.load.selfcheck import ClientCheck, LagProbe, LagSamples, judge
-from matrixrun.load.stats import compute_metrics, duration_of
 from matrixrun.load.transport import (
     CLIENT_LIMIT,
     ConnectFailed,

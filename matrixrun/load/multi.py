@@ -17,7 +17,7 @@ process:
   the host) a little ahead, and every process starts its clock and its requests at it; each
   record's `start` is relative to that common instant.
 * The records are merged in index order and the metrics recomputed from all of them with the
-  single-process definitions (`stats.py`). The self-check (`selfcheck.judge`) reads every
+  single-process definitions (`aggregate.py`). The self-check (`selfcheck.judge`) reads every
   process's lag probe against that process's own events; CPU is the sum over processes (per
   wall second) and, for the throughput flag, the busiest process's share.
 * A process that fails makes the cell fail as one process would: an unreachable server is the

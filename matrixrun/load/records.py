@@ -1,7 +1,7 @@
 """Per-request records: what the client saw of each measured request, as plain data.
 
 One `RequestRecord` per measured request (warmup requests are not recorded). The client builds
-them from plain lists after the stream ends (nothing is validated per chunk); `stats.py` turns a
+them from plain lists after the stream ends (nothing is validated per chunk); `aggregate.py` turns a
 list of them into `Metrics`; the run directory keeps them as JSONL under `requests/` so a report
 can recompute any percentile later without re-running.
 

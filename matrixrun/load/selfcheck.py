@@ -34,7 +34,7 @@ each bound as a share of the cell's own value of that statistic and flagged abov
   does not count (bench_serving's definition), not the time from start to bytes sent.
 * ITL percentiles: a gap is off by up to the larger bound of its two ends; the bounds'
   median/p90/p95/p99 against the ITL's (a chunk of k tokens: k values of gap/k, as
-  `stats.py`). Once more than `COALESCED_LIMIT` of the gaps are zeros (events read together)
+  `aggregate.py`). Once more than `COALESCED_LIMIT` of the gaps are zeros (events read together)
   they are pulled down by about twice that share, the median to 0 at half.
 * Mean ITL and TPOT: first to last token, two late timestamps over (tokens − 1) gaps, per
   request; e2e: late by the end's bound. Coalescing leaves them be.

@@ -32,8 +32,8 @@ from collections import deque
 from typing import Protocol
 
 from matrixrun.sim.clock import DeadlineTimer, now
+from matrixrun.sim.lateness import Lateness
 from matrixrun.sim.profile import Curve
-from matrixrun.sim.stats import Lateness
 
 
 class Sink(Protocol):

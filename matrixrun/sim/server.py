@@ -34,9 +34,9 @@ from matrixrun import __version__
 from matrixrun.sim import protocol
 from matrixrun.sim.batcher import Batcher, SimRequest
 from matrixrun.sim.clock import now
+from matrixrun.sim.lateness import Lateness
 from matrixrun.sim.profile import Curve, Effects, Profile
 from matrixrun.sim.protocol import BadRequest, GenRequest
-from matrixrun.sim.stats import Lateness
 from matrixrun.sim.tokens import TokenSource, prompt_key, render
 
 Scope = MutableMapping[str, Any]
