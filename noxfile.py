@@ -18,8 +18,9 @@ PYTHON = "3.11"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite (unit and end-to-end; the simulator runs as a real subprocess)."""
-    session.install("-e", ".[test,fast,slurm]")
+    """Run the test suite (unit and end-to-end; the simulator runs as a real subprocess; the
+    plot extra so chart.png is drawn and checked, tests/test_chart_png.py)."""
+    session.install("-e", ".[test,fast,slurm,plot]")
     session.run("pytest", *(session.posargs or ["-q"]))
 
 

@@ -273,6 +273,18 @@ def arms_chart(
     )
 
 
+def picture_line(run_dir: str, name: str) -> str:
+    """The line that links RUN_DIR/chart.png. The link is from the repository's root (GitHub
+    resolves `/path` there) when the run directory is shown relative to the working directory,
+    so it works alike from RUN_DIR/report.md and from a copy elsewhere (reports/*.md)."""
+    shown = f"{run_dir}/{name}"
+    inside = not run_dir.startswith(("/", "..")) and ":" not in run_dir
+    link = f"/{shown}" if inside else shown
+    if any(c in link for c in " ()<>"):
+        link = f"<{link.replace('<', '%3C').replace('>', '%3E')}>"
+    return words.picture(link, fmt.user_plain(shown))
+
+
 def charts_of(verdict: Verdict) -> list[Chart]:
     """The change and per-arm charts of the primary metric, for the first `MAX_CHARTS`
     (candidate, series) pairs that have any."""

@@ -33,6 +33,7 @@ from matrixrun.report import (
     tables,
     wording,
 )
+from matrixrun.report.chart_png import CHART_FILE
 from matrixrun.report.markdown_check import COMMENT_LIMIT
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import RunSettings, read_settings
@@ -52,6 +53,8 @@ class RunInputs:
     ingest: dict[str, Any] | None = None
     #: What a Slurm run's jobs.json says a reader must know (one sentence each).
     job_limits: list[str] = field(default_factory=list)
+    #: RUN_DIR/chart.png exists (written beside the report when matplotlib is installed).
+    chart_png: bool = False
 
 
 @dataclass
@@ -134,6 +137,8 @@ class Context:
     latency_summary: list[LatencySummary] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
     limit: int = COMMENT_LIMIT
+    #: The line under the charts that links chart.png, where it exists.
+    chart_png: str | None = None
 
     def template_vars(self) -> dict[str, Any]:
         """The top-level names a template sees (nested sections stay objects)."""
@@ -191,6 +196,7 @@ def read_inputs(rd: RunDir) -> RunInputs:
         events=rd.events(),
         job_limits=run_sections.jobs_limits(rd.path, settings.analysis.baseline),
         ingest=ingest if isinstance(ingest, dict) else None,
+        chart_png=(rd.path / CHART_FILE).exists(),
     )
 
 
@@ -343,6 +349,7 @@ def context_from(inputs: RunInputs) -> Context:
             resume_command=_resume(inputs),
         ),
         charts=charts.charts_of(verdict),
+        chart_png=charts.picture_line(inputs.run_dir, CHART_FILE) if inputs.chart_png else None,
         folded=summary.folded_lines(verdict),
         secondary=summary.secondary_lines(verdict),
         slo=summary.slo_of(verdict, inputs.settings),

@@ -57,8 +57,8 @@ def render_run(
 ) -> Path:
     """Render the document to `out` (default RUN_DIR/report.md) and return its path."""
     rd = _run_dir(run_dir)
+    write_chart(rd)  # first: the report links chart.png where it exists
     text = report_text(rd, templates)
-    write_chart(rd)
     if out is None:
         return rd.write_text("report.md", text)
     target = Path(out)

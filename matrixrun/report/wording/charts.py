@@ -87,6 +87,13 @@ def arms_legend(
     return text
 
 
+def picture(link: str, shown: str) -> str:
+    return (
+        f"The same charts as a picture, with each change's interval and a real log axis: "
+        f"[`{shown}`]({link})."
+    )
+
+
 def png_arms_title(metric: str) -> str:
     return f"{metric} per arm (geometric mean over runs; log scale)"
 
