@@ -57,8 +57,10 @@ def render_run(
 ) -> Path:
     """Render the document to `out` (default RUN_DIR/report.md) and return its path."""
     rd = _run_dir(run_dir)
-    write_chart(rd)  # first: the report links chart.png where it exists
-    text = report_text(rd, templates)
+    text = report_text(rd, templates)  # first: it checks the inputs, with its sentences
+    had_chart = (rd.path / "chart.png").exists()
+    if write_chart(rd) is not None and not had_chart:
+        text = report_text(rd, templates)  # the document links chart.png where it exists
     if out is None:
         return rd.write_text("report.md", text)
     target = Path(out)
