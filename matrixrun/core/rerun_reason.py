@@ -21,6 +21,7 @@ class WhyKind(StrEnum):
     CROSSOVER = "crossover"  # brackets a crossover: a second run of its end
     BISECTION = "bisection"  # a new cell at the geometric midpoint of a crossover bracket
     FIXED_DESIGN = "fixed_design"  # verify.design: fixed, every cell max_runs times
+    UNSTABLE_LAUNCH = "unstable_launch"  # launches of this arm disagree here: one more launch
 
 
 class RerunWhy(BaseModel):

@@ -194,6 +194,8 @@ class Policy:
                     for cell in g.cells:
                         if not self._has(cell, ms, "aa"):
                             want(cell, "aa", RerunWhy(kind=WhyKind.AA))
+        if v.fresh_server:
+            self._unstable_launches(verdict, want)
         self._undecided(verdict, results, want)
         if v.fresh_server:
             self._instance_checks(results, ms, want)
@@ -255,6 +257,21 @@ class Policy:
                     ),
                     chance,
                 )
+
+    def _unstable_launches(
+        self, verdict: Verdict, want: Callable[[Cell | None, Reason, RerunWhy], None]
+    ) -> None:
+        """Launches of one configuration that disagree beyond run noise at a point
+        (`Verdict.launch_check`) are an odd-server question: the cell once more on a further
+        fresh launch of that group, first in the round, rather than more runs on the launches
+        that disagree (which would only measure each of them better)."""
+        check = verdict.launch_check
+        for s in check.unstable if check is not None else []:
+            want(
+                self.by_point_arm.get((s.slice, s.point_id, s.arm)),
+                "fresh_server",
+                RerunWhy(kind=WhyKind.UNSTABLE_LAUNCH, arm=s.arm, change=s.spread, x=s.x),
+            )
 
     def _instance_checks(
         self,

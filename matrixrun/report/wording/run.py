@@ -152,6 +152,12 @@ def rerun_why(w: RerunWhy) -> str:
             f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
             "(the analysis prefers fresh-server σ once one exists)"
         )
+    if w.kind == WhyKind.UNSTABLE_LAUNCH:
+        return (
+            f"launches of `{fmt.user_plain(w.arm or '')}` disagree here by "
+            f"{fmt.percent(w.change or 0.0)}, beyond run noise: one more launch tells which "
+            "was odd"
+        )
     if w.kind == WhyKind.FIXED_DESIGN:
         return (
             f"fixed design (verify.design: fixed): every cell {w.max_runs} times, each run on "
