@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from test_analysis import BASE, CAND, meas, settings
 
-from matrixrun.analysis import analyse
+from matrixrun.analysis import analyse, estimate_sigma
+from matrixrun.analysis.components import cell_variance
 from matrixrun.analysis.launches import launch_check
 from matrixrun.core.measurement import Measurement
 from matrixrun.report.wording.launches import unstable_launches, untested
@@ -101,3 +102,27 @@ def test_the_real_h200_cuda_graph_run_names_the_baselines_launches() -> None:
     at_one = next(s for s in check.unstable if s.x == 1.0)
     assert [round(v.value, 1) for v in at_one.launches] == [50.2, 54.8, 40.5]
     assert CAND not in arms
+
+
+def test_one_odd_configuration_does_not_set_the_launch_noise_of_every_cell() -> None:
+    """Three arms on three launches each; the second candidate's launches are ±30% apart,
+    the others' within 1%. Its group is judged with its own launch variance, and the first
+    candidate's cells with the baseline's and its own, not the odd one's."""
+    calm = [1.0, 1.01, 0.99]
+    wild = [1.0, 1.35, 0.7]
+    ms = (
+        _group(BASE, [{x: 100.0 * x * f for x in XS} for f in calm])
+        + _group(CAND, [{x: 120.0 * x * f for x in XS} for f in [1.005, 0.995, 1.0]])
+        + _group("wild", [{x: 120.0 * x * f for x in XS} for f in wild])
+    )
+    sigma = estimate_sigma(ms, "output_throughput")
+    [odd] = sigma.odd_groups
+    assert odd.arm == "wild" and odd.launch > 0.2
+    assert sigma.launch is not None and sigma.launch < 0.02
+    calm_cell = cell_variance(sigma, 1.0, [f"{BASE}#1"], [f"{CAND}#1"])
+    wild_cell = cell_variance(sigma, 1.0, [f"{BASE}#1"], ["wild#1"])
+    assert calm_cell is not None and wild_cell is not None
+    assert calm_cell.launch < 0.02**2 * 2 < wild_cell.launch
+    v = analyse(ms, settings())
+    calm_verdicts = {c.x: c.verdict.value for s, cand, c in v.comparisons() if cand == CAND}
+    assert set(calm_verdicts.values()) == {"better"}

@@ -37,7 +37,7 @@ from scipy import stats
 
 from matrixrun.analysis.moderation import run_noise
 from matrixrun.core.measurement import Measurement
-from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
+from matrixrun.core.verdict import OddGroup, Sigma, SigmaAt, SigmaSource
 
 #: Passes of the fit: the first unweighted, each later one weighted by the run noise per point
 #: the one before found (iterated weighted least squares). Not converged at 3 when noise grows
@@ -46,6 +46,9 @@ from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
 REWEIGHT_PASSES = 3
 #: One-sided level of the upper confidence limit a declared prior is floored at.
 FLOOR_LEVEL = 0.95
+#: Family-wise level (Bonferroni over the groups tested) at which one group's launch spread
+#: is called larger than the others' and the group gets a launch variance of its own.
+ODD_ALPHA = 0.01
 
 
 def value_of(m: Measurement, metric: str) -> float | None:
@@ -65,6 +68,7 @@ class _Group:
 
     cells: list[tuple[str, float | None]] = field(default_factory=list)  # (key, x)
     launches: list[str] = field(default_factory=list)
+    arm: str = ""
     runs: dict[tuple[int, int], list[float]] = field(default_factory=dict)
 
 
@@ -163,6 +167,7 @@ def estimate_components(
     within_df: dict[float | None, float] = {}
     per_cell: dict[tuple[str, str, str, str], list[float]] = {}
     xs_of: dict[tuple[str, str, str, str], float | None] = {}
+    arms_of: dict[tuple[str, str, str, str], str] = {}
     for m in measurements:
         v = value_of(m, metric)
         if v is None:
@@ -172,9 +177,10 @@ def estimate_components(
         key = (m.group_id or m.arm, m.slice, m.point_id + "/" + m.arm, m.instance)
         per_cell.setdefault(key, []).append(math.log(v))
         xs_of[key] = x
+        arms_of[key] = m.arm
     for (gid, sl, cid, inst), vals in per_cell.items():
         gkey = f"{sl}/{gid}"
-        g = groups.setdefault(gkey, _Group())
+        g = groups.setdefault(gkey, _Group(arm=arms_of[(gid, sl, cid, inst)]))
         ci = cell_index.setdefault(gkey, {})
         if cid not in ci:
             ci[cid] = len(g.cells)
@@ -202,14 +208,65 @@ def estimate_components(
     run_df_total = run.df if run is not None else 0.0
     by_x = run.by_x if run is not None else []
     run_at = run.at if run is not None else {}
-    launch_df = sum(f.launch_df for f in fits)
-    launch = _launch_variance(fits, run_at, pooled) if launch_df > 0 else None
+    keys = [k for k, g in groups.items() if g.runs]
+    odd = odd_groups(fits)
+    regular = [f for i, f in enumerate(fits) if i not in odd]
+    launch_df = sum(f.launch_df for f in regular)
+    launch = _launch_variance(regular, run_at, pooled) if launch_df > 0 else None
     sigma = _sigma(
         metric, prior, pooled, run_df_total, launch[0] if launch else None, launch_df, by_x
     )
     if launch is not None and math.isfinite(launch[1]):
         sigma = sigma.model_copy(update={"launch_var_sd": math.sqrt(launch[1])})
-    return sigma
+    records = []
+    for i, (f_ratio, p) in odd.items():
+        own = _launch_variance([fits[i]], run_at, pooled)
+        if own is None:
+            continue
+        records.append(
+            OddGroup(
+                group=keys[i],
+                arm=found[i].arm,
+                instances=list(found[i].launches),
+                launch=math.sqrt(own[0]),
+                launch_df=fits[i].launch_df,
+                launch_var_sd=math.sqrt(own[1]) if math.isfinite(own[1]) else None,
+                f=f_ratio,
+                p=p,
+            )
+        )
+    return sigma.model_copy(update={"odd_groups": records}) if records else sigma
+
+
+def odd_groups(fits: Sequence[_Fit]) -> dict[int, tuple[float, float]]:
+    """Groups whose launches spread more than the other groups' do: index → (F, p).
+
+    Each group with launch df is tested against the others pooled, F = (SS_g/df_g) /
+    (ΣSS_rest/Σdf_rest) on (df_g, Σdf_rest), one-sided, Bonferroni over the groups tested at
+    `ODD_ALPHA`. Under the model every group's launch mean square estimates the same
+    σ_w-part + σ_b²·(its design's coefficient), equal for groups of the same shape (the usual
+    case: every arm measures the same cells); one configuration whose launches are unstable
+    breaks that, and pooled with the others it would set σ_b for every cell. Such a group is
+    given its own launch variance (on its own df) and left out of the pooled one — only while
+    at least one other group keeps launch df, so the rest are never left without a launch
+    part; and never more than half of the groups (if most disagree, the pooled value is what
+    the engine does, not an outlier)."""
+    tested = [i for i, f in enumerate(fits) if f.launch_df > 0 and f.launch_ss > 0]
+    if len(tested) < 2:
+        return {}
+    out: dict[int, tuple[float, float]] = {}
+    for i in tested:
+        rest = [fits[j] for j in tested if j != i]
+        ss_r, df_r = sum(f.launch_ss for f in rest), sum(f.launch_df for f in rest)
+        if df_r == 0 or ss_r <= 0:
+            continue
+        f_ratio = (fits[i].launch_ss / fits[i].launch_df) / (ss_r / df_r)
+        p = float(stats.f.sf(f_ratio, fits[i].launch_df, df_r))
+        if p * len(tested) < ODD_ALPHA:
+            out[i] = (f_ratio, p)
+    if len(out) * 2 > len(tested):
+        return {}
+    return out
 
 
 def _launch_variance(
@@ -331,6 +388,14 @@ def run_noise_at(sigma: Sigma, x: float | None) -> tuple[float, float | None] | 
     return None
 
 
+def _odd_of(sigma: Sigma, instances: Sequence[str]) -> OddGroup | None:
+    """The odd group (`Sigma.odd_groups`) an arm's runs were measured on, if any."""
+    for og in sigma.odd_groups:
+        if any(i in og.instances for i in instances):
+            return og
+    return None
+
+
 def _weights(instances: Sequence[str]) -> tuple[float, float]:
     """(Σ (nᵢ/n)², 1/n): how much of the launch variance and of the run variance an arm's mean
     keeps. Repeats on one server do not average its offset away."""
@@ -380,8 +445,20 @@ def cell_variance(
                 floored = True
     ab_b, aw_b = _weights(baseline)
     ab_c, aw_c = _weights(candidate)
-    launch = (ab_b + ab_c) * vb
     runv = (aw_b + aw_c) * vw
+    odd = [(a, _odd_of(sigma, inst)) for a, inst in ((ab_b, baseline), (ab_c, candidate))]
+    if any(og is not None for _, og in odd):
+        # an odd group's arm carries its own launch variance on its own df; the other arm
+        # the pooled one of the regular groups (`odd_groups`)
+        pooled = sum(a for a, og in odd if og is None) * vb
+        parts: list[tuple[float, float | None]] = [(pooled, df_b)] if pooled > 0 else []
+        for a, og in odd:
+            if og is not None:
+                parts.append((a * og.launch**2, float(og.launch_df)))
+        launch = sum(v for v, _ in parts)
+        df = satterthwaite([*parts, (runv, df_w)])
+        return CellNoise(var=launch + runv, df=df, launch=launch, run=runv, floored=floored)
+    launch = (ab_b + ab_c) * vb
     df = satterthwaite([(launch, df_b), (runv, df_w)])
     if not floored and sigma.launch_var_sd is not None and ab_b + ab_c > 0:
         df = _moment_df(launch + runv, (ab_b + ab_c) * sigma.launch_var_sd, runv, df_w, df)

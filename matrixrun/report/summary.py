@@ -116,7 +116,12 @@ def decision_of(
         why=words.why(decision.attributions(verdict, folded), s.axis, several),
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,
         unfinished=words.unfinished(resume_command) if resume_command else "",
-        unstable=launch_words.unstable_launches(verdict.launch_check, s.axis, unit(s.primary))
+        unstable=launch_words.unstable_launches(
+            verdict.launch_check,
+            s.axis,
+            unit(s.primary),
+            {o.arm for x in verdict.sigma if x.metric == s.primary for o in x.odd_groups},
+        )
         or launch_words.untested(verdict.launch_check),
     )
 

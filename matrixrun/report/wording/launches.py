@@ -5,6 +5,8 @@ when the check could not run, so silence never reads as "stable"."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from matrixrun.core.verdict import LaunchCheck, LaunchSpread
 from matrixrun.report import fmt
 from matrixrun.report.wording.verdicts import label
@@ -35,8 +37,11 @@ def _one(s: LaunchSpread, axis: str, unit: str) -> str:
     )
 
 
-def unstable_launches(check: LaunchCheck | None, axis: str, unit: str) -> list[str]:
-    """One sentence per arm whose launches disagree; [] when none do or none were tested."""
+def unstable_launches(
+    check: LaunchCheck | None, axis: str, unit: str, odd: Collection[str] = ()
+) -> list[str]:
+    """One sentence per arm whose launches disagree; [] when none do or none were tested.
+    `odd`: arms the noise model judged with a launch variance of their own."""
     if check is None or not check.unstable:
         return []
     by_arm: dict[str, list[LaunchSpread]] = {}
@@ -48,10 +53,16 @@ def unstable_launches(check: LaunchCheck | None, axis: str, unit: str) -> list[s
         parts = "; ".join(_one(s, axis, unit).replace("{tested}", tested) for s in spreads)
         out.append(
             f"**Unstable launches: `{fmt.user_plain(arm)}`** — {parts}. The same configuration "
-            f"launched again gives a different number, so this, not the flag, limits the "
-            f"comparison at {fmt.join_words([label(axis, s.x, s.point) for s in spreads])}: "
-            f"what settles it is another launch of `{fmt.user_plain(arm)}`, not more runs on "
-            "these."
+            "launched again gives a different number, so at "
+            f"{fmt.join_words([label(axis, s.x, s.point) for s in spreads])} this, not the "
+            "flag, is what the comparison's uncertainty comes from"
+            + (
+                f" (its cells are judged with `{fmt.user_plain(arm)}`'s own launch variance, "
+                "the other arms' with theirs)"
+                if arm in odd
+                else ""
+            )
+            + ": another launch of it, not more runs on these, is what narrows it."
         )
     return out
 
