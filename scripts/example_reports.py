@@ -28,6 +28,7 @@ EXAMPLES = {
     "reports/h200_transformers_cb.md": "reports/runs/h200_transformers_cb-7",
     "reports/h200_transformers_aa.md": "reports/runs/h200_transformers_aa",
     "reports/h200_transformers_cuda_graph.md": "reports/runs/h200_transformers_cuda_graph",
+    "reports/h200_transformers_aa_relaunch.md": "reports/runs/h200_transformers_aa_relaunch",
 }
 
 
