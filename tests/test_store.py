@@ -126,6 +126,31 @@ def test_auto_pools_the_newest_real_runs_of_the_same_engine_model_and_hardware(
     assert not (tmp_path / "o" / "prior.json").exists()
 
 
+def test_the_store_pools_as_a_hand_named_noise_from_does(tmp_path: Path) -> None:
+    """cb-7 named the calibration run in verify.noise_from by hand; judged again with the
+    prior `with_prior` makes from the calibration run's stored noise, its σ is the same."""
+    from matrixrun.analysis import analyse
+    from matrixrun.rundir.results import RunDir
+    from matrixrun.rundir.settings import read_settings
+    from matrixrun.store.prior import EarlierNoise, with_prior
+
+    calibration, cb7 = copy_runs(
+        tmp_path, ["h200_transformers_cb_calibration", "h200_transformers_cb-7"]
+    )
+    cal = extract(calibration)
+    earlier = EarlierNoise(str(calibration), cal.finished_at, True, cal.sigmas)
+    own = read_settings(RunDir(cb7)).analysis.model_copy(
+        update={"noise_history": {}, "noise_from": None}
+    )
+    assert with_prior(own, []) == own
+    judged = analyse(RunDir(cb7).measurements(), with_prior(own, [earlier]))
+    committed = json.loads((cb7 / "verdict.json").read_text())["sigma"]
+    for s, c in zip(judged.sigma, committed, strict=True):
+        assert s.metric == c["metric"]
+        assert s.value == pytest.approx(c["value"]) and s.df == pytest.approx(c["df"])
+        assert s.history_df == c["history_df"] and s.history_fixed == c["history_fixed"]
+
+
 def test_a_simulated_run_never_lends_its_noise_to_a_real_one(
     store_url: str, tmp_path: Path
 ) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from matrixrun.analysis.prior import with_history
-from matrixrun.core.verdict import Sigma
+from matrixrun.core.verdict import AnalysisSettings, Sigma
 from matrixrun.plan import Plan, expand
 from matrixrun.plan.history import PRIOR_FILE, NoiseHistory, StoredPrior, noise_history
 from matrixrun.spec import Spec
@@ -43,6 +43,8 @@ from matrixrun.store.lookup import EarlierNoise, earlier_noise
 #: The newest earlier runs pooled (see the module docstring for why a bound).
 MAX_RUNS = 3
 AUTO, NONE = "auto", "none"
+
+__all__ = ["EarlierNoise", "auto_history", "prepare", "prior_from_runs", "with_prior"]
 
 
 def prior_from_runs(
@@ -64,6 +66,19 @@ def prior_from_runs(
 def _shown(path: str) -> str:
     p = Path(path)
     return os.path.relpath(p) if p.is_relative_to(Path.cwd()) else path
+
+
+def with_prior(
+    settings: AnalysisSettings, earlier: Sequence[EarlierNoise], max_runs: int = MAX_RUNS
+) -> AnalysisSettings:
+    """`settings` with the prior the store would give a run whose earlier runs are `earlier`
+    (unchanged where there are none): what a run under `verify.noise_from: auto` is judged
+    by, for the scoring benchmark. Pure."""
+    got = prior_from_runs(earlier, max_runs)
+    if got is None:
+        return settings
+    sigmas, used = got
+    return settings.model_copy(update={"noise_history": sigmas, "noise_from": label_of(used)})
 
 
 def label_of(used: Sequence[EarlierNoise]) -> str:
