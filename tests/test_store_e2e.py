@@ -72,3 +72,20 @@ def test_a_second_real_run_borrows_the_first_runs_noise_from_the_store(tmp_path:
     )  # fmt: skip
     assert rehearsal.returncode == 0, rehearsal.stderr[-3000:]
     assert not (tmp_path / "reh" / "prior.json").exists()
+
+
+@pytest.mark.slow
+def test_a_real_run_with_the_store_down_completes_and_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MATRIXRUN_STORE", "postgresql://nobody@127.0.0.1:1/none")
+    spec = tmp_path / "store-e2e.yaml"
+    spec.write_text(spec_text(tmp_path / "model"))
+    run = tmp_path / "run"
+    res = mr("run", str(spec), "--out", str(run), "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (run / "report.md").is_file() and len((run / "results.jsonl").read_text().splitlines()) == 8
+    said = [line for line in res.stderr.splitlines() if "results store" in line]
+    assert len(said) == 1, said
+    assert "could not be reached" in said[0] and "is not recorded" in said[0]
+    assert f"matrixrun store rebuild {run}" in said[0]

@@ -179,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         executor=executor,
         retry_failed=args.retry_failed,
     )
-    for note in [*summary.notes, _record(summary.run_dir)]:
+    for note in [*summary.notes, _record(summary.run_dir, before=summary.store_error)]:
         if note:
             _err(note)
     print(f"run directory: {summary.run_dir}")
@@ -310,14 +310,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _record(run_dir: Path, show: bool = False) -> str | None:
+def _record(run_dir: Path, show: bool = False, before: Exception | None = None) -> str | None:
     """Index a finished run directory in the results store (`store.record_run`: never
-    raises); the one sentence it returns when it could not is printed, or returned."""
-    from matrixrun.report.wording.history import store_unwritable
+    raises). One sentence when the store failed, here or already when the run asked it for
+    a prior (`before`): printed, or returned."""
+    from matrixrun.report.wording.history import store_failed
     from matrixrun.store.record import record_run
 
     failed = record_run(run_dir)
-    note = store_unwritable(None, str(run_dir), failed) if failed is not None else None
+    note = store_failed(str(run_dir), before, failed) if (failed or before) else None
     if note and show:
         _err(note)
     return note

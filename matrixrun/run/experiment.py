@@ -10,7 +10,6 @@ from pathlib import Path
 
 from matrixrun.engines.base import Engine
 from matrixrun.plan.history import refuse_simulated_noise
-from matrixrun.report.wording.history import store_unreadable
 from matrixrun.run.executors import Executor
 from matrixrun.run.gates import hardware_gate
 from matrixrun.run.progress import NullObserver, Observer
@@ -60,5 +59,5 @@ def run_experiment(
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
     summary = runner.run() if executor is None else executor.run(runner)
-    summary.notes += [store_unreadable(None, store_error)] if store_error else []
+    summary.store_error = store_error
     return summary

@@ -96,6 +96,9 @@ class RunSummary:
     #: Cells whose requests failed more often than `verify.failure_rate` allows (the
     #: analysis will not trust them): one sentence each. A run with any exits 1.
     over_failure_rate: list[str] = field(default_factory=list)
+    #: Why the results store could not be asked for a noise prior (`verify.noise_from: auto`;
+    #: the run went on without one), for the CLI to say with the recording's outcome.
+    store_error: Exception | None = None
 
 
 @dataclass

@@ -173,7 +173,7 @@ def plan_noise(spec: Spec, plan: Plan) -> PlanNoise:
 
 def prepare(
     spec: Spec, run_dir: Path, rehearse: bool, store: str | None = None
-) -> tuple[Spec, BaseException | None]:
+) -> tuple[Spec, Exception | None]:
     """`verify.noise_from: auto` decided for a run about to start in `run_dir`: the store's
     prior written to prior.json and named in the spec, or `none`; and the error where the
     store could not be read (the run goes on without a prior; the caller words it)."""

@@ -56,8 +56,19 @@ def store_unwritable(store: str | None, run_dir: str, exc: BaseException) -> str
     )
 
 
-def recorded(store: str | None, run_dir: str) -> str:
-    return f"recorded {run_dir} in the results store {_where(store)}"
+def store_failed(run_dir: str, prior: BaseException | None, record: BaseException | None) -> str:
+    """A run's one sentence about the store: it could not lend a prior, record the run, or
+    either (nothing measured is lost in any case)."""
+    if prior is None and record is not None:
+        return store_unwritable(None, run_dir, record)
+    if record is None and prior is not None:
+        return store_unreadable(None, prior)
+    assert prior is not None
+    return (
+        f"the results store {_where(None)} could not be reached ({_reason(prior)}): this run "
+        f"borrowed no earlier noise (verify.noise_from: auto) and is not recorded; the run "
+        f"directory is complete: `matrixrun store rebuild {run_dir}` adds it later"
+    )
 
 
 def _reason(exc: BaseException) -> str:
