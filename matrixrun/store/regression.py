@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scipy.special import stdtr  # Student's t CDF; scipy.stats costs seconds to import
-
 from matrixrun.store.queries import VersionGroup
 
 
@@ -79,6 +77,8 @@ def check(
     alpha: float = 0.05,
 ) -> Check:
     """Every step between consecutive versions at every point both measured."""
+    from scipy.special import stdtr  # Student's t CDF; loaded only for a check (startup)
+
     points = sorted({x for g in groups for x in g.at if not math.isnan(x)})
     steps: list[Step] = []
     worst_df = math.inf
