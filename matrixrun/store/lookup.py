@@ -28,8 +28,8 @@ class EarlierNoise:
 
 
 def earlier_noise(store: Store, engine: str, wanted: Set[GroupKey]) -> list[EarlierNoise]:
-    """Analysed real runs of `engine` whose arms include every (model, GPU, count) wanted,
-    with their own noise per metric."""
+    """Analysed real runs (or ingests) of `engine` whose arms include every (model, GPU,
+    count) wanted, with their own noise per metric; never a `compare` directory."""
     if not wanted:
         return []
     model, gpu, count = next(iter(wanted))
@@ -50,6 +50,8 @@ def earlier_noise(store: Store, engine: str, wanted: Set[GroupKey]) -> list[Earl
                 t.runs.c.engine == engine,
                 t.runs.c.simulated.is_(False),
                 t.runs.c.analysed.is_(True),
+                # a compare's measurements are two other runs' relabelled: not a run's noise
+                t.runs.c.kind != "compare",
                 t.runs.c.id.in_(
                     select(t.arms.c.run_id).where(
                         t.arms.c.model == model, t.arms.c.gpu == gpu, t.arms.c.gpu_count == count
