@@ -63,7 +63,9 @@ def start_sim(
 ) -> Iterator[tuple[SimProcess, str]]:
     """Run `python -m matrixrun.sim ARGS --port <free>`; yield (process, base URL).
 
-    `wait_path=None` returns as soon as the process is spawned (for startup-behaviour tests).
+    Returns once `wait_path` answers at all (the process serves HTTP; like SGLang, the
+    simulator's /health says 503 until it is ready). `wait_path=None` returns as soon as the
+    process is spawned (for startup-behaviour tests).
     """
     port = free_port()
     fd, log_name = tempfile.mkstemp(prefix="matrixrun-sim-", suffix=".log")
@@ -80,9 +82,9 @@ def start_sim(
             while True:
                 if proc.poll() is not None:
                     raise RuntimeError(f"simulator exited with {proc.returncode}:\n{proc.log()}")
-                try:
-                    if httpx.get(base + wait_path, timeout=1.0).status_code == 200:
-                        break
+                try:  # any answer: the process serves (/health says 503 while starting)
+                    httpx.get(base + wait_path, timeout=1.0)
+                    break
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:

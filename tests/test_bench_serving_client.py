@@ -23,7 +23,7 @@ from matrixrun.load.client import LoadConfig
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "bench_serving"
 FAKE_ENV = {"PYTHONPATH": f"{ROOT / 'tests' / 'fake_sglang'}:{ROOT}"}
-PREFIX = [sys.executable, "-m", "sglang.bench_serving"]
+PREFIX = [sys.executable, "-m", "sglang.benchmark.serving"]
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,23 +39,26 @@ def config(base_url: str = "http://127.0.0.1:30000", **kw: object) -> LoadConfig
 def test_argv() -> None:
     argv = build_argv(config(), Path("/o/out.jsonl"), tokenizer="/tok")
     assert argv == [
-        sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang",
+        sys.executable, "-m", "sglang.benchmark.serving", "--backend", "sglang",
         "--host", "127.0.0.1", "--port", "30000", "--model", "/models/m", "--tokenizer", "/tok",
-        "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "6",
+        "--dataset-name", "random-ids", "--random-input-len", "16", "--random-output-len", "6",
         "--random-range-ratio", "1", "--num-prompts", "8", "--max-concurrency", "4",
-        "--request-rate", "inf", "--seed", "3", "--warmup-requests", "1", "--disable-tqdm",
-        "--output-file", "/o/out.jsonl", "--output-details",
+        "--request-rate", "inf", "--seed", "3", "--warmup-requests", "1", "--flush-cache",
+        "--disable-tqdm", "--output-file", "/o/out.jsonl", "--tokenize-prompt",
+        "--output-details",
     ]  # fmt: skip
 
 
 def test_argv_prefix_base_url_openai_and_rate() -> None:
-    prefix = ["/opt/sglang/bin/python", "-m", "sglang.bench_serving"]
+    prefix = ["/opt/sglang/bin/python", "-m", "sglang.benchmark.serving"]
     argv = build_argv(config("https://api.example.com", api="openai", request_rate=2.5),
                       Path("f"), prefix)  # fmt: skip
     assert argv[:5] == [*prefix, "--backend", "sglang-oai"]
     assert argv[5:7] == ["--base-url", "https://api.example.com"]
     assert "--host" not in argv and argv[argv.index("--request-rate") + 1] == "2.5"
     assert "--tokenizer" not in argv
+    # bench_serving refuses --tokenize-prompt for sglang-oai: its ids go as text
+    assert "--tokenize-prompt" not in argv and "--flush-cache" in argv
 
 
 def test_records_from_golden_details() -> None:

@@ -161,10 +161,31 @@ def test_vllm_aliases_and_negative_booleans(tmp_path: Path) -> None:
     (error,) = result.errors
     assert error.key == "arms.b.no_enable_prefix_cachng"
     assert "did you mean 'no_enable_prefix_caching'" in error.message
-    (warning,) = result.warnings
-    assert warning.key == "arms.b.enable_prefix_caching"
-    assert "no_enable_prefix_caching: true" in warning.message
+    assert not result.warnings  # `false` on a --x/--no-x switch renders --no-x (issue 28)
     assert "vllm" in result.summary
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+def test_false_on_a_negatable_switch_renders_its_no_form(tmp_path: Path, kind: str) -> None:
+    """Issue 28: `false` on a BooleanOptionalAction switch was omitted, leaving a default-on
+    feature on; the launch now carries `--no-x`, and a plain store_true `false` stays omitted."""
+    from matrixrun.engines import for_spec
+    from matrixrun.plan import expand
+
+    switch, plain = (
+        ("enable_prefix_caching", "disable_log_stats")
+        if kind == "vllm"
+        else ("enable_fused_qk_norm_rope", "disable_cuda_graph_padding")
+    )
+    arms = f"  a: {{{switch}: false, {plain}: false}}\n  b: {{{switch}: true}}\n"
+    path = write(tmp_path, spec_text(f"{{kind: {kind}}}", arms))
+    spec = load_spec(path)
+    engine = for_spec(spec.engine)
+    argv = {g.arm: engine.launch(g, "127.0.0.1", 1).argv for g in expand(spec).groups}
+    option = "--" + switch.replace("_", "-")
+    assert "--no-" + option[2:] in argv["a"] and option not in argv["a"]
+    assert "--" + plain.replace("_", "-") not in " ".join(argv["a"])
+    assert option in argv["b"] and "--no-" + option[2:] not in argv["b"]
 
 
 # ------------------------------------------------------------------------- not checked

@@ -206,7 +206,7 @@ def test_openai_prompt_forms_and_non_streaming(sim: str, prompt: Any) -> None:
 
 
 def test_bad_requests_are_400_json(sim: str) -> None:
-    for body in ({"sampling_params": {}}, {"input_ids": ["x"]}, native(0)):
+    for body in ({"sampling_params": {}}, {"input_ids": ["x"]}, native(-1)):
         r = httpx.post(sim + "/generate", json=body, timeout=10)
         assert r.status_code == 400
         assert r.json()["object"] == "error"

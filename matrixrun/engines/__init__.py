@@ -9,9 +9,22 @@ version, effective_args, cell_extras; a launched engine inherits the serving one
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from matrixrun.core.errors import EngineError
 from matrixrun.engines.base import Engine
 from matrixrun.spec import EngineSpec
+
+
+def negatable_for(spec: EngineSpec) -> Callable[[list[str] | None], frozenset[str]]:
+    """The `--x/--no-x` switches of a launch, from the flag list `validate` checks against."""
+
+    def negatable(launch: list[str] | None) -> frozenset[str]:
+        from matrixrun.flags import negatable_options
+
+        return negatable_options(spec, launch)
+
+    return negatable
 
 
 def for_spec(engine: EngineSpec | str) -> Engine:
@@ -23,11 +36,11 @@ def for_spec(engine: EngineSpec | str) -> Engine:
     if spec.kind == "sglang":
         from matrixrun.engines.sglang import SGLangEngine
 
-        return SGLangEngine()
+        return SGLangEngine(negatable=negatable_for(spec))
     if spec.kind == "vllm":
         from matrixrun.engines.vllm import VLLMEngine
 
-        return VLLMEngine()
+        return VLLMEngine(negatable=negatable_for(spec))
     if spec.kind == "command":
         from matrixrun.engines.command import CommandEngine
 

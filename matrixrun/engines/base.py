@@ -86,6 +86,8 @@ class Engine(Protocol):
     launches: bool
     #: Path that empties the prefix cache between cells; None when the engine has none.
     flush_path: str | None
+    #: The query parameter that makes the flush wait for idle (SGLang's `timeout`), or None.
+    flush_timeout_param: str | None
     #: How much faster than modelled time its servers run: 1 for real engines, the
     #: simulator's `rehearsal.time_scale` in a rehearsal. The runner converts every timeout,
     #: rate and metric through it and never scales a number by itself.
@@ -122,6 +124,7 @@ class LaunchedEngine:
 
     launches = True
     time_scale: TimeScale = REAL
+    flush_timeout_param: str | None = None
 
     def serve(
         self, launch: Launch, name: str, log_path: Path, pid_path: Path | None
@@ -224,9 +227,12 @@ class ServerProcess:
                         self.log_tail(),
                     )
                 try:
+                    # counted to when the successful check was sent: SGLang's handler sleeps
+                    # 1 s before it looks, which is no part of the server's startup
+                    sent = time.monotonic()
                     code = client.get(url).status_code
                     if code == 200:
-                        self.startup_s = time.monotonic() - self.started_at
+                        self.startup_s = sent - self.started_at
                         return self.startup_s
                     only_refused, last = False, f"it answered HTTP {code}"
                 except httpx.ConnectError:
@@ -296,3 +302,46 @@ def post_ok(base_url: str, path: str, timeout_s: float = 30.0) -> bool:
             return client.post(base_url + path).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+#: How long a flush may wait for the server to go idle (bench_serving's own default, 60 s):
+#: right after a time-capped cell the cut requests are still being aborted.
+FLUSH_WAIT_S = 60.0
+
+
+def flush_cache(
+    base_url: str,
+    path: str,
+    wait_s: float = FLUSH_WAIT_S,
+    *,
+    timeout_param: str | None = None,
+    retry_s: float = 0.5,
+) -> str | None:
+    """Empty the server's prefix cache; None when it did, else why not (one sentence).
+
+    SGLang refuses a flush (HTTP 400) while requests are running or queued. With
+    `timeout_param` the request asks the server to wait for idle itself (0.5.23's
+    `/flush_cache?timeout=S`); an older server ignores the query and answers 400 at once, so a
+    400 is retried every `retry_s` until `wait_s` is over. Whatever the last answer was is
+    the reason given: a flush that did not happen is never silent.
+    """
+    url = base_url + path
+    params = {timeout_param: f"{wait_s:g}"} if timeout_param else None
+    deadline = time.monotonic() + wait_s
+    last = "no answer"
+    with httpx.Client(timeout=httpx.Timeout(wait_s + 30.0, connect=10.0)) as client:
+        while True:
+            try:
+                response = client.post(url, params=params)
+            except httpx.HTTPError as exc:
+                return f"POST {path} failed ({type(exc).__name__}: {exc})"
+            if response.status_code == 200:
+                return None
+            text = " ".join(response.text.split())[:200]
+            last = f"POST {path} answered HTTP {response.status_code}" + (
+                f": {text}" if text else ""
+            )
+            if response.status_code != 400 or time.monotonic() + retry_s > deadline:
+                break
+            time.sleep(retry_s)
+    return f"{last} (after waiting up to {wait_s:g} s for the server to go idle)"

@@ -138,6 +138,7 @@ class OpenAIEngine:
     health_path = "/v1/models"
     info_paths: tuple[str, ...] = ("/v1/models",)
     flush_path: str | None = None
+    flush_timeout_param: str | None = None
     time_scale: TimeScale = REAL
 
     def __init__(self, base_url: str, api_key_env: str | None = None) -> None:

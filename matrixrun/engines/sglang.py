@@ -6,7 +6,11 @@ Checked against `python/sglang/srt/server_args.py` and `arg_groups/arg_utils.py`
 
 * `moe_runner_backend: x` -> `--moe-runner-backend x`;
 * `true` -> the bare flag (bool fields are `store_true`); `false`/None -> omitted, i.e. the
-  engine default (a default-on feature is turned off with its own `disable_*` flag);
+  engine default (a default-on feature is turned off with its own `disable_*` flag), except
+  for a `--x/--no-x` switch (argparse's BooleanOptionalAction, twelve of them in 0.5.23, and
+  most of vLLM's booleans), where `false` renders `--no-x`: omitting it would leave a
+  default-on feature on. Which switches have a `--no-` twin comes from the flag list the spec
+  is checked against (`flags.negatable_options`);
 * a list -> one flag followed by every value (`List[...]` fields are `nargs="+"`, and argparse
   keeps only the last occurrence of a repeated flag, so repeating the flag would silently drop
   values); an empty list is omitted (`nargs="+"` needs a value);
@@ -22,8 +26,13 @@ Endpoints (`srt/entrypoints/http_server.py`): ready when GET `/health_generate` 
 while the server is starting; otherwise it runs a one-token generation, so a server that accepts
 connections but cannot generate is not ready). Server info: GET `/server_info` in current builds
 (server args + scheduler info + `internal_states` + `version`); `/get_server_info` is the older
-name, deprecated with a warning in new builds, so it is the fallback. Cache: GET|POST
-`/flush_cache` (200, or 400 while requests are running).
+name, deprecated with a warning in new builds, so it is the fallback. Its per-launch fields
+(`launch_command` with the port, `startup_time`, `kv_events`, the scheduler's `status`, ...) are
+not arguments and are left out of `effective_args`, so they never read as "differs between
+arms". Cache: GET|POST `/flush_cache` answers 400 while requests are running or queued; with
+`?timeout=S` (0.5.23, `flush_wrapper.py`) the scheduler waits up to S seconds for idle before
+flushing, and older builds ignore the query, so the runner asks with a timeout and retries a
+400 until its own wait is over (`base.flush_cache`).
 
 Arms that differ by build set their own launch prefix (`ServerGroup.launch`): a venv's python
 (`[/opt/sgl-b/bin/python, -m, sglang.launch_server]`) or a container (`[docker, run, --rm,
@@ -38,6 +47,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Collection
 from pathlib import PurePath
 from typing import Any
 
@@ -65,7 +75,22 @@ _NOT_ARGS = {
     "time_scale",
     "max_total_num_tokens",
     "max_req_input_len",
+    # per launch in 0.5.23's build_server_info / server_info: never the same twice
+    "launch_command",
+    "startup_time",
+    "kv_events",
+    "kv_event_sources",
+    "hicache_object_layout",
+    "frontend",
 }
+
+#: The `--x` options of a launch (an arm's prefix, or None) that have a `--no-x` twin.
+Negatable = Callable[[list[str] | None], Collection[str]]
+
+
+def _none_negatable(launch: list[str] | None) -> Collection[str]:
+    return ()
+
 
 #: Container CLIs whose `run` needs `-e NAME` to pass environment variables into the container.
 _CONTAINER_CLIS = {"docker", "podman", "nerdctl"}
@@ -83,13 +108,21 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def render_flags(flags: dict[str, Any], aliases: dict[str, str] | None = None) -> list[str]:
-    """Spec flags -> argv, by the rules in the module docstring (shared by argparse engines)."""
+def render_flags(
+    flags: dict[str, Any],
+    aliases: dict[str, str] | None = None,
+    negatable: Collection[str] = (),
+) -> list[str]:
+    """Spec flags -> argv, by the rules in the module docstring (shared by argparse engines).
+    `negatable`: the option names that have a `--no-` twin (`false` renders it)."""
     argv: list[str] = []
     for key, value in flags.items():
+        name = flag_name(key, aliases)
+        if value is False and name in negatable:
+            argv.append("--no-" + name.removeprefix("--"))
+            continue
         if value is None or value is False or (isinstance(value, list) and not value):
             continue
-        name = flag_name(key, aliases)
         if value is True:
             argv.append(name)
         elif isinstance(value, list):
@@ -124,12 +157,17 @@ class SGLangEngine(LaunchedEngine):
     health_path = "/health_generate"
     info_paths: tuple[str, ...] = ("/server_info", "/get_server_info")
     flush_path: str | None = "/flush_cache"
+    flush_timeout_param: str | None = "timeout"
 
     def __init__(
-        self, launch_prefix: list[str] | None = None, extra_args: list[str] | None = None
+        self,
+        launch_prefix: list[str] | None = None,
+        extra_args: list[str] | None = None,
+        negatable: Negatable | None = None,
     ) -> None:
         self.launch_prefix = launch_prefix
         self.extra_args = extra_args or []
+        self.negatable = negatable or _none_negatable
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch:
         prefix, _ = with_container_env(
@@ -138,7 +176,8 @@ class SGLangEngine(LaunchedEngine):
         argv = [*prefix, "--model-path", group.model.path, "--host", host, "--port", str(port)]
         if group.model.tokenizer:
             argv += ["--tokenizer-path", group.model.tokenizer]
-        argv += [*render_flags(group.flags, ALIASES), *self.extra_args]
+        negatable = self.negatable(group.launch)
+        argv += [*render_flags(group.flags, ALIASES, negatable), *self.extra_args]
         return Launch(argv=argv, env=dict(group.env), base_url=f"http://{host}:{port}", port=port)
 
     def version(self, info: dict[str, Any]) -> str | None:

@@ -40,12 +40,16 @@ def rehearsal_engine(spec: Spec, seed_material: str) -> SimEngine:
     ]
     if spec.rehearsal.stream_interval:
         extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
-    return SimEngine(
+    from matrixrun.engines import negatable_for
+
+    engine = SimEngine(
         [sys.executable, "-m", "matrixrun.sim"],
         extra,
         seed_material,
         TimeScale(spec.rehearsal.time_scale),
     )
+    engine.negatable = negatable_for(spec.engine)
+    return engine
 
 
 class SimEngine(SGLangEngine):

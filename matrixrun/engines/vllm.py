@@ -4,7 +4,8 @@ vLLM's CLI is argparse too, so the same rules apply (`engines/sglang.py`): snake
 `--kebab-case`, `true` -> bare flag, `false`/None -> omitted, lists -> one flag then the values,
 dicts -> JSON. One difference matters: many vLLM booleans are `BooleanOptionalAction`s that are
 on by default (e.g. prefix caching), and omitting a flag keeps the default, so a spec turns one
-off with the negative flag spelled as a key: `no_enable_prefix_caching: true`. The parallelism
+off with the negative flag spelled as a key, `no_enable_prefix_caching: true`, or with `false`
+on a flag the checked flag list shows as `--x/--no-x` (it renders `--no-x`). The parallelism
 shorthands map to vLLM's names (`tp` -> `--tensor-parallel-size`; vLLM's own short form is
 `-tp`, single dash), so `hardware.args: {tp: 8}` works for either engine.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from matrixrun.engines.base import Api, Launch, LaunchedEngine
-from matrixrun.engines.sglang import render_flags, with_container_env
+from matrixrun.engines.sglang import Negatable, render_flags, with_container_env
 from matrixrun.plan import ServerGroup
 
 DEFAULT_LAUNCH = ["vllm", "serve"]
@@ -44,8 +45,11 @@ class VLLMEngine(LaunchedEngine):
     info_paths: tuple[str, ...] = ("/version",)
     flush_path: str | None = "/reset_prefix_cache"
 
-    def __init__(self, launch_prefix: list[str] | None = None) -> None:
+    def __init__(
+        self, launch_prefix: list[str] | None = None, negatable: Negatable | None = None
+    ) -> None:
         self.launch_prefix = launch_prefix
+        self.negatable = negatable
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch:
         prefix, _ = with_container_env(
@@ -54,7 +58,8 @@ class VLLMEngine(LaunchedEngine):
         argv = [*prefix, group.model.path, "--host", host, "--port", str(port)]
         if group.model.tokenizer:
             argv += ["--tokenizer", group.model.tokenizer]
-        argv += render_flags(group.flags, ALIASES)
+        negatable = self.negatable(group.launch) if self.negatable else ()
+        argv += render_flags(group.flags, ALIASES, negatable)
         return Launch(argv=argv, env=dict(group.env), base_url=f"http://{host}:{port}", port=port)
 
     def version(self, info: dict[str, Any]) -> str | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from matrixrun.core.errors import SpecIssue
 from matrixrun.flags.check import FlagReport, check_spec
-from matrixrun.spec import Spec
+from matrixrun.spec import EngineSpec, Spec
 
 
 @dataclass
@@ -47,6 +47,19 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
         else:
             warnings.append(SpecIssue(where, line, key, f"warning: {issue.message}"))
     return FileCheck(errors, warnings, summary(report))
+
+
+def negatable_options(engine: EngineSpec, launch: list[str] | None = None) -> frozenset[str]:
+    """The options of a launch's flag list that argparse also takes as `--no-<name>`
+    (BooleanOptionalAction): the engines render `false` on them as `--no-<name>`."""
+    from matrixrun.flags.sources import family, source_for
+
+    if family(engine.kind) is None:
+        return frozenset()
+    flags = source_for(engine, launch).flags
+    if flags is None:
+        return frozenset()
+    return frozenset(name for f in flags.flags if f.negatable for name in f.names)
 
 
 def summary(report: FlagReport) -> str:

@@ -9,8 +9,8 @@ Errors (the launch would fail, or would not do what the spec says): an unknown f
 did-you-mean), a flag matrixrun sets itself (`--port`, ...), a value for a switch, a bare switch
 for a flag that needs a value, several values for a one-value flag, a value not among the
 declared choices or not of the declared int/float type, a deprecated flag the engine refuses.
-Warnings (it runs, but read it again): a deprecated flag (with its new name), and `false` for a
-flag that has a `--no-` twin (omitting a default-on switch leaves it on).
+Warnings (it runs, but read it again): a deprecated flag (with its new name). `false` on a flag
+that has a `--no-` twin renders `--no-x` (the engines do the same), so it needs no warning.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ def check_spec(spec: Spec) -> FlagReport:
         negative = fs.is_negative(option)
         for j, value in enumerate(values):
             where = (*loc, j) if loc[:2] == ("sweep", "server") else loc
-            argv = render_flags({key: value}, aliases)
+            negatable = {n for n in flag.names if flag.negatable}
+            argv = render_flags({key: value}, aliases, negatable)
             for message, severity in _value_issues(flag, fs, option, key, value, argv, negative):
                 report.issues.append(FlagIssue(where, message, severity))
     return report
@@ -176,14 +177,7 @@ def _value_issues(
         if value is not True and value is not False and value is not None:
             yield f"{option} is a switch: write `{key}: true`", "error"
         return
-    if not argv:  # false / None / []: the flag is omitted
-        if value is False and flag.negatable:
-            positive = option.removeprefix("--").replace("-", "_")
-            yield (
-                f"false omits {option}, so {fs.engine}'s default applies (which may be on); "
-                f"to turn it off write `no_{positive}: true`",
-                "warning",
-            )
+    if not argv or argv[0].startswith("--no-"):  # omitted, or false as `--no-x`
         return
     tokens = argv[1:]
     if flag.takes == "none":

@@ -1,9 +1,14 @@
 """The two request APIs the client speaks: request bodies and streamed-response parsing.
 
-* `sglang`: SGLang's native `POST /generate` with `input_ids`. Each SSE event is
-  `data: {"text": ..., "meta_info": {"completion_tokens": N, ...}, ...}` where both `text` and
-  `completion_tokens` are cumulative; the stream ends with `data: [DONE]`; an error mid-stream
-  arrives as `data: {"error": {"message": ...}}` (then `[DONE]`).
+* `sglang`: SGLang's native `POST /generate`, the prompt in `input_ids` (token ids) or `text`
+  (a string: `GenerateReqInput` takes exactly one of them; text in `input_ids` is a 400). Each
+  SSE event is `data: {"text": ..., "meta_info": {"completion_tokens": N, "finish_reason":
+  ..., ...}, ...}` where both `text` and `completion_tokens` are cumulative; the stream ends
+  with `data: [DONE]`; an error mid-stream arrives as `data: {"error": {"message": ...}}`
+  (then `[DONE]`). A request the scheduler aborts (out of memory, too long, a timeout, an
+  abort call) ends with a normal-looking event whose `meta_info.finish_reason` is `{"type":
+  "abort", "message": ...}`, then `[DONE]` (0.5.23 `tokenizer_manager._handle_abort_req`): that
+  request failed, with the server's message as its error.
 * `openai`: `POST /v1/completions` with a token-id `prompt`. Each event carries
   `choices[0].text` (incremental); with `stream_options.include_usage` the last event carries
   `usage.completion_tokens`; `data: [DONE]` ends the stream.
@@ -36,6 +41,9 @@ PATHS: dict[str, str] = {"sglang": "/generate", "openai": "/v1/completions"}
 
 _DONE = b"[DONE]"
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+#: An abort's finish_reason; `"type":"abort"` appears nowhere else in a native event (a
+#: generated text containing it has its quotes escaped).
+_ABORT = re.compile(rb'"type":\s*"abort"')
 
 
 def request_body(
@@ -54,7 +62,7 @@ def request_body(
     body: dict[str, Any]
     if api == "sglang":
         body = {
-            "input_ids": prompt,
+            native_prompt_key(prompt): prompt,
             "sampling_params": {
                 "max_new_tokens": output_len,
                 "ignore_eos": True,
@@ -75,6 +83,19 @@ def request_body(
         if strict_openai:
             del body["ignore_eos"]
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def native_prompt_key(prompt: list[int] | str) -> str:
+    """Where `/generate` takes this prompt: `text` for a string, `input_ids` for token ids."""
+    return "text" if isinstance(prompt, str) else "input_ids"
+
+
+def abort_message(meta_info: Any) -> str | None:
+    """The server's reason when `meta_info.finish_reason` says the request was aborted."""
+    reason = meta_info.get("finish_reason") if isinstance(meta_info, dict) else None
+    if isinstance(reason, dict) and reason.get("type") == "abort":
+        return str(reason.get("message") or "aborted")
+    return None
 
 
 class StreamParser:
@@ -166,17 +187,27 @@ class StreamParser:
 
 
 class NativeParser(StreamParser):
-    """SGLang `/generate`: tokens per chunk from cumulative `meta_info.completion_tokens`."""
+    """SGLang `/generate`: tokens per chunk from cumulative `meta_info.completion_tokens`; an
+    abort's `finish_reason` makes the request an error (the tokens before it still count)."""
 
     __slots__ = ()
+
+    def _abort_from(self, payload: bytes) -> None:
+        data = json.loads(payload)
+        message = abort_message(data.get("meta_info") if isinstance(data, dict) else None)
+        if message is not None and not self.error:
+            self.error = f"aborted by the server: {message}"
 
     def _event(self, payload: bytes, now: float) -> None:
         if payload == _DONE:
             self.done_at = now
             return
+        if _ABORT.search(payload):
+            self._abort_from(payload)
         m = _COMPLETION_TOKENS.search(payload)
         if m is None:
-            self._error_from(payload)
+            if not self.error:
+                self._error_from(payload)
             return
         cumulative = int(m.group(1))
         k = cumulative - self.total

@@ -1,4 +1,4 @@
-"""Measure a cell with SGLang's own client: `python -m sglang.bench_serving`, as a subprocess.
+"""Measure a cell with SGLang's own client: `python -m sglang.benchmark.serving`, a subprocess.
 
 For teams whose published numbers come from bench_serving, measuring with the very same
 client removes one question from every comparison. The harness never imports sglang: it runs
@@ -7,15 +7,33 @@ the venv that has SGLang installed, else this python's `-m sglang.bench_serving`
 output to a fresh `--output-file`, and reads it back with the same parser `ingest` uses
 (`bench_serving.py`), so the metrics are bench_serving's own numbers.
 
-Flags (checked against `python/sglang/bench_serving.py`'s argparse): `--backend` (`sglang`
+Entry point: `sglang.benchmark.serving` (0.5.22 and 0.5.23; `sglang.bench_serving` is a
+deprecated alias there that prints a FutureWarning; give an older build its own
+`engine.client_launch`).
+
+Flags (checked against 0.5.23's `sglang/benchmark/serving.py` argparse): `--backend` (`sglang`
 for the native `/generate` API, `sglang-oai` for `/v1/completions`), `--host`/`--port`, or
 `--base-url` for an https or path-prefixed endpoint, `--model` and `--tokenizer` (it loads a
-tokenizer to make prompts), `--dataset-name random`, `--random-input-len`,
-`--random-output-len`, `--random-range-ratio 1` (exact lengths), `--num-prompts`,
-`--max-concurrency`, `--request-rate` (`inf` parses as a float), `--seed`,
-`--warmup-requests`, `--output-file`, `--output-details` (per-request `input_lens`,
-`output_lens`, `ttfts`, `itls`, `errors`), `--disable-tqdm` (keeps the log readable). An API
-key goes to the child as `OPENAI_API_KEY`, the variable bench_serving reads, never in argv.
+tokenizer to make prompts), `--random-input-len`, `--random-output-len`,
+`--random-range-ratio 1`, `--num-prompts`, `--max-concurrency`, `--request-rate` (`inf` parses
+as a float), `--seed`, `--warmup-requests`, `--flush-cache`, `--output-file`,
+`--output-details` (per-request `input_lens`, `output_lens`, `ttfts`, `itls`, `errors`),
+`--disable-tqdm` (keeps the log readable). An API key goes to the child as `OPENAI_API_KEY`,
+the variable bench_serving reads, never in argv.
+
+Prompt lengths. Its `random` dataset is NOT exact: it samples ShareGPT text (a download),
+truncates or repeats its token ids, decodes them to text (`datasets/random.py`, with
+`num_special_tokens_to_add` taken off) and the server tokenizes that text again, so the
+server sees other counts than `--random-input-len` while `total_input_tokens` reports the
+nominal ones. `random-ids` draws token ids directly, and `--tokenize-prompt` sends them as
+`input_ids`: exact lengths, no download, the same prompts' sizes as the built-in client. That
+is what the native backend gets. `--tokenize-prompt` is refused for `sglang-oai` ("only
+compatible with --backend sglang"), so there the ids are decoded to text and re-tokenized by
+the server: input counts are nominal, and the measurement says so (`extra.prompt_lengths`).
+
+Warm-up. `--warmup-requests W` sends W copies of the first measured request, so that request
+would be a prefix-cache hit; `--flush-cache` makes bench_serving flush (`/flush_cache` with
+its 60 s idle wait) between the warm-up and the measured run, so it is not.
 
 Per-request records are rebuilt from `--output-details`. bench_serving does not write when a
 request was sent, so every record's `start` is 0 (the benchmark start) and the run's duration
@@ -43,8 +61,13 @@ from matrixrun.load.records import RequestRecord
 DEFAULT_PREFIX = [
     os.environ.get("MATRIXRUN_SGLANG_PYTHON", sys.executable),
     "-m",
-    "sglang.bench_serving",
+    "sglang.benchmark.serving",
 ]
+#: What each backend's prompts are (recorded with the measurement, see the docstring).
+PROMPT_LENGTHS = {
+    "sglang": "exact (random-ids sent as input_ids)",
+    "openai": "nominal (random-ids decoded to text and re-tokenized by the server)",
+}
 BACKENDS = {"sglang": "sglang", "openai": "sglang-oai"}
 OUTPUT_NAME = "bench_serving.jsonl"
 LOG_NAME = "bench_serving.log"
@@ -60,7 +83,7 @@ def build_argv(
     prefix: list[str] | None = None,
     *,
     tokenizer: str | None = None,
-    dataset_name: str = "random",
+    dataset_name: str = "random-ids",
     output_details: bool = True,
 ) -> list[str]:
     """The bench_serving command line for one cell (pure)."""
@@ -84,9 +107,12 @@ def build_argv(
         "--request-rate", _num(config.request_rate),
         "--seed", str(config.seed),
         "--warmup-requests", str(config.warmup_requests),
+        "--flush-cache",
         "--disable-tqdm",
         "--output-file", str(output_file),
     ]  # fmt: skip
+    if config.api == "sglang" and dataset_name == "random-ids":
+        argv.append("--tokenize-prompt")
     if output_details:
         argv.append("--output-details")
     return argv
@@ -156,7 +182,7 @@ def run_bench_serving(
     timeout_s: float,
     *,
     tokenizer: str | None = None,
-    dataset_name: str = "random",
+    dataset_name: str = "random-ids",
     env: dict[str, str] | None = None,
 ) -> tuple[Metrics, list[RequestRecord], list[str]]:
     """Run bench_serving for one cell; (its metrics, per-request records, the argv it ran).
@@ -183,7 +209,7 @@ def run_bench_serving(
             raise LoadError(
                 f"could not start bench_serving ({argv[0]}): {exc.strerror}; set "
                 "engine.client_launch to a python that has sglang installed, e.g. "
-                "[/opt/sglang/bin/python, -m, sglang.bench_serving]"
+                "[/opt/sglang/bin/python, -m, sglang.benchmark.serving]"
             ) from exc
         started = time.monotonic()
         try:

@@ -86,7 +86,7 @@ def measure_cell(
     extra: dict[str, Any] = {}
     try:
         if bench_serving is not None:
-            from matrixrun.load.bench_serving_client import run_bench_serving
+            from matrixrun.load.bench_serving_client import PROMPT_LENGTHS, run_bench_serving
 
             metrics, records, argv = run_bench_serving(
                 server_config,
@@ -95,6 +95,7 @@ def measure_cell(
                 scale.server_seconds(cell_timeout_s),
                 tokenizer=bench_serving.tokenizer,
             )
+            extra["prompt_lengths"] = PROMPT_LENGTHS[config.api]
         else:
             # the client caps the measured requests and the warmup at config.time_cap_s
             # itself; this outer bound covers both (a warmup that copies the cell,

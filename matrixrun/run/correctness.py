@@ -15,8 +15,9 @@ measured prompts and are identical on every arm, run and machine.
 APIs (checked against SGLang's `tokenizer_manager`: a non-streaming `/generate` returns
 `{"text", "output_ids", "meta_info"}`):
 
-* `sglang`: POST `/generate` with `input_ids`; the answer is `output_ids` (token ids). A build
-  that returns no `output_ids` falls back to the words of `text`.
+* `sglang`: POST `/generate` with `input_ids` (a text prompt goes in `text`); the answer is
+  `output_ids` (token ids). A build that returns no `output_ids` falls back to the words of
+  `text`. An answer whose `meta_info.finish_reason` is `{"type": "abort"}` is no answer.
 * `openai`: POST `/v1/completions` with a token-id prompt and `return_token_ids` (vLLM returns
   `choices[0].token_ids`) and `logprobs: 1` (every server returns `logprobs.tokens`, the token
   strings); the answer is the ids, else the token strings, else the words of the text.
@@ -33,7 +34,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from matrixrun.core.errors import LoadError
-from matrixrun.load.apis import Api
+from matrixrun.load.apis import Api, abort_message, native_prompt_key
 from matrixrun.load.prompts import make_prompts
 from matrixrun.spec import CorrectnessSpec
 
@@ -105,7 +106,7 @@ def request(
     then compared by the words of their text."""
     if api == "sglang":
         return "/generate", {
-            "input_ids": prompt,
+            native_prompt_key(prompt): prompt,
             "sampling_params": {
                 "max_new_tokens": max_new_tokens,
                 "temperature": 0.0,
@@ -125,11 +126,18 @@ def request(
     return "/v1/completions", body
 
 
+class AbortedAnswer(ValueError):
+    """The server ended the request with `finish_reason: {"type": "abort"}`: no answer."""
+
+
 def answer_of(api: Api, data: Any) -> Answer:
     """The tokens of one response (see the module docstring for the fallbacks)."""
     if not isinstance(data, dict):
         raise ValueError("response is not a JSON object")
     if api == "sglang":
+        aborted = abort_message(data.get("meta_info"))
+        if aborted is not None:
+            raise AbortedAnswer(f"the server aborted the request: {aborted}")
         ids = data.get("output_ids")
         if isinstance(ids, list) and all(isinstance(x, int) for x in ids):
             return list(ids)
@@ -200,6 +208,8 @@ async def collect(
                 )
             try:
                 answers.append(answer_of(api, response.json()))
+            except AbortedAnswer as exc:
+                raise LoadError(f"correctness prompt {i} to {base_url}{path}: {exc}") from exc
             except ValueError as exc:
                 raise LoadError(
                     f"correctness prompt {i} to {base_url}{path}: {exc}; is the "

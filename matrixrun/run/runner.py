@@ -37,12 +37,13 @@ from matrixrun.core.measurement import (
 from matrixrun.core.redact import redact_file, redact_json, redact_text
 from matrixrun.core.rerun_reason import RerunWhy
 from matrixrun.engines.base import (
+    FLUSH_WAIT_S,
     Api,
     Engine,
     ServerHandle,
+    flush_cache,
     free_port,
     get_json,
-    post_ok,
     redact_argv,
 )
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
@@ -239,17 +240,29 @@ class Runner:
         self.write_env_file()
         self.write_settings_file()  # the gate's outcome on file now: a run cut short keeps it
 
-    def _flush(self, inst: Instance, cell: Cell) -> None:
+    def _flush(self, inst: Instance, cell: Cell) -> str | None:
         """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm
-        cache would flatter whoever runs later); recorded either way."""
+        cache would flatter whoever runs later); recorded either way. Returns why a flush
+        that was tried did not happen (the measurement keeps it), else None."""
         why = None
         if not self.spec.engine.flush_cache:
             why = "engine.flush_cache is false in the spec"
         elif self.engine.flush_path is None:
             why = f"{self.engine.name} has no cache-flush endpoint"
-        ok = why is None and post_ok(inst.base_url, str(self.engine.flush_path))
+        ok, tried = False, why is None
+        if tried:
+            why = flush_cache(
+                inst.base_url,
+                str(self.engine.flush_path),
+                self.engine.time_scale.server_seconds(FLUSH_WAIT_S),
+                timeout_param=self.engine.flush_timeout_param,
+            )
+            ok = why is None
+            if not ok:  # the cell runs on a warm cache: said now, and in the report
+                self.options.observer.status(f"cache flush failed on {inst.name}: {why}")
         extra = {"why": why} if why else {}
         self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
+        return why if tried and not ok else None
 
     def _tokenizer(self, group: ServerGroup) -> str | None:
         """Where text prompts get their tokenizer (None: prompts go as token ids)."""
@@ -262,7 +275,7 @@ class Runner:
         """Measure `cell` once on `inst`: flush, run the load (`load.cell.measure_cell` maps
         its failures to one error), keep the per-request records, notice a dead server."""
         attempt = len(self.attempts(cell)) + 1
-        self._flush(inst, cell)
+        flush_failed = self._flush(inst, cell)
         self.options.observer.status(
             f"{inst.group.arm} {self.plan.axis}={cell.x} "
             f"attempt {attempt} ({reason}) on {inst.name}"
@@ -278,6 +291,8 @@ class Runner:
         requests_file = self._keep_records(cell, attempt, run)
         error, failure = run.error, run.failure
         extra: dict[str, Any] = dict(run.extra)
+        if flush_failed:
+            extra["flush_failed"] = flush_failed
         if run.argv:
             extra["argv"] = redact_argv(run.argv)
         if not self._died(inst, run):

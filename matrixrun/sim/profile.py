@@ -119,6 +119,32 @@ class Effects(BaseModel):
         description="Greedy output departs from the reference tokens after this many: "
         "models an arm that computes something else (the correctness gate must catch it).",
     )
+    abort_rate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of requests the scheduler aborts after their first token: SGLang's "
+        'normal-looking last event with finish_reason {"type": "abort"}, then [DONE].',
+    )
+    stream_error_rate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of streams that end after their first token in SGLang's in-stream "
+        'error event, data: {"error": {...}}, then [DONE].',
+    )
+    flush_refusals: int = Field(
+        0,
+        ge=0,
+        description="The first N /flush_cache calls answer 400 as a busy server does (a "
+        "server still aborting a capped cell's requests); the harness must retry or say so.",
+    )
+    health_check_s: float = Field(
+        1.0,
+        ge=0,
+        description="How long /health_generate takes to say 200 once ready: SGLang's handler "
+        "sleeps 1 s before it looks (modelled seconds, divided by the time scale).",
+    )
 
 
 class Profile(BaseModel):

@@ -17,7 +17,16 @@ processing, `openai/serving_completions.py`), not its code:
   tokens are words), `max_completion_tokens` or `max_tokens` bounds the output; stream chunks
   are `chat.completion.chunk` objects with the text in `choices[0].delta.content`, a whole
   response is a `chat.completion` with `choices[0].message`; usage as for completions.
-* errors are `{"object": "error", "message", "type", "param", "code"}`.
+* errors are `{"object": "error", "message", "type", "param", "code"}`; a native `/generate`
+  body that breaks 0.5.23's JSON contract (`api/v1/api_types.py`: `sampling_params` rejects
+  unknown keys, `input_ids` must be token ids, `text` a string) is a 400 with
+  `{"error": "<the contract's text>"}` (`http_server.generate_request`).
+* `max_new_tokens: 0` is allowed (a prefill-only request: an empty output, finish_reason
+  length 0).
+* an error inside a native stream is `data: {"error": {"message", "type":
+  "invalid_request_error", "code", "retryable"}}` then `data: [DONE]`; an aborted request's
+  last event is a normal one whose `finish_reason` is `{"type": "abort", "message": ...,
+  "status_code": null, "err_type": null}` (`FINISH_ABORT.to_json`), then `data: [DONE]`.
 
 Stream events are rendered by hand into bytes: they are the server's hot path (thousands per
 second), their shape is fixed, and simulated text never needs JSON escaping.
@@ -40,6 +49,20 @@ DONE = b"data: [DONE]\n\n"
 
 class BadRequest(ValueError):
     """A request the simulator (or SGLang) rejects with HTTP 400."""
+
+
+class ContractError(BadRequest):
+    """A native body outside SGLang's JSON contract: 400 with `{"error": message}`."""
+
+
+#: `sglang.api.v1.SamplingParams`'s fields (0.5.23; unknown keys are rejected).
+SAMPLING_PARAMS = (
+    "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k",
+    "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens",
+    "n", "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
+    "spaces_between_special_tokens", "no_stop_trim", "stream_interval", "logit_bias",
+    "sampling_seed", "custom_params", "beam_width", "watermark", "choice",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -88,12 +111,28 @@ def _text(value: Any, what: str) -> list[int]:
     return ids
 
 
-def _int(value: Any, what: str, default: int) -> int:
+def _int(value: Any, what: str, default: int, least: int = 1) -> int:
     if value is None:
         return default
-    if type(value) is not int or value < 1:
-        raise BadRequest(f"{what} must be a positive integer (the simulator needs >= 1)")
+    if type(value) is not int or value < least:
+        raise BadRequest(f"{what} must be an integer >= {least}")
     return value
+
+
+def _contract(body: dict[str, Any]) -> None:
+    """The parts of 0.5.23's `/generate` contract a client of ours could break."""
+    sp = body.get("sampling_params")
+    if isinstance(sp, dict):
+        for key in sp:
+            if key not in SAMPLING_PARAMS:
+                expected = ", ".join(f"`{k}`" for k in SAMPLING_PARAMS)
+                raise ContractError(f"unknown field `{key}`, expected one of {expected}")
+    ids = body.get("input_ids")
+    if isinstance(ids, str):
+        raise ContractError(f'invalid type: string "{ids[:40]}", expected a sequence')
+    text = body.get("text")
+    if text is not None and not isinstance(text, str | list):
+        raise ContractError("invalid type: expected a string or a sequence of strings")
 
 
 def _float(value: Any, what: str, default: float) -> float:
@@ -108,6 +147,7 @@ def parse_native(body: Any) -> GenRequest:
     """`POST /generate`: `input_ids` or `text`, `sampling_params`, `stream`, optional `rid`."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
+    _contract(body)
     if body.get("input_ids") is not None:
         ids = body["input_ids"]
         if isinstance(ids, list) and ids and isinstance(ids[0], list):
@@ -134,7 +174,7 @@ def parse_native(body: Any) -> GenRequest:
         api="native",
         prompt_ids=prompt,
         max_new_tokens=_int(
-            sp.get("max_new_tokens"), "max_new_tokens", NATIVE_DEFAULT_MAX_NEW_TOKENS
+            sp.get("max_new_tokens"), "max_new_tokens", NATIVE_DEFAULT_MAX_NEW_TOKENS, least=0
         ),
         stream=bool(body.get("stream", False)),
         temperature=_float(sp.get("temperature"), "temperature", 1.0),
@@ -256,6 +296,26 @@ def native_event(
             tail,
         )
     )
+
+
+def native_error_event(message: str, code: int = 400) -> bytes:
+    """SGLang's in-stream error (`http_server.stream_results`), before `data: [DONE]`."""
+    err = {"message": message, "type": "invalid_request_error", "code": code, "retryable": False}
+    return b"data: " + json.dumps({"error": err}, separators=(",", ":")).encode() + b"\n\n"
+
+
+def abort_reason(message: str) -> dict[str, Any]:
+    """`FINISH_ABORT(message).to_json()`."""
+    return {"type": "abort", "message": message, "status_code": None, "err_type": None}
+
+
+def native_abort_event(
+    rid: str, prompt_tokens: int, text: str, ids: list[int], e2e_latency: float, message: str
+) -> bytes:
+    """The last event of an aborted stream: a normal event with the abort's finish_reason."""
+    out = native_response(rid, prompt_tokens, text, ids, e2e_latency)
+    out["meta_info"]["finish_reason"] = abort_reason(message)
+    return b"data: " + json.dumps(out, separators=(",", ":")).encode() + b"\n\n"
 
 
 def openai_chunk(

@@ -10,10 +10,19 @@ several, when a handler falls behind, its pending events go out in one write).
 All times it reports (`e2e_latency`, lateness) are wall-clock seconds/milliseconds of this
 process, i.e. modelled time divided by `time_scale`; the harness converts them back.
 
-Endpoints: GET /health (200 once the process serves: liveness), GET /health_generate (503
-while starting or hung, else 200), GET /get_server_info and /server_info, GET /get_model_info,
-GET /v1/models, GET|POST /flush_cache (also resets the lateness window), POST /generate,
-POST /v1/completions, POST /v1/chat/completions.
+Endpoints, as SGLang 0.5.23 has them (`srt/entrypoints/http_server.py`): GET /health and GET
+/health_generate (503 while starting; /health_generate also 503 when hung, and once ready it
+answers only after `effects.health_check_s`, as SGLang's handler sleeps 1 s before it looks),
+GET /server_info and /get_server_info (server args plus the per-launch fields
+`launch_command`, `startup_time`, `status`, `kv_events`, `internal_states`, `version`,
+`frontend`), GET /model_info and /get_model_info, GET /v1/models, GET|POST /flush_cache (400
+while requests run or wait; with `?timeout=S` it waits up to S seconds for idle first; a flush
+also resets the lateness window), POST /generate, POST /v1/completions, POST
+/v1/chat/completions.
+
+When a stream's handler falls behind, its pending native output goes out as ONE event, the
+newest (cumulative text and counts; with --incremental-streaming-output the deltas joined), as
+SGLang's `_stream_one_response` drains `out_list`, never as several events in one write.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 VERSION = f"matrixrun-sim {__version__}"
 _MALFORMED = b'data: {"text": " t1000, "meta_info": \n\n'
+_FLUSH_FAILED = b"Flush cache failed.\n"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -72,7 +82,10 @@ class Channel:
 
     __slots__ = (
         "arrival",
+        "cut",
         "deadlines",
+        "delta_ids",
+        "delta_text",
         "disconnected",
         "done",
         "finished_at",
@@ -87,6 +100,7 @@ class Channel:
         "rid_json",
         "src",
         "text_buf",
+        "token_slot",
         "waiter",
     )
 
@@ -100,8 +114,11 @@ class Channel:
         malformed: bool,
         created: int,
         model: str,
+        cut: str | None = None,
     ) -> None:
         self.req = req
+        #: "abort" or "error": the fault that ends this request after its first token.
+        self.cut = cut
         self.src = src
         self.rid = rid
         self.rid_json = json.dumps(rid).encode()
@@ -116,6 +133,10 @@ class Channel:
         self.ids_buf = bytearray()
         self.pending: list[bytes] = []
         self.deadlines: list[float] = []
+        #: Where the unsent native token event sits in `pending` (merged into, not appended).
+        self.token_slot: int | None = None
+        self.delta_text = bytearray()
+        self.delta_ids = bytearray()
         self.waiter: asyncio.Future[None] | None = None
         self.done = False
         self.disconnected = False
@@ -126,6 +147,11 @@ class Channel:
 
     def emit(self, produced: int, finished: bool, deadline: float) -> None:
         """Called by the batcher: `produced` tokens exist as of `deadline`."""
+        if self.done:
+            return  # cut short by a fault; the batcher hears of it when the handler ends
+        if self.cut is not None and self.n >= 1 and not finished:
+            self._cut(deadline)  # after the first token: the fault ends the request
+            return
         src = self.src
         new = [src.token(p) for p in range(self.n, produced)]
         self.n = produced
@@ -144,10 +170,24 @@ class Channel:
                         self.ids_buf += b","
                     self.ids_buf += ids
                     text, ids = bytes(self.text_buf), bytes(self.ids_buf)
+                elif self.token_slot is not None:  # coalesce the deltas not yet sent
+                    self.delta_text += text
+                    if self.delta_ids and ids:
+                        self.delta_ids += b","
+                    self.delta_ids += ids
+                    text, ids = bytes(self.delta_text), bytes(self.delta_ids)
+                else:
+                    self.delta_text, self.delta_ids = bytearray(text), bytearray(ids)
                 event = protocol.native_event(
                     self.rid_json, prompt_len, text, ids, produced, finished,
                     deadline - self.arrival,
                 )  # fmt: skip
+                if self.token_slot is not None:
+                    self.pending[self.token_slot] = event
+                    self.deadlines.append(deadline)
+                    event = b""
+                else:
+                    self.token_slot = len(self.pending)
             else:
                 usage = (
                     protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
@@ -158,8 +198,9 @@ class Channel:
                     event = protocol.openai_chunk(
                         self.head, text, ids if req.return_token_ids else None, finished, usage
                     )
-            self.pending.append(event)
-            self.deadlines.append(deadline)
+            if event:
+                self.pending.append(event)
+                self.deadlines.append(deadline)
             if self.malformed:
                 self.malformed = False
                 self.pending.append(_MALFORMED)
@@ -170,9 +211,41 @@ class Channel:
                     )
                 if req.done_event:
                     self.pending.append(protocol.DONE)
+        self._wake(req.stream or finished)
+
+    def _wake(self, ready: bool = True) -> None:
         waiter = self.waiter
-        if waiter is not None and not waiter.done() and (req.stream or finished):
+        if waiter is not None and not waiter.done() and ready:
             waiter.set_result(None)
+
+    def take(self) -> tuple[list[bytes], list[float]]:
+        """Everything pending, for one write (the next token event starts a new slot)."""
+        chunks, deadlines = self.pending, self.deadlines
+        self.pending, self.deadlines, self.token_slot = [], [], None
+        return chunks, deadlines
+
+    def _cut(self, deadline: float) -> None:
+        """End the request by its fault, the way SGLang ends one (see `protocol`)."""
+        self.done = True
+        self.finished_at = deadline
+        req = self.req
+        if self.cut == "abort":
+            message = "Abort in waiting queue" if self.n == 0 else "simulated scheduler abort"
+            ids = self.tokens()
+            if req.stream:
+                text = "".join(render(t) for t in ids)
+                self.pending.append(
+                    protocol.native_abort_event(
+                        self.rid, len(req.prompt_ids), text, ids, deadline - self.arrival, message
+                    )
+                )
+                self.deadlines.append(deadline)
+        elif req.stream:
+            self.pending.append(protocol.native_error_event("simulated error inside the stream"))
+            self.deadlines.append(deadline)
+        if req.stream:
+            self.pending.append(protocol.DONE)
+        self._wake()
 
 
 class SimServer:
@@ -220,12 +293,15 @@ class SimServer:
         self.errors_injected = 0
         self.malformed_injected = 0
         self.bad_requests = 0
+        self.flush_calls = 0
+        self.faults_injected = 0
         self._routes: dict[tuple[str, str], Callable[[Scope, Receive, Send], Awaitable[None]]] = {
             ("GET", "/health"): self._health,
             ("GET", "/health_generate"): self._health_generate,
             ("GET", "/get_server_info"): self._server_info,
             ("GET", "/server_info"): self._server_info,
             ("GET", "/get_model_info"): self._model_info,
+            ("GET", "/model_info"): self._model_info,
             ("GET", "/v1/models"): self._models,
             ("GET", "/flush_cache"): self._flush_cache,
             ("POST", "/flush_cache"): self._flush_cache,
@@ -277,22 +353,36 @@ class SimServer:
 
     # -- plain endpoints ------------------------------------------------------------------
     async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await _send_bytes(send, 200, b"", b"text/plain")
+        """SGLang's /health: 503 while the server is starting, then 200 (no generation)."""
+        await _send_bytes(send, 200 if self.batcher.ready() else 503, b"", b"text/plain")
 
     async def _health_generate(self, scope: Scope, receive: Receive, send: Send) -> None:
         ok = self.batcher.ready() and not self.batcher.hung
+        if ok and self.effects.health_check_s:
+            await asyncio.sleep(self.effects.health_check_s / self.config.time_scale)
         await _send_bytes(send, 200 if ok else 503, b"", b"text/plain")
 
     async def _server_info(self, scope: Scope, receive: Receive, send: Send) -> None:
         await _send_json(send, 200, self.server_info())
 
     async def _model_info(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """0.5.23's `/model_info` fields (`http_server.model_info`)."""
         args = self.config.server_args
         info = {
             "model_path": args.get("model_path"),
-            "tokenizer_path": args.get("tokenizer_path"),
+            "served_model_name": self.model,
+            "tokenizer_path": args.get("tokenizer_path") or args.get("model_path"),
             "is_generation": True,
+            "preferred_sampling_params": None,
             "weight_version": "default",
+            "load_format": args.get("load_format", "auto"),
+            "reasoning_parser": args.get("reasoning_parser"),
+            "tool_call_parser": args.get("tool_call_parser"),
+            "disaggregation_mode": "null",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": "simulated",
+            "architectures": ["SimulatedForCausalLM"],
         }
         await _send_json(send, 200, info)
 
@@ -307,7 +397,25 @@ class SimServer:
         await _send_json(send, 200, {"object": "list", "data": [card]})
 
     async def _flush_cache(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """SGLang's flush: refused (400) while requests run or wait; `?timeout=S` waits up to
+        S seconds for idle first (0.5.23's SchedulerFlushWrapper)."""
         await _read_body(receive)
+        self.flush_calls += 1
+        if self.flush_calls <= self.effects.flush_refusals:
+            await _send_bytes(send, 400, _FLUSH_FAILED, b"text/plain")
+            return
+        wait_s = _query_float(scope, "timeout")
+        busy = self.batcher.running or self.batcher.waiting
+        if busy and wait_s > 0:
+            deadline = now() + wait_s
+            while (self.batcher.running or self.batcher.waiting) and now() < deadline:
+                await asyncio.sleep(0.005)
+            if self.batcher.running or self.batcher.waiting:
+                await _send_bytes(send, 400, b"Timed out waiting for idle state.", b"text/plain")
+                return
+        elif busy:
+            await _send_bytes(send, 400, _FLUSH_FAILED, b"text/plain")
+            return
         self.reset_window()
         await _send_bytes(send, 200, _FLUSHED, b"text/plain")
 
@@ -333,6 +441,8 @@ class SimServer:
             "errors_injected": self.errors_injected,
             "malformed_injected": self.malformed_injected,
             "bad_requests": self.bad_requests,
+            "faults_injected": self.faults_injected,
+            "flush_calls": self.flush_calls,
             "running": b.running,
             "waiting": b.waiting,
             "max_running_seen": b.max_batch,
@@ -345,8 +455,20 @@ class SimServer:
             "engine_lateness_ms": b.engine_lateness.summary(),
             "loop": loop,
         }
+        args = self.config.server_args
         return {
-            **self.config.server_args,
+            **args,
+            # the per-launch fields of 0.5.23's build_server_info and server_info
+            "launch_command": " ".join(
+                ["python3 -m sglang.launch_server"]
+                + [f"--{k.replace('_', '-')} {v}" for k, v in args.items()]
+            ),
+            "status": "ready",
+            "max_total_num_tokens": 1 << 20,
+            "max_req_input_len": 1 << 17,
+            "startup_time": self.config.started_at,
+            "kv_events": None,
+            "frontend": "python",
             "stream_interval": self.stream_interval,
             "max_running_requests": b.max_running,
             "chunked_prefill_size": b.prefill_budget,
@@ -390,6 +512,10 @@ class SimServer:
             return
         try:
             req = parse(json.loads(body))
+        except protocol.ContractError as e:
+            self.bad_requests += 1
+            await _send_json(send, 400, {"error": str(e)})
+            return
         except protocol.UnexpectedFields as e:
             self.bad_requests += 1
             await _send_json(send, 422, protocol.error_body(str(e), 422))
@@ -407,6 +533,14 @@ class SimServer:
         malformed = bool(req.stream and eff.malformed_rate)
         malformed = malformed and self._rng.random() < eff.malformed_rate
         self.malformed_injected += malformed
+        cut = None
+        if eff.abort_rate and self._rng.random() < eff.abort_rate:
+            cut = "abort"
+        elif req.stream and eff.stream_error_rate and self._rng.random() < eff.stream_error_rate:
+            cut = "error"
+        if req.api != "native" and cut is not None:
+            cut = None  # the faults are the native API's shapes
+        self.faults_injected += cut is not None
         salt = self._rng.getrandbits(64) if req.temperature > 0 else None
         src = TokenSource(prompt_key(req.prompt_ids), eff.diverge_after_tokens, salt)
         prefix = "cmpl-" if req.api == "openai" else ""
@@ -418,7 +552,15 @@ class SimServer:
             malformed=malformed,
             created=int(time.time()),
             model=req.model or self.model,
+            cut=cut,
         )
+        if req.max_new_tokens == 0:  # prefill only: an empty output, at once
+            ch.emit(0, True, now())
+            if req.stream:
+                await self._drain_stream(send, ch, asyncio.get_running_loop())
+            else:
+                await self._respond_whole(send, ch, asyncio.get_running_loop())
+            return
         sreq = SimRequest(len(req.prompt_ids), req.max_new_tokens, req.stream, ch)
         loop = asyncio.get_running_loop()
         watcher = loop.create_task(self._watch_disconnect(receive, ch, sreq))
@@ -455,8 +597,7 @@ class SimServer:
                 await ch.waiter
                 ch.waiter = None
                 continue
-            chunks, deadlines = ch.pending, ch.deadlines
-            ch.pending, ch.deadlines = [], []
+            chunks, deadlines = ch.take()
             done = ch.done
             body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             await send({"type": "http.response.body", "body": body, "more_body": not done})
@@ -483,6 +624,10 @@ class SimServer:
         if req.api == "native":
             e2e = ch.finished_at - ch.arrival
             out = protocol.native_response(ch.rid, len(req.prompt_ids), text, ids, e2e)
+            if ch.cut == "abort":
+                out["meta_info"]["finish_reason"] = protocol.abort_reason(
+                    "simulated scheduler abort"
+                )
         else:
             out = protocol.openai_response(
                 ch.rid, int(time.time()), req.model or self.model, len(req.prompt_ids),
@@ -510,6 +655,17 @@ async def _read_body(receive: Receive) -> bytes | None:
         parts.append(msg.get("body", b""))
         if not msg.get("more_body", False):
             return b"".join(parts)
+
+
+def _query_float(scope: Scope, name: str) -> float:
+    """A float query parameter (0 when absent or not a number)."""
+    from urllib.parse import parse_qs
+
+    values = parse_qs(scope.get("query_string", b"").decode()).get(name)
+    try:
+        return max(0.0, float(values[0])) if values else 0.0
+    except ValueError:
+        return 0.0
 
 
 async def _send_bytes(send: Send, status: int, body: bytes, content_type: bytes) -> None:

@@ -162,12 +162,12 @@ class EngineSpec(_Model):
     client: Literal["builtin", "bench_serving"] = Field(
         "builtin",
         description="builtin: matrixrun's streaming client; bench_serving: run "
-        "python -m sglang.bench_serving per cell and parse its output file.",
+        "python -m sglang.benchmark.serving per cell and parse its output file.",
     )
     client_launch: list[str] | None = Field(
         None,
         description="Command prefix for bench_serving (default: [python, -m, "
-        "sglang.bench_serving] with the harness's python).",
+        "sglang.benchmark.serving] with the harness's python).",
     )
     flush_cache: bool = Field(True, description="POST /flush_cache between cells.")
     check_hardware: bool = Field(
