@@ -33,10 +33,24 @@ from matrixrun.flags.shipped import DATA_DIR, shipped_versions
 WANTED = {
     "sglang": ("sglang/srt/server_args.py", "sglang/srt/arg_groups/"),
     # The serve frontend's cli_args.py has moved between releases (openai/, launchers/, common/).
-    "vllm": ("vllm/engine/arg_utils.py", "vllm/config/", "vllm/entrypoints/"),
+    "vllm": (
+        "vllm/engine/arg_utils.py",
+        "vllm/config/",
+        "vllm/entrypoints/",
+        "vllm/v1/attention/backends/",  # the enums behind --attention-backend & co.
+    ),
 }
 #: Within those prefixes, only these files (None: every .py file).
-ONLY = {"vllm": ("arg_utils.py", "cli_args.py", "cli/serve.py", "vllm/config/")}
+ONLY = {
+    "vllm": (
+        "arg_utils.py",
+        "cli_args.py",
+        "cli/serve.py",
+        "vllm/config/",
+        "backends/registry.py",
+        "prefill/registry.py",
+    )
+}
 RECIPES = {"sglang": sglang_flags, "vllm": vllm_flags}
 
 

@@ -431,7 +431,8 @@ def test_vllm_extraction_follows_get_kwargs() -> None:
         "test",
     )
     got = {f.name: f for f in fs.flags}
-    assert got["--max-model-len"].type is None and got["--seed"].type is None
+    # vLLM's own parsers: max_model_len takes "auto" (unchecked), a human_readable_int "8k"
+    assert got["--max-model-len"].type is None and got["--seed"].type == "human_int"
     assert got["--mode"].choices == ("x", "y")
     assert got["--enforce-eager"].negatable and got["--enforce-eager"].takes == "none"
     assert got["--names"].takes == "many"

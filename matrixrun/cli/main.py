@@ -78,7 +78,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.markdown:
         return _plan_markdown(args)
+    from matrixrun.flags import require_valid_flags
+
     spec = load_spec(args.spec)
+    require_valid_flags(spec, args.spec)  # validate's flag check: a plan of a launch that fails
     plan = expand(spec, spec_hash(Path(args.spec).read_text()))
     if args.json:
         print(json.dumps(redact_json(plan.model_dump(mode="json")), indent=2))

@@ -9,42 +9,33 @@ version, effective_args, cell_extras; a launched engine inherits the serving one
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from matrixrun.core.errors import EngineError
 from matrixrun.engines.base import Engine
+from matrixrun.engines.sglang import Negatable
 from matrixrun.spec import EngineSpec
 
 
-def negatable_for(spec: EngineSpec) -> Callable[[list[str] | None], frozenset[str]]:
-    """The `--x/--no-x` switches of a launch, from the flag list `validate` checks against."""
-
-    def negatable(launch: list[str] | None) -> frozenset[str]:
-        from matrixrun.flags import negatable_options
-
-        return negatable_options(spec, launch)
-
-    return negatable
-
-
-def for_spec(engine: EngineSpec | str) -> Engine:
+def for_spec(engine: EngineSpec | str, negatable: Negatable | None = None) -> Engine:
     """The engine for a spec's `engine:` section (or just its kind, for the launched engines).
 
     Rehearsals wrap the sglang engine around the simulator instead (`sim.rehearsal_engine`).
+    `negatable` gives a launch's `--x/--no-x` switches (`flags.negatable_for`, from the flag
+    list `validate` checks against), so that `false` renders `--no-x`; without it `false` is
+    omitted.
     """
     spec = engine if isinstance(engine, EngineSpec) else EngineSpec(kind=engine)
     if spec.kind == "sglang":
         from matrixrun.engines.sglang import SGLangEngine
 
-        return SGLangEngine(negatable=negatable_for(spec))
+        return SGLangEngine(negatable=negatable)
     if spec.kind == "vllm":
         from matrixrun.engines.vllm import VLLMEngine
 
-        return VLLMEngine(negatable=negatable_for(spec))
+        return VLLMEngine(negatable=negatable)
     if spec.kind == "command":
         from matrixrun.engines.command import CommandEngine
 
-        return CommandEngine(spec)
+        return CommandEngine(spec, negatable)
     if spec.kind == "openai":
         from matrixrun.engines.openai import OpenAIEngine
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from matrixrun.core.errors import EngineError
 from matrixrun.engines.base import Api, Launch, LaunchedEngine
-from matrixrun.engines.sglang import render_flags, with_container_env
+from matrixrun.engines.sglang import Negatable, render_flags, with_container_env
 from matrixrun.plan import ServerGroup
 from matrixrun.spec import EngineSpec
 
@@ -55,8 +55,9 @@ class CommandEngine(LaunchedEngine):
     name = "command"
     api: Api = "openai"
 
-    def __init__(self, spec: EngineSpec) -> None:
+    def __init__(self, spec: EngineSpec, negatable: Negatable | None = None) -> None:
         self.spec = spec
+        self.negatable = negatable
         self.health_path = spec.ready_path
         # SGLang's /server_info too: a simulator behind this engine says `simulated` there, and
         # its numbers must be labelled SIMULATED (a 404 elsewhere costs one request).
@@ -81,7 +82,8 @@ class CommandEngine(LaunchedEngine):
             "port": str(port),
         }
         prefix, _ = with_container_env(fill(template, values), group.env)
-        argv = [*prefix, *render_flags(group.flags)]
+        negatable = self.negatable(group.launch) if self.negatable else ()
+        argv = [*prefix, *render_flags(group.flags, negatable=negatable)]
         return Launch(argv=argv, env=dict(group.env), base_url=f"http://{host}:{port}", port=port)
 
     def version(self, info: dict[str, Any]) -> str | None:

@@ -19,12 +19,14 @@ import sys
 
 from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Launch
-from matrixrun.engines.sglang import SGLangEngine
+from matrixrun.engines.sglang import Negatable, SGLangEngine
 from matrixrun.plan import ServerGroup
 from matrixrun.spec import Spec
 
 
-def rehearsal_engine(spec: Spec, seed_material: str) -> SimEngine:
+def rehearsal_engine(
+    spec: Spec, seed_material: str, negatable: Negatable | None = None
+) -> SimEngine:
     """The sglang engine pointed at the built-in simulator with the spec's profile, time scale
     and stream interval."""
     from matrixrun.sim.profile import Profile
@@ -40,15 +42,14 @@ def rehearsal_engine(spec: Spec, seed_material: str) -> SimEngine:
     ]
     if spec.rehearsal.stream_interval:
         extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
-    from matrixrun.engines import negatable_for
-
     engine = SimEngine(
         [sys.executable, "-m", "matrixrun.sim"],
         extra,
         seed_material,
         TimeScale(spec.rehearsal.time_scale),
     )
-    engine.negatable = negatable_for(spec.engine)
+    if negatable is not None:
+        engine.negatable = negatable
     return engine
 
 

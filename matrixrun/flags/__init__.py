@@ -14,6 +14,7 @@ the spec loader's own location machinery, so flag problems read like every other
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,19 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
     return FileCheck(errors, warnings, summary(report))
 
 
+def require_valid_flags(spec: Spec, path: str | Path) -> FileCheck:
+    """`validate`'s flag check, for `run` and `plan` before anything launches: the errors
+    raise `SpecError` (file:line, the allowed choices or type); the result otherwise."""
+    from matrixrun.core.errors import SpecError
+
+    found = check_file(spec, path)
+    if found.errors:
+        raise SpecError(
+            [*found.errors, SpecIssue(str(path), None, "", f"{found.summary}; nothing launched")]
+        )
+    return found
+
+
 def negatable_options(engine: EngineSpec, launch: list[str] | None = None) -> frozenset[str]:
     """The options of a launch's flag list that argparse also takes as `--no-<name>`
     (BooleanOptionalAction): the engines render `false` on them as `--no-<name>`."""
@@ -62,10 +76,26 @@ def negatable_options(engine: EngineSpec, launch: list[str] | None = None) -> fr
     return frozenset(name for f in flags.flags if f.negatable for name in f.names)
 
 
+def negatable_for(engine: EngineSpec) -> Callable[[list[str] | None], frozenset[str]]:
+    """`negatable_options` for the engines (`engines.for_spec(..., negatable=)`)."""
+
+    def negatable(launch: list[str] | None) -> frozenset[str]:
+        return negatable_options(engine, launch)
+
+    return negatable
+
+
 def summary(report: FlagReport) -> str:
     parts = []
     if report.checked:
         parts.append("flags checked against " + "; ".join(report.checked))
+        if report.values_unchecked:
+            shown = report.values_unchecked
+            names = ", ".join(shown[:6]) + (f" and {len(shown) - 6} more" if len(shown) > 6 else "")
+            parts.append(
+                f"the values of {names} NOT checked (the engine declares no type or choices "
+                "for them)"
+            )
     if report.unchecked:
         parts.append("flags NOT checked: " + "; ".join(report.unchecked))
     return ", ".join(parts) or "no server flags to check"

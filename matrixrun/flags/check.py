@@ -16,8 +16,9 @@ that has a `--no-` twin renders `--no-x` (the engines do the same), so it needs 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from matrixrun.flags.model import Flag, FlagSet
@@ -49,6 +50,9 @@ class FlagReport:
     issues: list[FlagIssue]
     checked: list[str]  # what the flags were checked against, one sentence each
     unchecked: list[str]  # why some or all were not
+    #: Options given a value the flag list has no type or choices for: their names were
+    #: checked, their values were not (the summary says so rather than "checked").
+    values_unchecked: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[FlagIssue]:
@@ -120,6 +124,8 @@ def check_spec(spec: Spec) -> FlagReport:
                 FlagIssue(loc, f"{option} is deprecated in {fs.label}: {flag.deprecated}", severity)
             )
         negative = fs.is_negative(option)
+        if _value_unchecked(flag, negative, values) and option not in report.values_unchecked:
+            report.values_unchecked.append(option)
         for j, value in enumerate(values):
             where = (*loc, j) if loc[:2] == ("sweep", "server") else loc
             negatable = {n for n in flag.names if flag.negatable}
@@ -127,6 +133,16 @@ def check_spec(spec: Spec) -> FlagReport:
             for message, severity in _value_issues(flag, fs, option, key, value, argv, negative):
                 report.issues.append(FlagIssue(where, message, severity))
     return report
+
+
+def _value_unchecked(flag: Flag, negative: bool, values: list[Any]) -> bool:
+    """A value is given but the list says nothing that could refuse a wrong one."""
+    if negative or flag.takes == "none":
+        return False
+    given = [v for v in values if v is not None and not isinstance(v, bool)]
+    if not given:
+        return False
+    return flag.takes == "any" or (flag.type in (None, "str", "json") and flag.choices is None)
 
 
 def _lookup(fs: FlagSet, option: str) -> Flag | None:
@@ -202,11 +218,25 @@ def _value_issues(
             yield f"{option}: {problem}", "error"
 
 
+#: vLLM's human_readable_int: digits, or a number followed by one size letter.
+_HUMAN_INT = re.compile(r"[-+]?\d+|\d+(\.\d+)?[kmgt]|\d+[KMGT]")
+
+
 def _token_problem(flag: Flag, token: str) -> str | None:
-    if flag.choices is not None and token not in flag.choices:
-        near = difflib.get_close_matches(token, list(flag.choices), n=1, cutoff=0.6)
+    known = flag.choices
+    if known is not None and flag.fold_case:
+        folded = {c.upper() for c in known}
+        if token.upper() in folded:
+            known = None
+    if known is not None and token not in known:
+        near = difflib.get_close_matches(
+            token.upper() if flag.fold_case else token,
+            [c.upper() for c in known] if flag.fold_case else list(known),
+            n=1,
+            cutoff=0.6,
+        )
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        shown = ", ".join(flag.choices[:40]) + (", ..." if len(flag.choices) > 40 else "")
+        shown = ", ".join(known[:40]) + (", ..." if len(known) > 40 else "")
         return f"{token!r} is not one of its choices{hint}: {shown}"
     if flag.type == "int":
         try:
@@ -218,4 +248,6 @@ def _token_problem(flag: Flag, token: str) -> str | None:
             float(token)
         except ValueError:
             return f"{token!r} is not a number"
+    if flag.type == "human_int" and not _HUMAN_INT.fullmatch(token):
+        return f"{token!r} is not an integer (nor a size such as 8k, 25.6k or 2K)"
     return None

@@ -340,6 +340,7 @@ def _apply_keywords(
         negatable=negatable,
         deprecated=deprecated,
         fatal=fatal,
+        fold_case=base.fold_case and choices is base.choices and takes not in ("none", "any"),
     )
 
 
@@ -460,6 +461,36 @@ def vllm_field_flag(src: Sources, name: str, tp: ast.expr, lenient: bool = False
     if "dict" in kinds:
         return Flag(names, "one", None)
     return Flag(names, "one", None)
+
+
+def enum_members(tp: ast.expr, src: Sources) -> tuple[str, ...] | None:
+    """The member names of the one Enum class an annotation names (`E`, `E | None`), when that
+    class is among the parsed sources; None otherwise."""
+    names: list[str] = []
+
+    def walk(node: ast.expr) -> None:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            walk(node.left)
+            walk(node.right)
+        elif isinstance(node, ast.Name | ast.Attribute):
+            names.append(dotted(node).split(".")[-1])
+        elif isinstance(node, ast.Subscript) and dotted(node.value).endswith("Optional"):
+            walk(node.slice)
+
+    walk(tp)
+    if len(names) != 1 or names[0] not in src.classes:
+        return None
+    node = src.classes[names[0]]
+    if not any(dotted(b).split(".")[-1].endswith("Enum") for b in node.bases):
+        return None
+    members = [
+        t.id
+        for item in node.body
+        if isinstance(item, ast.Assign)
+        for t in item.targets
+        if isinstance(t, ast.Name) and t.id.isupper()
+    ]
+    return tuple(members) or None
 
 
 # ---------------------------------------------------------------------------------- helpers

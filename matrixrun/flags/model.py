@@ -2,7 +2,8 @@
 build, and the JSON form shipped in `matrixrun/flags/data/`.
 
 A flag list is deliberately small: the option strings, whether it takes a value (none, one,
-several, optional), the value type and choices where the engine declares them, whether argparse
+several, optional), the value type and choices where the engine declares them (and whether it
+matches them ignoring case), whether argparse
 also accepts `--no-<name>`, and a deprecation note. Anything the source does not declare plainly
 (a custom parser, a plugin-extended choice list) is recorded as unknown (`None`/`any`), so the
 check stays silent there rather than rejecting a value the engine would take.
@@ -18,7 +19,9 @@ from typing import Any, Literal
 #: none: a switch (store_true, BooleanOptionalAction); one: exactly one value; many: nargs +/*;
 #: optional: nargs ?; any: not known (a custom action), nothing is checked about values.
 Takes = Literal["none", "one", "many", "optional", "any"]
-ValueType = Literal["int", "float", "str", "json"]
+#: human_int: vLLM's `human_readable_int` (an integer, or a number with one of k/m/g/t
+#: (decimal) or K/M/G/T (binary) after it: `8192`, `8k`, `25.6k`, `2K`).
+ValueType = Literal["int", "float", "str", "json", "human_int"]
 
 FORMAT = 1
 
@@ -34,6 +37,9 @@ class Flag:
     negatable: bool = False  # argparse.BooleanOptionalAction: `--no-<name>` exists too
     deprecated: str | None = None  # what the engine says instead (the new name, if any)
     fatal: bool = False  # the deprecated flag stops the launch rather than warning
+    #: The engine matches the value against `choices` ignoring case (vLLM's enum-typed flags:
+    #: `AttentionBackendEnum[value.upper()]`).
+    fold_case: bool = False
 
     @property
     def name(self) -> str:
@@ -53,6 +59,8 @@ class Flag:
             out["deprecated"] = self.deprecated
         if self.fatal:
             out["fatal"] = True
+        if self.fold_case:
+            out["fold_case"] = True
         return out
 
     @classmethod
@@ -66,6 +74,7 @@ class Flag:
             negatable=bool(data.get("negatable", False)),
             deprecated=data.get("deprecated"),
             fatal=bool(data.get("fatal", False)),
+            fold_case=bool(data.get("fold_case", False)),
         )
 
 

@@ -12,6 +12,7 @@ from matrixrun.flags.extract import (
     Sources,
     add_argument_flags,
     dotted,
+    enum_members,
     function,
     replacement,
     set_literal,
@@ -43,7 +44,8 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
     frontend classes of `entrypoints/` and the config dataclasses of `config/`."""
     src = Sources.parse(files)
     arg_utils = next(t for p, t in src.trees.items() if p.endswith("engine/arg_utils.py"))
-    human = set_literal(arg_utils, "human_readable_int_args") | special_cased(arg_utils)
+    human = set_literal(arg_utils, "human_readable_int_args")
+    special = special_cased(arg_utils) - human
     spread: dict[str, dict[str, Flag]] = {}
     for node in ast.walk(arg_utils):
         if (
@@ -58,7 +60,8 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
             fields = src.fields_of(cls)
             made = {f: vllm_field_flag(src, f, tp) for f, tp in fields.items()}
             spread[node.targets[0].id] = {
-                f: replace(flag, type=None) if f in human else flag for f, flag in made.items()
+                f: _vllm_value_rule(src, cls, f, fields[f], flag, human, special)
+                for f, flag in made.items()
             }
     flags: list[Flag] = []
     for path, tree in src.trees.items():
@@ -75,6 +78,53 @@ def vllm_flags(files: Mapping[str, str], version: str, origin: str) -> FlagSet:
         for f, tp in src.fields_of(cls_name).items():
             flags.append(vllm_field_flag(src, f, tp, lenient=f in touched))
     return FlagSet("vllm", version, origin, _merge(flags, src.deprecations))
+
+
+def _vllm_value_rule(
+    src: Sources,
+    cls: str,
+    name: str,
+    tp: ast.expr,
+    flag: Flag,
+    human: set[str],
+    special: set[str],
+) -> Flag:
+    """What `_compute_kwargs` and the config's validators make of a field's value: vLLM's
+    human-readable ints (`8k`), its own parsers (left unchecked), and an enum-typed field that
+    argparse reads as a plain string but the config resolves with `Enum[value.upper()]` (its
+    members are the choices, any case; "auto" too where the validator takes it)."""
+    if name in human and flag.type == "int":
+        return replace(flag, type="human_int")
+    if name in special:
+        return replace(flag, type=None)
+    members = enum_members(tp, src)
+    validator = _before_validator(src, cls, name)
+    if members and validator is not None and ".upper()" in validator:
+        extra = ("auto",) if "'auto'" in validator or '"auto"' in validator else ()
+        return replace(flag, type="str", choices=(*extra, *members), fold_case=True)
+    return flag
+
+
+def _before_validator(src: Sources, cls: str, field_name: str) -> str | None:
+    """The source of `cls`'s `@field_validator(field_name, mode="before")`, if any."""
+    node = src.classes.get(cls)
+    for item in node.body if node is not None else ():
+        if not isinstance(item, ast.FunctionDef):
+            continue
+        for deco in item.decorator_list:
+            if (
+                isinstance(deco, ast.Call)
+                and dotted(deco.func).endswith("field_validator")
+                and any(isinstance(a, ast.Constant) and a.value == field_name for a in deco.args)
+                and any(
+                    k.arg == "mode"
+                    and isinstance(k.value, ast.Constant)
+                    and k.value.value == "before"
+                    for k in deco.keywords
+                )
+            ):
+                return ast.unparse(item)
+    return None
 
 
 def _customised_fields(src: Sources, cls_name: str) -> set[str]:

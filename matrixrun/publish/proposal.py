@@ -109,9 +109,10 @@ def command_line(spec: Spec, group: ServerGroup) -> str:
     and `{port}` for what the runner picks per launch and secret-looking values as `***`."""
     from matrixrun.engines import for_spec
     from matrixrun.engines.base import redact_argv
+    from matrixrun.flags import negatable_for
 
     try:
-        engine = for_spec(spec.engine)
+        engine = for_spec(spec.engine, negatable_for(spec.engine))
         launch = engine.launch(group, HOST_PLACEHOLDER, PORT_PLACEHOLDER)
     except MatrixError as exc:
         return f"# cannot render this launch: {exc}"

@@ -31,12 +31,15 @@ def run_experiment(
     """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
     hardware (real launches only), run (here, or through `executor`: executors/)."""
     from matrixrun.engines import for_spec
+    from matrixrun.engines.preflight import require_launchable
+    from matrixrun.flags import negatable_for, require_valid_flags
     from matrixrun.spec import load_spec
 
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     text = spec_path.read_text()
     refuse_simulated_noise(spec, rehearse)
+    require_valid_flags(spec, spec_path)  # validate's check, before any launch
     if resume is not None:
         rd = resumed_run_dir(resume, spec_path, text)
     else:
@@ -47,10 +50,11 @@ def run_experiment(
     if rehearse:
         from matrixrun.engines.sim import rehearsal_engine
 
-        engine = rehearsal_engine(spec, spec.experiment)
+        engine = rehearsal_engine(spec, spec.experiment, negatable_for(spec.engine))
     else:
-        engine = for_spec(spec.engine)
+        engine = for_spec(spec.engine, negatable_for(spec.engine))
         if engine.launches and (executor is None or executor.gates_here):
+            require_launchable(spec)  # one error for a missing engine, not one per cell
             hardware = hardware_gate(spec, ignore_hardware)
     options = RunOptions(
         rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed

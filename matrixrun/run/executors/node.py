@@ -143,6 +143,7 @@ def run_task(task: GroupTask) -> dict[str, Any]:
 def _run(task: GroupTask) -> dict[str, Any]:
     from matrixrun import verify
     from matrixrun.engines import for_spec
+    from matrixrun.flags import negatable_for
     from matrixrun.run.gates import hardware_gate
     from matrixrun.run.progress import PlainObserver
     from matrixrun.spec import load_spec
@@ -155,9 +156,9 @@ def _run(task: GroupTask) -> dict[str, Any]:
     if task.rehearse:
         from matrixrun.engines.sim import rehearsal_engine
 
-        engine = rehearsal_engine(spec, spec.experiment)
+        engine = rehearsal_engine(spec, spec.experiment, negatable_for(spec.engine))
     else:
-        engine = for_spec(spec.engine)
+        engine = for_spec(spec.engine, negatable_for(spec.engine))
     runner = NodeRunner(
         spec, spec_path.read_text(), rd, engine, RunOptions(task.rehearse, PlainObserver())
     )
