@@ -14,6 +14,8 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
+#: The SGLang release whose own schema the request bodies are checked against (the newest).
+SGLANG = "0.5.23"
 
 
 @nox.session(python=PYTHON)
@@ -22,6 +24,21 @@ def tests(session: nox.Session) -> None:
     plot extra so chart.png is drawn and checked, tests/test_chart_png.py)."""
     session.install("-e", ".[test,fast,slurm,plot]")
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(name="sglang-schema", python=PYTHON)
+def sglang_schema(session: nox.Session) -> None:
+    """Request bodies and simulator answers against the real SGLang wheel's own schema.
+
+    A test-only environment: the wheel (--no-deps) gives four source files, msgspec and openai
+    what its schema modules import (tests/test_sglang_schema.py); matrixrun never imports it.
+    """
+    session.install("-e", ".[test,fast]", "msgspec", "openai")
+    src = Path(session.create_tmp()) / f"sglang-{SGLANG}"
+    session.run("python", "scripts/sglang_wheel.py", SGLANG, str(src))
+    session.run(
+        "pytest", "-q", "tests/test_sglang_schema.py", env={"MATRIXRUN_SGLANG_SRC": str(src)}
+    )
 
 
 @nox.session(python=PYTHON)

@@ -95,7 +95,7 @@ def test_validate_against_the_transformers_help(tmp_path: Path) -> None:
     spec.write_text(
         "experiment: t\ntitle: t\nmodel: {path: /m}\nhardware: {gpu: NVIDIA H200, count: 1}\n"
         "engine: {kind: command, launch: [transformers, serve, '{model}', --port, '{port}'], "
-        f"help_command: [{sys.executable}, -c, \"import sys; print(open(sys.argv[1]).read())\", "
+        f'help_command: [{sys.executable}, -c, "import sys; print(open(sys.argv[1]).read())", '
         f"{HELP / 'transformers-serve.txt'}]}}\n"
         "arms:\n  off: {}\n  on: {continuous_batching: true, cb_use_cuda_graph: true}\n"
         "  bad: {cb_use_cuda_graph: 1, reasoning: maybe, cb_num_blocks: many}\n"

@@ -83,9 +83,10 @@ def test_a_missing_engine_is_one_error_before_any_launch(tmp_path: Path) -> None
     assert res.returncode == 2, res.stderr
     lines = [x for x in res.stderr.splitlines() if x.strip()]
     assert len(lines) == 1, res.stderr
-    assert f"nothing launched: engine.launch [{missing} serve]: {missing} is not on PATH" in (
-        lines[0]
-    ) or f"{missing} does not exist" in lines[0]
+    assert (
+        f"nothing launched: engine.launch [{missing} serve]: {missing} is not on PATH" in (lines[0])
+        or f"{missing} does not exist" in lines[0]
+    )
     assert "measured" not in res.stdout
 
 

@@ -55,7 +55,9 @@ def main() -> int:
     p.add_argument("--tokenize-prompt", action="store_true")
     args = p.parse_args()
     if args.tokenize_prompt and args.backend != "sglang":
-        raise AssertionError("`--tokenize-prompt` only compatible with `--backend sglang` currently")
+        raise AssertionError(
+            "`--tokenize-prompt` only compatible with `--backend sglang` currently"
+        )
     print(f"benchmark_args={args}", flush=True)
 
     mode = os.environ.get("FAKE_BENCH_SERVING", "")
