@@ -98,19 +98,32 @@ def given_flags(group: ServerGroup, argv: Sequence[str] | None) -> dict[str, str
     and render flags; the report must show what ran). Found as the run of argv options, in
     the plan's order, whose names start with the keys; where the argv is unknown or does not
     show them that way, the flag as the spec wrote it ('--tp 8')."""
-    wanted = [(k, v) for k, v in group.flags.items() if v is not False and v is not None]
     pairs = _argv_pairs(argv or [])
+    # `false` is omitted, except on a --x/--no-x switch, where the engine renders --no-x
+    negated = {k for k in group.flags if any(_names("no_" + k, name) for name, _ in pairs)}
+    wanted = [
+        (k, v) for k, v in group.flags.items() if v is not None and (v is not False or k in negated)
+    ]
     for start in range(len(pairs) - len(wanted) + 1):
         window = pairs[start : start + len(wanted)]
-        if all(_names(k, name) for (k, _), (name, _) in zip(wanted, window, strict=True)):
+        if all(
+            _names("no_" + k if v is False else k, name)
+            for (k, v), (name, _) in zip(wanted, window, strict=True)
+        ):
             return {
                 k: " ".join([name, *values])
                 for (k, _), (name, values) in zip(wanted, window, strict=True)
             }
-    return {
-        k: fmt.cli_flag(k) if v is True else f"{fmt.cli_flag(k)} {fmt.flag_value(v)}"
-        for k, v in wanted
-    }
+    return {k: _as_given(k, v) for k, v in wanted}
+
+
+def _as_given(key: str, value: Any) -> str:
+    """A flag as the spec wrote it, rendered: `--x`, `--no-x` (false), `--x value`."""
+    if value is True:
+        return fmt.cli_flag(key)
+    if value is False:
+        return "--no-" + fmt.cli_flag(key)[2:]
+    return f"{fmt.cli_flag(key)} {fmt.flag_value(value)}"
 
 
 def argv_by_group(
