@@ -170,6 +170,7 @@ def test_false_on_a_negatable_switch_renders_its_no_form(tmp_path: Path, kind: s
     """Issue 28: `false` on a BooleanOptionalAction switch was omitted, leaving a default-on
     feature on; the launch now carries `--no-x`, and a plain store_true `false` stays omitted."""
     from matrixrun.engines import for_spec
+    from matrixrun.flags import negatable_for
     from matrixrun.plan import expand
 
     switch, plain = (
@@ -180,7 +181,7 @@ def test_false_on_a_negatable_switch_renders_its_no_form(tmp_path: Path, kind: s
     arms = f"  a: {{{switch}: false, {plain}: false}}\n  b: {{{switch}: true}}\n"
     path = write(tmp_path, spec_text(f"{{kind: {kind}}}", arms))
     spec = load_spec(path)
-    engine = for_spec(spec.engine)
+    engine = for_spec(spec.engine, negatable_for(spec.engine))
     argv = {g.arm: engine.launch(g, "127.0.0.1", 1).argv for g in expand(spec).groups}
     option = "--" + switch.replace("_", "-")
     assert "--no-" + option[2:] in argv["a"] and option not in argv["a"]

@@ -19,12 +19,12 @@ import httpx
 import pytest
 from simserver import start_sim
 
-from matrixrun.run.correctness import collect, request
+from matrixrun.core.errors import LoadError
 from matrixrun.engines.base import Launch, ServerProcess, flush_cache
 from matrixrun.engines.sglang import SGLangEngine
-from matrixrun.core.errors import LoadError
 from matrixrun.load import LoadConfig, run_load_sync
 from matrixrun.load.apis import request_body
+from matrixrun.run.correctness import collect, request
 from matrixrun.spec import CorrectnessSpec
 
 pytestmark = pytest.mark.timeout(60)

@@ -30,8 +30,8 @@ import httpx
 import pytest
 from simserver import start_sim
 
-from matrixrun.correctness import request as gate_request
 from matrixrun.load.apis import request_body
+from matrixrun.run.correctness import request as gate_request
 
 SRC = Path(os.environ.get("MATRIXRUN_SGLANG_SRC", "/nonexistent"))
 pytestmark = [
