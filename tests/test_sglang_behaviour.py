@@ -200,3 +200,63 @@ def test_pending_native_output_is_merged_into_one_cumulative_event() -> None:
         (nxt,), _ = ch.take()
         ids = json.loads(nxt[6:])["output_ids"]
         assert len(ids) == (1 if incremental else 4)
+
+
+# ------------------------------------------------------------------- the runner, end to end
+
+FAULT_SPEC = """experiment: faults
+title: a rehearsal whose server refuses every flush or aborts every request
+model: {{path: /models/tiny}}
+hardware: {{gpu: NVIDIA H200, count: 1}}
+engine: {{kind: sglang}}
+arms:
+  a: {{}}
+  b: {{moe_runner_backend: flashinfer_cutlass}}
+sweep: {{concurrency: [1]}}
+workload: {{input_len: 8, output_len: 4, num_prompts: 4, warmup_requests: 0, seed: 1}}
+metrics: {{primary: output_throughput}}
+verify: {{max_runs: 1, noise: 2%}}
+limits: {{startup_timeout: 60s, cell_timeout: 60s, request_timeout: 30s}}
+correctness: {{enabled: false}}
+rehearsal:
+  time_scale: 60
+  profile: {{name: faults, base: {{step_ms: [[1, 20]]}}, effects: {{{effects}}}}}
+"""
+
+
+def _rehearse(tmp_path: Path, effects: str) -> tuple[Path, str]:
+    import subprocess
+    import sys
+
+    spec = tmp_path / "faults.yaml"
+    spec.write_text(FAULT_SPEC.format(effects=effects))
+    run_dir, report = tmp_path / "run", tmp_path / "r.md"
+    res = subprocess.run(
+        [sys.executable, "-m", "matrixrun", "run", str(spec), "--rehearse", "--out",
+         str(run_dir), "--report", str(report)],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert report.exists(), res.stderr[-2000:]
+    return run_dir, report.read_text()
+
+
+@pytest.mark.timeout(200)
+def test_a_run_whose_flushes_are_refused_records_and_reports_it(tmp_path: Path) -> None:
+    run_dir, report = _rehearse(tmp_path, "flush_refusals: 1000000")
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    flushes = [e for e in events if e["event"] == "flush_cache"]
+    assert flushes and not any(e["ok"] for e in flushes)
+    assert all("HTTP 400: Flush cache failed." in e["why"] for e in flushes)
+    results = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert all("Flush cache failed." in r["extra"]["flush_failed"] for r in results)
+    assert (
+        f"flushed before 0 of {len(flushes)} cells (POST /flush_cache answered HTTP 400" in report
+    )
+
+
+@pytest.mark.timeout(200)
+def test_a_run_whose_requests_are_aborted_fails_its_cells_with_the_reason(tmp_path: Path) -> None:
+    run_dir, _ = _rehearse(tmp_path, "abort_rate: 1.0")
+    results = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert results and all(r["metrics"] is None or r["metrics"]["completed"] == 0 for r in results)
+    assert all("aborted by the server: simulated scheduler abort" in r["error"] for r in results)
