@@ -67,14 +67,22 @@ def sse(raw: str) -> list[str]:
 
 
 async def timed_stream(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> list[float]:
-    """Arrival times (since send) of each token-carrying event, then of [DONE]."""
+    """Arrival times (since send) of each token (a native event that merged k pending tokens,
+    as SGLang merges them when its handler is behind, counts k times), then of [DONE]."""
     t0 = time.perf_counter()
-    times = []
+    times: list[float] = []
+    seen = 0
     async with client.stream("POST", path, json=body) as r:
         assert r.status_code == 200
         async for line in r.aiter_lines():
             if line.startswith("data: "):
-                times.append(time.perf_counter() - t0)
+                now = time.perf_counter() - t0
+                payload = line[6:]
+                meta = json.loads(payload).get("meta_info", {}) if payload != "[DONE]" else {}
+                count = meta.get("completion_tokens") if isinstance(meta, dict) else None
+                k = count - seen if isinstance(count, int) and count > seen else 1
+                seen = count if isinstance(count, int) else seen
+                times += [now] * k
     return times
 
 
