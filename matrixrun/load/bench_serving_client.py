@@ -3,7 +3,7 @@
 For teams whose published numbers come from bench_serving, measuring with the very same
 client removes one question from every comparison. The harness never imports sglang: it runs
 the client as a command (`engine.client_launch` as the prefix when given, e.g. the python of
-the venv that has SGLang installed, else this python's `-m sglang.bench_serving`), writes its
+the venv that has SGLang installed, else this python's `-m sglang.benchmark.serving`), writes its
 output to a fresh `--output-file`, and reads it back with the same parser `ingest` uses
 (`bench_serving.py`), so the metrics are bench_serving's own numbers.
 

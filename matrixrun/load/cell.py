@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class BenchServing:
-    """Measure with `python -m sglang.bench_serving` instead of the built-in client."""
+    """Measure with `python -m sglang.benchmark.serving` instead of the built-in client."""
 
     out_dir: Path
     launch: list[str] | None = None
