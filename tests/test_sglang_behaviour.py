@@ -92,13 +92,27 @@ def test_an_aborted_request_is_a_failed_request_with_its_reason() -> None:
     assert all("aborted by the server: simulated scheduler abort" in r.error for r in res.records)
 
 
-def test_the_correctness_gate_refuses_an_aborted_answer() -> None:
-    settings = CorrectnessSpec(prompts=2, input_len=8, max_new_tokens=4)
+def test_an_aborted_openai_request_is_a_failed_request() -> None:
+    """On /v1/completions SGLang ends a graceful abort with finish_reason "abort"."""
     with start_sim(profile(abort_rate=1.0)) as (_, url):
-        import asyncio
+        res = run_load_sync(load(url, api="openai"))
+    assert res.metrics.completed == 0 and res.metrics.failed == 4
+    assert all("aborted by the server (finish_reason abort)" in r.error for r in res.records)
 
-        with pytest.raises(LoadError, match="aborted the request: simulated scheduler abort"):
-            asyncio.run(collect(url, "sglang", settings, None))
+
+@pytest.mark.parametrize(
+    ("api", "reason"),
+    [("sglang", "simulated scheduler abort"), ("openai", "finish_reason abort")],
+)
+def test_the_correctness_gate_refuses_an_aborted_answer(api: Any, reason: str) -> None:
+    import asyncio
+
+    settings = CorrectnessSpec(prompts=2, input_len=8, max_new_tokens=4)
+    with (
+        start_sim(profile(abort_rate=1.0)) as (_, url),
+        pytest.raises(LoadError, match=f"aborted the request.*{reason}"),
+    ):
+        asyncio.run(collect(url, api, settings, None))
 
 
 def test_an_error_inside_the_stream_fails_the_request() -> None:

@@ -184,11 +184,18 @@ def test_simulator_openai_answers_validate(protocol: Any) -> None:
     with start_sim(_profile()) as (_, url):
         whole = httpx.post(url + "/v1/completions", json=body, timeout=10).json()
         stream = httpx.post(url + "/v1/completions", json={**body, "stream": True}, timeout=10).text
+    with start_sim(_profile(abort_rate=1.0)) as (_, url):
+        aborted = _events(
+            httpx.post(
+                url + "/v1/completions", json={**body, "max_tokens": 5, "stream": True}, timeout=10
+            ).text
+        )
     protocol.CompletionResponse.model_validate(whole)
     assert set(whole) <= set(protocol.CompletionResponse.model_fields)
-    for chunk in _events(stream):
+    for chunk in [*_events(stream), *aborted]:
         protocol.CompletionStreamResponse.model_validate(chunk)
         assert set(chunk) <= set(protocol.CompletionStreamResponse.model_fields)
+    assert [c["choices"][0]["finish_reason"] for c in aborted if c["choices"]][-1] == "abort"
 
 
 # ------------------------------------------------------------------- routes, bench_serving

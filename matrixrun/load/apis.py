@@ -11,7 +11,8 @@
   request failed, with the server's message as its error.
 * `openai`: `POST /v1/completions` with a token-id `prompt`. Each event carries
   `choices[0].text` (incremental); with `stream_options.include_usage` the last event carries
-  `usage.completion_tokens`; `data: [DONE]` ends the stream.
+  `usage.completion_tokens`; `data: [DONE]` ends the stream. SGLang ends a gracefully aborted
+  request with `finish_reason: "abort"` (`serving_completions.py`): a failed request.
 
 Tokens per chunk (what splits a chunk's gap into ITL values, see `aggregate.py`):
 
@@ -253,6 +254,8 @@ class OpenAIParser(StreamParser):
                 self.total += k
         if choices and choices[0].get("finish_reason"):
             self.finished_at = now
+            if choices[0]["finish_reason"] == "abort" and not self.error:
+                self.error = "aborted by the server (finish_reason abort)"
         if cumulative is not None:
             if not choices:  # include_usage's own last chunk
                 self.finished_at = now

@@ -149,6 +149,8 @@ def answer_of(api: Api, data: Any) -> Answer:
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ValueError("response has no choices")
     choice = choices[0]
+    if choice.get("finish_reason") == "abort":
+        raise AbortedAnswer("the server aborted the request (finish_reason abort)")
     ids = choice.get("token_ids")
     if isinstance(ids, list) and all(isinstance(x, int) for x in ids):
         return list(ids)

@@ -318,6 +318,21 @@ def native_abort_event(
     return b"data: " + json.dumps(out, separators=(",", ":")).encode() + b"\n\n"
 
 
+def openai_abort_chunk(head: bytes, chat: bool) -> bytes:
+    """The chunk that ends a gracefully aborted OpenAI stream: empty text, finish_reason
+    "abort" (`serving_completions.py`, an abort without a status code)."""
+    part = b'"delta":{"role":"assistant","content":""}' if chat else b'"text":""'
+    return b"".join(
+        (
+            b'data: {"id":',
+            head,
+            b',"choices":[{"index":0,',
+            part,
+            b',"logprobs":null,"finish_reason":"abort"}],"usage":null}\n\n',
+        )
+    )
+
+
 def openai_chunk(
     head: bytes, text: bytes, ids: bytes | None, finished: bool, usage: bytes | None
 ) -> bytes:

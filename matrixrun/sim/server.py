@@ -229,7 +229,15 @@ class Channel:
         self.done = True
         self.finished_at = deadline
         req = self.req
-        if self.cut == "abort":
+        if self.cut == "abort" and req.api == "openai":
+            if req.stream:  # a graceful abort: a chunk with finish_reason "abort"
+                self.pending.append(protocol.openai_abort_chunk(self.head, req.chat))
+                if req.include_usage:
+                    self.pending.append(
+                        protocol.openai_usage_chunk(self.head, len(req.prompt_ids), self.n)
+                    )
+                self.deadlines.append(deadline)
+        elif self.cut == "abort":
             message = "Abort in waiting queue" if self.n == 0 else "simulated scheduler abort"
             ids = self.tokens()
             if req.stream:
@@ -243,7 +251,7 @@ class Channel:
         elif req.stream:
             self.pending.append(protocol.native_error_event("simulated error inside the stream"))
             self.deadlines.append(deadline)
-        if req.stream:
+        if req.stream and req.done_event:
             self.pending.append(protocol.DONE)
         self._wake()
 
@@ -538,8 +546,8 @@ class SimServer:
             cut = "abort"
         elif req.stream and eff.stream_error_rate and self._rng.random() < eff.stream_error_rate:
             cut = "error"
-        if req.api != "native" and cut is not None:
-            cut = None  # the faults are the native API's shapes
+        if req.api != "native" and cut == "error":
+            cut = None  # SGLang's in-stream error shape is the native API's
         self.faults_injected += cut is not None
         salt = self._rng.getrandbits(64) if req.temperature > 0 else None
         src = TokenSource(prompt_key(req.prompt_ids), eff.diverge_after_tokens, salt)
@@ -633,6 +641,8 @@ class SimServer:
                 ch.rid, int(time.time()), req.model or self.model, len(req.prompt_ids),
                 len(ids), text, ids if req.return_token_ids else None, chat=req.chat,
             )  # fmt: skip
+            if ch.cut == "abort":
+                out["choices"][0]["finish_reason"] = "abort"
         await _send_json(send, 200, out)
         self.write_lateness.record((now() - ch.finished_at) * 1000.0)
         self.events += 1
