@@ -40,8 +40,8 @@ model: {path: /models/tiny}
 hardware: {gpu: NVIDIA H200, count: 1}
 engine: {kind: sglang, args: {tp: 1}}
 arms:
-  slow: {moe_runner_backend: slow}
-  fast: {moe_runner_backend: fast}
+  slow: {moe_runner_backend: flashinfer_cutlass}
+  fast: {moe_runner_backend: flashinfer_cutedsl}
 sweep: {concurrency: [1, 2, 4], server.chunked_prefill_size: [4096, 8192]}
 workload: {input_len: 16, output_len: 64, num_prompts: 16, warmup_requests: 1, seed: 3}
 metrics: {primary: output_throughput}
@@ -55,7 +55,7 @@ rehearsal:
     name: slurm-e2e
     base: {step_ms: [[1, 25], [8, 30]], prefill_ms_per_token: 0.1}
     rules:
-      - when: {moe_runner_backend: fast}
+      - when: {moe_runner_backend: flashinfer_cutedsl}
         set: {step_ms: [[1, 12], [8, 15]]}
 """
 
@@ -334,7 +334,7 @@ def test_stage_two_on_slurm_tags_its_round_and_too_many_failed_requests_exit_1(
     spec = tmp_path / "tie.yaml"
     text = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
     text = text.replace(
-        "fast: {moe_runner_backend: flashinfer_cutedsl}", "fast: {moe_runner_backend: b}"
+        "fast: {moe_runner_backend: flashinfer_cutedsl}", "fast: {moe_runner_backend: triton}"
     )
     text = text.replace("    rules:", "    effects: {malformed_rate: 0.3}\n    rules:")
     text = text.replace("num_prompts: 8", "num_prompts: 16")
