@@ -40,11 +40,6 @@ def run_experiment(
     text = spec_path.read_text()
     refuse_simulated_noise(spec, rehearse)
     require_valid_flags(spec, spec_path)  # validate's check, before any launch
-    if resume is not None:
-        rd = resumed_run_dir(resume, spec_path, text)
-    else:
-        rd = new_run_dir(spec_path, out, rehearse)
-    spec, store_error = prepare(spec, rd.path, rehearse)  # verify.noise_from: auto, decided once
     hardware = None
     engine: Engine
     if rehearse:
@@ -56,6 +51,12 @@ def run_experiment(
         if engine.launches and (executor is None or executor.gates_here):
             require_launchable(spec)  # one error for a missing engine, not one per cell
             hardware = hardware_gate(spec, ignore_hardware)
+    # the run directory only once nothing stands in the way of launching
+    if resume is not None:
+        rd = resumed_run_dir(resume, spec_path, text)
+    else:
+        rd = new_run_dir(spec_path, out, rehearse)
+    spec, store_error = prepare(spec, rd.path, rehearse)  # verify.noise_from: auto, decided once
     options = RunOptions(
         rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed
     )
