@@ -44,7 +44,7 @@ def test_plan_json_round_trips() -> None:
 def test_plan_text_mentions_launches_and_cost() -> None:
     res = mr("plan", "tests/specs/multi.yaml")
     assert res.returncode == 0, res.stderr
-    assert "best case (nothing surprising or inconclusive): 12 launches" in res.stdout
+    assert "best case (nothing surprising or undecided): 12 launches" in res.stdout
     assert "worst case (every cell to max_runs): 42 launches" in res.stdout
     assert "times from the spec's estimate block" in res.stdout
 

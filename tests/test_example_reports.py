@@ -28,9 +28,10 @@ SCRIPT = _script()
 
 
 def committed_text(report: str) -> str:
-    """The report as committed (git's HEAD), not as the working tree has it: the README's
-    first command re-renders reports/glm5_cutedsl.rehearsal.md from a fresh rehearsal, and the
-    second (this suite) must still pass after it. Outside a git checkout: the file itself."""
+    """The report as committed (git's HEAD), not as the working tree has it: a hand-made
+    `--report reports/glm5_cutedsl.rehearsal.md` re-renders it from a fresh rehearsal (the
+    README's first command writes runs/glm5_cutedsl.rehearsal.md, which git ignores), and this
+    suite must still pass after it. Outside a git checkout: the file itself."""
     done = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"HEAD:{report}"],
         capture_output=True,

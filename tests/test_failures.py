@@ -259,7 +259,8 @@ def test_resume_with_retry_failed_measures_the_failed_cells_again_and_keeps_what
     res = mr("run", str(spec), "--resume", str(run), "--retry-failed", *args)
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
     cells = len({m.cell_id for m in failed})
-    assert f"--retry-failed: measuring again {cells} cell(s) whose every attempt failed" in (
+    noun = "cell" if cells == 1 else "cells"
+    assert f"--retry-failed: measuring again {cells} {noun} whose every attempt failed" in (
         res.stderr
     )
     again = mr("run", str(spec), "--resume", str(run), "--retry-failed", *args)

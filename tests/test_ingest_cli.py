@@ -39,7 +39,7 @@ def test_ingest_then_report_renders_a_verdict(tmp_path: Path) -> None:
     assert "SIMULATED" not in text
     assert "fast_decode" in text and "fast_prefill" in text
     # one run per cell and no declared noise: nothing can be decided, and it says so
-    assert "inconclusive" in text
+    assert "undecided" in text and "inconclusive" not in text
     assert "matrixrun ingest" in text  # how to reproduce
     assert (out / "verdict.json").exists()
 

@@ -46,7 +46,7 @@ def test_each_launch_shows_the_command_line_the_engine_renders() -> None:
     plan = expand(spec)
     text, validation, key = render_proposal(GLM5)
     assert validation.ok and key == "glm5-cutedsl"
-    assert "is valid (2 arms, 1 slice(s), 10 cells, 2 launches)" in text
+    assert "is valid (2 arms, 1 slice, 10 cells, 2 launches)" in text
     blocks = sh_blocks(text)
     assert len(blocks) == len(plan.groups) == 2
     engine = for_spec(spec.engine)

@@ -327,7 +327,7 @@ def test_writeup_headline_regimes_and_crossover(tmp_path: Path) -> None:
     # the +13.9% at 64 is inconclusive, so the bracket is 10 to 256
     crossover = "crossover between concurrency 10 and 256 (≈ 72, interpolated in log concurrency)"
     assert (
-        "Along concurrency: inconclusive at 1, better at 10, inconclusive at 64, worse at 256 "
+        "Along concurrency: undecided at 1, better at 10, undecided at 64, worse at 256 "
         f"and 1024; {crossover}."
     ) in comparison
     # one wording of the crossover: the headline says it exactly as the table does
@@ -379,7 +379,7 @@ def test_no_reruns_are_said_plainly_with_the_reason(tmp_path: Path) -> None:
     doc = render_run_dir(writeup_run(tmp_path, rerun=False))
     log = next(x for x in doc.splitlines() if x.startswith("**Reruns:**"))
     assert "**Reruns:** none." in log
-    assert "surprising or inconclusive, but no rerun was recorded" in log
+    assert "surprising or undecided, but no rerun was recorded" in log
     one_run = with_spec(SPEC_TEXT, verify={"threshold": "3%", "max_runs": 1})
     doc = render_run_dir(writeup_run(tmp_path / "one", rerun=False, spec_text=one_run))
     assert "verify.max_runs: 1" in next(x for x in doc.splitlines() if x.startswith("**Reruns:**"))

@@ -42,6 +42,7 @@ def _err(text: str) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from matrixrun.flags import check_file
     from matrixrun.plan import expand
+    from matrixrun.report.wording.counts import plural
     from matrixrun.spec import load_spec
 
     bad = 0
@@ -62,8 +63,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         plan = expand(spec)
         print(
-            f"{path}: ok ({len(spec.arms)} arms, {len(plan.slices)} slice(s), "
-            f"{plan.cost.cells} cells, {plan.cost.launches} launches); {flags.summary}"
+            f"{path}: ok ({plural(len(spec.arms), 'arm')}, {plural(len(plan.slices), 'slice')}, "
+            f"{plural(plan.cost.cells, 'cell')}, {plural(plan.cost.launches, 'launch', 'launches')}"
+            f"); {flags.summary}"
         )
     return EXIT_INPUT if bad else EXIT_OK
 
@@ -152,6 +154,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from matrixrun.report.wording.counts import plural
     from matrixrun.run.executors import make_executor, refuse_local_resume
     from matrixrun.run.experiment import run_experiment
     from matrixrun.run.progress import observer_for
@@ -187,8 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             _err(note)
     print(f"run directory: {summary.run_dir}")
     print(
-        f"measured {summary.measured} (skipped {summary.skipped} cell(s) already measured), "
-        f"failed measurements in the run: {summary.failed}"
+        f"measured {summary.measured} (skipped {plural(summary.skipped, 'cell')} already "
+        f"measured), failed measurements in the run: {summary.failed}"
     )
     if summary.report is not None:
         target = _publish(summary.report, args)
@@ -216,12 +219,15 @@ def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:
 
 
 def _publish(report: Path, args: argparse.Namespace) -> Path:
-    """Copy the report to reports/<spec stem>[.rehearsal].md (or --report)."""
+    """Copy the report to reports/<spec stem>.md, a rehearsal's to runs/<stem>.rehearsal.md
+    (or --report). A rehearsal is a try-out: written where git ignores it, it never dirties
+    the committed example reports (`nox -s reports` regenerates those)."""
     if args.report:
         target = Path(args.report)
+    elif args.rehearse:
+        target = Path("runs") / f"{Path(args.spec).stem}.rehearsal.md"
     else:
-        stem = Path(args.spec).stem + (".rehearsal" if args.rehearse else "")
-        target = Path("reports") / f"{stem}.md"
+        target = Path("reports") / f"{Path(args.spec).stem}.md"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(redact_text(report.read_text(encoding="utf-8")), encoding="utf-8")
     return target
@@ -238,7 +244,10 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from matrixrun.publish.ci import parse_fail_on
     from matrixrun.run.outputs import render_run, report_text
+
+    parse_fail_on(args.fail_on)  # a misspelt gate is refused before anything is written
 
     if args.output == "-":
         text = redact_text(report_text(args.run_dir, templates=args.templates))
@@ -257,8 +266,8 @@ def _gate(run_dir: str, fail_on: str) -> int:
     from matrixrun.publish.ci import failing_candidates, parse_fail_on
 
     failing = failing_candidates(run_dir, parse_fail_on(fail_on))
-    for cand, verdict in failing:
-        _err(f"--fail-on {fail_on}: {cand} is {verdict}")
+    for cand, why in failing:
+        _err(f"--fail-on {fail_on}: {cand} is {why}")
     return EXIT_FAILED if failing else EXIT_OK
 
 
@@ -266,7 +275,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import shlex
 
     from matrixrun.ingest.compare import compare_runs
+    from matrixrun.publish.ci import parse_fail_on
 
+    parse_fail_on(args.fail_on)  # a misspelt gate is refused before anything is written
     out = compare_runs(
         args.run_a,
         args.run_b,
@@ -426,15 +437,30 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
 }
 
 
+#: Other names a command answers to (American spelling).
+ALIASES = {"analyse": ["analyze"]}
+
+EPILOG = """\
+exit codes: 0 ok; 1 ran, but some cells failed (or a --fail-on gate or a check failed);
+2 bad input (the message says what, where and what to do); 130 interrupted (everything
+measured is kept: `matrixrun run SPEC --resume RUN_DIR` continues).
+
+Start with docs/getting-started.md; `matrixrun COMMAND --help` for one command."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="matrixrun",
         description="Compare LLM-serving configurations: spec -> plan -> run -> verdict.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"matrixrun {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add, handler) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(
+            name, help=help_text, description=help_text, aliases=ALIASES.get(name, [])
+        )
         add(p)
         p.set_defaults(handler=handler)
     return parser

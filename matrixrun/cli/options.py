@@ -36,7 +36,13 @@ def add_history(p: argparse.ArgumentParser) -> None:
 
 
 def add_schema(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="spec/schema.json", help="where to write (spec/schema.json)")
+    p.add_argument(
+        "--out",
+        "-o",
+        "--output",
+        default="spec/schema.json",
+        help="where to write (spec/schema.json)",
+    )
     p.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
 
 
@@ -47,7 +53,13 @@ def add_run(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run on the built-in simulator (reports say SIMULATED)",
     )
-    p.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<stem>/<time>)")
+    p.add_argument(
+        "--out",
+        "-o",
+        "--output",
+        metavar="RUN_DIR",
+        help="run directory (default runs/<stem>/<time>)",
+    )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run: skip what is measured")
     p.add_argument(
         "--retry-failed",
@@ -58,7 +70,8 @@ def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--report",
         metavar="FILE",
-        help="where to copy the report (default reports/<stem>[.rehearsal].md)",
+        help="where to copy the report (default reports/<stem>.md; a rehearsal's "
+        "runs/<stem>.rehearsal.md, which git ignores)",
     )
     p.add_argument(
         "--ignore-hardware",
@@ -93,6 +106,8 @@ def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output",
+        "--out",
+        dest="output",
         metavar="FILE",
         help="write here (default RUN_DIR/report.md; - for stdout)",
     )
@@ -106,14 +121,17 @@ def add_fail_on(p: argparse.ArgumentParser) -> None:
         default="never",
         metavar="VERDICTS",
         help="exit 1 when a candidate's overall verdict is one of these (e.g. worse, "
-        "worse,mixed or worse,mixed,inconclusive; default never)",
+        "worse,mixed or worse,mixed,undecided; default never); worse also fails a candidate "
+        "with any worse cell (a mixed one); checked before anything is written",
     )
 
 
 def add_compare(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_a", metavar="RUN_A", help="the run to compare against (baseline)")
     p.add_argument("run_b", metavar="RUN_B", help="the run judged; arms matched by name")
-    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
+    p.add_argument(
+        "--out", "-o", "--output", required=True, metavar="RUN_DIR", help="run directory to write"
+    )
     p.add_argument(
         "--labels", nargs=2, metavar=("A", "B"), help="names of the two runs (default: dir names)"
     )
@@ -128,10 +146,13 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="FILE",
         help="result files or folders: sglang.bench_serving JSONL, vllm bench serve JSON, a vllm "
-        "bench sweep directory, guidellm JSON, aiperf exports; see docs/ingest.md",
+        "bench sweep directory, guidellm JSON, aiperf exports (genai_bench run files are "
+        "recognised and refused: their throughputs are not bench_serving's); see docs/ingest.md",
     )
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
-    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory to write")
+    p.add_argument(
+        "--out", "-o", "--output", required=True, metavar="RUN_DIR", help="run directory to write"
+    )
     p.add_argument("--threshold", default="3%", help="practical margin (default 3%%)")
     p.add_argument(
         "--noise",
@@ -237,7 +258,8 @@ def add_post(p: argparse.ArgumentParser) -> None:
         default="never",
         metavar="VERDICTS",
         help="exit 1 after posting when a candidate's overall verdict is one of these "
-        "(e.g. worse, or worse,mixed; default never)",
+        "(e.g. worse, or worse,mixed; default never); worse also fails a candidate with any "
+        "worse cell",
     )
 
 

@@ -98,7 +98,8 @@ def retry_note(cells: int) -> str:
     run's cells had only failed attempts."""
     if not cells:
         return "--retry-failed: no cell of this run has only failed attempts; nothing to retry"
-    return f"--retry-failed: measuring again {cells} cell(s) whose every attempt failed"
+    noun = "cell whose every attempt" if cells == 1 else "cells whose every attempt"
+    return f"--retry-failed: measuring again {cells} {noun} failed"
 
 
 def superseded(measurements: Iterable[Measurement]) -> set[tuple[str, int]]:

@@ -11,6 +11,7 @@ reading and writing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,6 +45,24 @@ def relabel(ms: Sequence[Measurement], label: str, arms: set[str]) -> list[Measu
     return out
 
 
+#: The name `matrixrun run` gives a run directory (runs/<stem>/<time>).
+_TIMESTAMP = re.compile(r"\d{8}-\d{6}")
+
+
+def default_labels(a: Path, b: Path) -> tuple[str, str]:
+    """Names for the two runs' arms: each directory's name, but a runner's timestamp
+    (`20261202-001530`) says nothing in a table, so such a run is named by its spec (the
+    parent directory) where the two differ, else `run A` and `run B` (the document names
+    both directories)."""
+    names = [p.resolve().name or "run" for p in (a, b)]
+    if not any(_TIMESTAMP.fullmatch(n) for n in names):
+        return names[0], names[1]
+    parents = [p.resolve().parent.name.removesuffix(".rehearsal") for p in (a, b)]
+    if parents[0] != parents[1] and all(parents):
+        return parents[0], parents[1]
+    return "run A", "run B"
+
+
 def compare_runs(
     run_a: str | Path,
     run_b: str | Path,
@@ -55,7 +74,7 @@ def compare_runs(
     """Write the comparison run directory `out` (analysed and rendered); return its path."""
     a, b = RunDir(run_a), RunDir(run_b)
     sa, sb = read_settings(a), read_settings(b)
-    label_a, label_b = labels or (Path(run_a).name or "a", Path(run_b).name or "b")
+    label_a, label_b = labels or default_labels(Path(run_a), Path(run_b))
     if label_a == label_b:
         label_a, label_b = f"{label_a} (A)", f"{label_b} (B)"
     arms_a = {m.arm for m in a.measurements()}

@@ -106,7 +106,7 @@ def plan_text(
             ]
             if v.design == "fixed"
             else [
-                f"best case (nothing surprising or inconclusive): {c.launches} launches, "
+                f"best case (nothing surprising or undecided): {c.launches} launches, "
                 f"{c.runs_first_pass} cell runs{when(c.time_first_pass_s)}",
                 f"worst case (every cell to max_runs): {c.launches_worst_case} launches, "
                 f"{c.runs_worst_case} cell runs{when(c.time_worst_case_s)}",
@@ -126,7 +126,7 @@ def plan_text(
             f"fresh-server σ with {sigma[2]} degrees of freedom costs (≈ "
             f"{format_duration(sigma[0])}: {sigma[1]} relaunch(es) and {sigma[2]} runs, before "
             "any warm rerun); with less, σ rests on a few fresh replicates (t ≥ 3 at df ≤ 3) "
-            "or none and most cells stay inconclusive: raise verify.budget"
+            "or none and most cells stay undecided: raise verify.budget"
         )
     if timed:
         lines.append("times from the spec's estimate block")

@@ -27,9 +27,14 @@ from matrixrun.publish.github import (
 from matrixrun.publish.github import (
     dry_run as render_dry_run,
 )
+from matrixrun.report.wording.counts import outcome, plural
 
-#: Overall verdicts a candidate can get (verdict.OverallVerdict), for `--fail-on`.
-VERDICTS = ("better", "worse", "mixed", "same", "inconclusive")
+#: Overall verdicts a candidate can get, as the report words them, for `--fail-on`.
+VERDICTS = ("better", "worse", "mixed", "same", "undecided")
+#: The word verdict.json stores for each (`OverallVerdict`): "undecided" is stored as
+#: "inconclusive", which `--fail-on` also accepts as an alias.
+STORED = {"undecided": "inconclusive"}
+ALIASES = {"inconclusive": "undecided"}
 #: GitHub's limit for one step's job summary (1 MiB); a longer write is refused by Actions.
 SUMMARY_LIMIT = 1024 * 1024
 
@@ -62,7 +67,7 @@ def parse_fail_on(value: str) -> frozenset[str]:
     """`worse`, `worse,mixed`, or `never` -> the overall verdicts that fail the command."""
     if value.strip().lower() in ("", "never", "none"):
         return frozenset()
-    words = {w.strip().lower() for w in value.split(",") if w.strip()}
+    words = {ALIASES.get(w, w) for w in (w.strip().lower() for w in value.split(",")) if w}
     bad = sorted(words - set(VERDICTS))
     if bad:
         raise InputError(
@@ -73,8 +78,12 @@ def parse_fail_on(value: str) -> frozenset[str]:
 
 
 def failing_candidates(run_dir: str | Path, fail_on: frozenset[str]) -> list[tuple[str, str]]:
-    """(candidate, verdict) for each candidate whose overall verdict on the primary metric
-    (verdict.json `overall`) is in `fail_on`."""
+    """(candidate, what fails it) for each candidate whose overall verdict on the primary
+    metric (verdict.json `overall`) is in `fail_on`, in the report's words.
+
+    `worse` fails a candidate with any worse cell, whatever its overall word: a gate on
+    regressions that let a `mixed` candidate with cells 28% and 50% worse through would be
+    no gate (issue 33). The reason then says how many cells were worse."""
     path = Path(run_dir) / "verdict.json"
     try:
         overall = json.loads(path.read_text()).get("overall") or {}
@@ -84,10 +93,18 @@ def failing_candidates(run_dir: str | Path, fail_on: frozenset[str]) -> list[tup
             f"report first (`matrixrun report {run_dir}`)"
         ) from exc
     out = []
+    stored = {STORED.get(w, w): w for w in fail_on}  # verdict.json's word -> the printed one
     for candidate, result in overall.items():
-        verdict = result.get("verdict") if isinstance(result, dict) else None
-        if verdict in fail_on:
-            out.append((str(candidate), str(verdict)))
+        if not isinstance(result, dict):
+            continue
+        verdict = result.get("verdict")
+        worse = result.get("worse") if isinstance(result.get("worse"), int) else 0
+        if verdict in stored:
+            out.append((str(candidate), stored[verdict]))
+        elif "worse" in fail_on and worse:
+            cells = result.get("cells") if isinstance(result.get("cells"), int) else None
+            of = f"{worse} of {plural(cells, 'cell')}" if cells else plural(worse, "cell")
+            out.append((str(candidate), f"{outcome(str(verdict))}, with {of} worse"))
     return out
 
 

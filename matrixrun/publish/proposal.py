@@ -29,6 +29,7 @@ from matrixrun.core.units import format_duration
 from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
 from matrixrun.plan.history import HistoryEstimate, history_estimate
 from matrixrun.plan.render import policy_words, sigma_cost
+from matrixrun.report.wording.counts import plural
 from matrixrun.spec import Spec, load_spec
 
 #: Shown instead of the host and port the runner picks per launch.
@@ -390,7 +391,7 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         lines.append(
             f"**Warning:** the rerun budget {format_duration(c.budget_s)} is less than a "
             f"fresh-server σ costs (≈ {format_duration(sigma[0])}); most cells may stay "
-            "inconclusive: raise `verify.budget`."
+            "undecided: raise `verify.budget`."
         )
     return lines
 
@@ -417,8 +418,9 @@ def _noise_sentence(spec: Spec, plan: Plan) -> str:
 def _validation_section(validation: Validation, plan: Plan | None = None) -> list[str]:
     if validation.ok:
         counts = (
-            f" ({len(plan.candidates) + 1} arms, {len(plan.slices)} slice(s), "
-            f"{plan.cost.cells} cells, {plan.cost.launches} launches)"
+            f" ({len(plan.candidates) + 1} arms, {plural(len(plan.slices), 'slice')}, "
+            f"{plural(plan.cost.cells, 'cell')}, "
+            f"{plural(plan.cost.launches, 'launch', 'launches')})"
             if plan is not None
             else ""
         )

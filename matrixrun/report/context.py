@@ -356,7 +356,11 @@ def context_from(inputs: RunInputs) -> Context:
         rerun_checks=[reruns[i] for i in tested if i < len(reruns)],
         rerun_routine=wording.decision.rerun_summary(routine) if routine else None,
         simulated_hardware=simulation is not None,
-        compared=wording.compared(*pair) if (pair := _compared(inputs)) else None,
+        compared=(
+            wording.compared(*pair, dirs=[str(f) for f in (inputs.ingest or {}).get("files", [])])
+            if (pair := _compared(inputs))
+            else None
+        ),
         run_dir=inputs.run_dir,
         simulated=simulation is not None,
         simulation=simulation,

@@ -9,12 +9,18 @@ import time
 from typing import Protocol, TextIO
 
 from matrixrun.core.measurement import Measurement
+from matrixrun.core.units import format_duration
+from matrixrun.report.wording.counts import outcome, plural
 
 
 class Observer(Protocol):
-    """Progress sink (the CLI's rich display, or nothing). Never affects what is measured."""
+    """Progress sink (the CLI's rich display, or nothing). Never affects what is measured.
 
-    def start(self, total_runs: int) -> None: ...
+    `start` gets the runs of the first pass and, where known, the most the verify policy can
+    add (every cell to max_runs, bisection midpoints): the line says both, so a run past its
+    first pass reads `12/16, at most 48`, never `23/10+`."""
+
+    def start(self, total_runs: int, most: int | None = None) -> None: ...
 
     def status(self, text: str) -> None: ...
 
@@ -24,7 +30,7 @@ class Observer(Protocol):
 
 
 class NullObserver:
-    def start(self, total_runs: int) -> None:
+    def start(self, total_runs: int, most: int | None = None) -> None:
         pass
 
     def status(self, text: str) -> None:
@@ -39,13 +45,34 @@ class NullObserver:
 
 def _summary(m: Measurement) -> str:
     where = ", ".join(f"{k}={v}" for k, v in m.point.items() if k == "concurrency")
+    why = outcome(m.reason)
     if m.metrics is None or m.error:
-        return f"{m.arm} {where} attempt {m.attempt} ({m.reason}): FAILED: {m.error}"
+        return f"{m.arm} {where} attempt {m.attempt} ({why}): FAILED: {m.error}"
     tp = m.metrics.output_throughput
-    failed = f", {m.metrics.failed} failed requests" if m.metrics.failed else ""
-    return (
-        f"{m.arm} {where} attempt {m.attempt} ({m.reason}) on {m.instance}: {tp:.2f} tok/s{failed}"
-    )
+    failed = f", {plural(m.metrics.failed, 'failed request')}" if m.metrics.failed else ""
+    return f"{m.arm} {where} attempt {m.attempt} ({why}) on {m.instance}: {tp:.2f} tok/s{failed}"
+
+
+def progress_text(done: int, total: int, most: int | None, elapsed_s: float) -> str:
+    """'5/8, at most 24, ETA 40s–3m': runs done of those planned (the first pass, or more once
+    reruns pass it), the most the policy may run, and the time left at the mean pace so far
+    (launches included): to the end of the first pass at the least, to `most` at the most."""
+    planned = max(total, done)
+    head = f"{done}/{planned}"
+    if most is not None and most > planned:
+        head += f", at most {most}"
+    if not done:
+        return head
+    per = elapsed_s / done
+    lo = per * (planned - done)
+    hi = per * (most - done) if most is not None and most > planned else lo
+    if hi < 1:
+        return head
+    if format_duration(lo) == format_duration(hi):
+        return f"{head}, ETA {format_duration(lo)}"
+    if lo < 1:
+        return f"{head}, ETA ≤ {format_duration(hi)}"
+    return f"{head}, ETA {format_duration(lo)}–{format_duration(hi)}"
 
 
 class PlainObserver:
@@ -56,9 +83,11 @@ class PlainObserver:
         self.t0 = time.monotonic()
         self.done = 0
         self.total = 0
+        self.most: int | None = None
 
-    def start(self, total_runs: int) -> None:
+    def start(self, total_runs: int, most: int | None = None) -> None:
         self.total = total_runs
+        self.most = most
         self.t0 = time.monotonic()
 
     def status(self, text: str) -> None:
@@ -66,11 +95,9 @@ class PlainObserver:
 
     def measured(self, m: Measurement, note: str) -> None:
         self.done += 1
-        print(
-            f"[{time.monotonic() - self.t0:7.1f}s] {self.done}/{self.total}+ {_summary(m)}",
-            file=self.stream,
-            flush=True,
-        )
+        elapsed = time.monotonic() - self.t0
+        where = progress_text(self.done, self.total, self.most, elapsed)
+        print(f"[{elapsed:7.1f}s] {where}: {_summary(m)}", file=self.stream, flush=True)
 
     def finish(self) -> None:
         pass
@@ -95,6 +122,7 @@ class RichObserver:
         self.progress = Progress(
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[most]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -103,10 +131,12 @@ class RichObserver:
             console=self.console,
             transient=False,
         )
-        self.task = self.progress.add_task("starting", total=None)
+        self.task = self.progress.add_task("starting", total=None, most="")
 
-    def start(self, total_runs: int) -> None:
-        self.progress.update(self.task, total=total_runs)
+    def start(self, total_runs: int, most: int | None = None) -> None:
+        self.most = most
+        text = f"at most {most}" if most is not None and most > total_runs else ""
+        self.progress.update(self.task, total=total_runs, most=text)
         self.progress.start()
 
     def status(self, text: str) -> None:

@@ -469,7 +469,8 @@ class Runner:
         self.write_env_file()
         policy = verify.policy_for(self.spec, self.plan)
         obs = self.options.observer
-        obs.start(policy.expected_runs())
+        cost = self.plan.cost
+        obs.start(policy.expected_runs(), cost.runs_worst_case + cost.bisection_runs_worst_case)
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
 
         self.skipped = sum(

@@ -4,7 +4,8 @@ titles and the main table's short words. The data come from `report.decision`.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import (
@@ -27,6 +28,7 @@ from matrixrun.report.decision import (
     SloBest,
     Stretch,
 )
+from matrixrun.report.wording.counts import outcome
 from matrixrun.report.wording.verdicts import crossover
 from matrixrun.rundir.settings import SloBound
 
@@ -82,7 +84,7 @@ def _cites(cells: Sequence[Comparison], u: str, most: int = 3) -> str:
 def _stretch(s: Stretch, r: Recommendation, axis: str, u: str) -> str:
     xs = xs_range([c.x for c in s.cells])
     if r.suspect:  # its speed does not count: say what was measured, advise nothing
-        return f"`{r.candidate}` is {s.verdict.value} at {axis} {xs}: {_cites(s.cells, u)}"
+        return f"`{r.candidate}` is {outcome(s.verdict.value)} at {axis} {xs}: {_cites(s.cells, u)}"
     if s.verdict == CellVerdict.BETTER:
         return f"use `{r.candidate}` at {axis} {xs}: {_cites(s.cells, u)}"
     return f"keep `{r.baseline}` at {axis} {xs}: {_cites(s.cells, u)}"
@@ -237,7 +239,7 @@ def hypothesis(text: str, recs: Sequence[Recommendation], axis: str, limit: int 
     parts = []
     for r in recs:
         for s in r.stretches:
-            parts.append(f"{s.verdict.value} at {axis} {xs_range([c.x for c in s.cells])}")
+            parts.append(f"{outcome(s.verdict.value)} at {axis} {xs_range([c.x for c in s.cells])}")
     if not parts:
         return f"*{short}* — the data do not test it yet: no cell is decided."
     return f"*{short}* — the data: `{recs[0].candidate}` {'; '.join(parts)}."
@@ -361,7 +363,7 @@ def why(attrs: Sequence[Attribution], axis: str, several: bool) -> list[str]:
             continue
         where = f"{axis} {xs_range(a.xs)}"
         head = (
-            f"where it is {a.verdict.value} ({where})"
+            f"where it is {outcome(a.verdict.value)} ({where})"
             if a.verdict is not None
             else f"at {where} (undecided)"
         )
@@ -437,7 +439,7 @@ def n_text(c: Comparison) -> str:
 
 
 def verdict_short(c: Comparison) -> str:
-    word = "undecided" if c.verdict == CellVerdict.INCONCLUSIVE else c.verdict.value
+    word = outcome(c.verdict.value)
     if c.provisional and c.change_lo is not None:
         word += " (n=1)"
     return word

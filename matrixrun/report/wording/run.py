@@ -18,13 +18,14 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt
+from matrixrun.report.wording.counts import plural
 from matrixrun.report.wording.verdicts import cell_text
 from matrixrun.rundir.settings import SpecFacts
 
 REASON_WORDS = {
     "first": "first run",
     "surprise": "surprising change",
-    "inconclusive": "inconclusive cell",
+    "inconclusive": "undecided cell",
     "crossover": "crossover bracket",
     "fresh_server": "fresh-server check",
     "aa": "A/A (baseline against itself)",
@@ -131,7 +132,7 @@ def rerun_why(w: RerunWhy) -> str:
     if w.kind == WhyKind.AA:
         return "A/A: the baseline again on a fresh server measures the server-to-server spread"
     if w.kind == WhyKind.UNDECIDED:
-        cell = f"inconclusive ({cell_text(w.cell)}); " if w.cell is not None else ""
+        cell = f"undecided ({cell_text(w.cell)}); " if w.cell is not None else ""
         if w.no_sigma:
             return (
                 f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
@@ -184,10 +185,11 @@ def no_reruns(v: Verdict, max_runs: int | None, ingested: bool) -> str:
     if not flagged:
         return (
             "No cell was surprising (|change| above the surprise threshold) or "
-            "inconclusive, so the verify policy had nothing to rerun."
+            "undecided, so the verify policy had nothing to rerun."
         )
     return (
-        f"{len(flagged)} cell(s) were surprising or inconclusive, but no rerun was "
+        f"{plural(len(flagged), 'cell')} {'was' if len(flagged) == 1 else 'were'} surprising "
+        "or undecided, but no rerun was "
         "recorded (reruns disabled, budget spent, or the run stopped before stage 2)."
     )
 
@@ -406,9 +408,10 @@ def compare_title(a: str, b: str) -> str:
     return f"{b} against {a} (two runs compared)"
 
 
-def compared(a: str, b: str, arms: Sequence[str]) -> str:
+def compared(a: str, b: str, arms: Sequence[str], dirs: Sequence[str] = ()) -> str:
+    where = f" (`{a}` is {dirs[0]}, `{b}` is {dirs[1]})" if len(dirs) == 2 else ""
     return (
-        f"Built with `matrixrun compare` from two run directories: each arm of `{b}` is judged "
-        f"against the arm of the same name in `{a}` (the baseline), one slice per arm "
+        f"Built with `matrixrun compare` from two run directories{where}: each arm of `{b}` is "
+        f"judged against the arm of the same name in `{a}` (the baseline), one slice per arm "
         f"({', '.join(f'`{x}`' for x in arms)})."
     )

@@ -25,6 +25,7 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt
+from matrixrun.report.wording.counts import outcome, plural
 
 SOURCE_WORDS: dict[SigmaSource, str] = {
     SigmaSource.FRESH_SERVER: "fresh-server replicates",
@@ -232,7 +233,7 @@ def cell_note(note: CellNote, c: Comparison, *, short: bool = False) -> str:
 
 def cell_text(c: Comparison) -> str:
     """benchstat/criterion style: '−28.3% [−31.0, −25.5] n=2/2 worse',
-    '~ +1.1% [−3.0, +5.4] n=3/3 same'. n is baseline/candidate; '~' marks same/inconclusive."""
+    '~ +1.1% [−3.0, +5.4] n=3/3 same'. n is baseline/candidate; '~' marks same/undecided."""
     parts = []
     if c.verdict in ("same", "inconclusive"):
         parts.append("~")
@@ -240,7 +241,7 @@ def cell_text(c: Comparison) -> str:
     if c.change_lo is not None and c.change_hi is not None:
         parts.append(fmt.change_interval(c.change_lo, c.change_hi))
     parts.append(f"n={c.baseline.n}/{c.candidate.n}")
-    parts.append(c.verdict.value)
+    parts.append(outcome(c.verdict.value))
     text = " ".join(parts)
     lead = c.leading_note
     extras = [
@@ -257,7 +258,7 @@ def cell_text(c: Comparison) -> str:
 
 
 def undecided(c: Comparison) -> str:
-    """What an undecided cell needs, in words (never 'better' for an inconclusive cell)."""
+    """What an undecided cell needs, in words (never 'better' for an undecided cell)."""
     parts = []
     if c.small_change:
         parts.append("a change exists but is below the margin or not yet shown to exceed it")
@@ -278,16 +279,18 @@ def undecided(c: Comparison) -> str:
 
 
 def regimes(series: Series, axis: str, margin: float) -> str:
-    """'Along concurrency: inconclusive at 1, better at 10 and 64, worse at 256 and 1024;
+    """'Along concurrency: undecided at 1, better at 10 and 64, worse at 256 and 1024;
     crossover between concurrency 64 and 256 (≈ 95, interpolated in log concurrency).'"""
     x_of = {c.point_id: c.x for c in series.cells}
     parts = []
     for r in series.regimes:
         xs = fmt.join_words([fmt.x(x_of[p]) for p in r.point_ids if x_of.get(p) is not None])
         word = (
-            f"the same within ±{fmt.setting_percent(margin)}" if r.verdict == "same" else r.verdict
+            f"the same within ±{fmt.setting_percent(margin)}"
+            if r.verdict == "same"
+            else outcome(r.verdict)
         )
-        parts.append(f"{word} at {xs}" if xs else f"{word} at {len(r.point_ids)} point(s)")
+        parts.append(f"{word} at {xs}" if xs else f"{word} at {plural(len(r.point_ids), 'point')}")
     text = f"Along {axis}: " + ", ".join(parts)
     if series.non_monotone:
         text += "; " + NON_MONOTONE
@@ -298,13 +301,13 @@ def regimes(series: Series, axis: str, margin: float) -> str:
 
 def _inconclusive(ov: Overall, m: str, margin: str) -> str:
     if not ov.cells:
-        return f"inconclusive on {m}: no cell has measurements of both arms."
+        return f"undecided on {m}: no cell has measurements of both arms."
     if ov.sigma is None:
         return (
-            f"inconclusive on {m}: there is no noise estimate (n = 1 everywhere, no "
+            f"undecided on {m}: there is no noise estimate (n = 1 everywhere, no "
             "declared prior); rerun some cells on a fresh server, or declare the noise."
         )
-    text = f"inconclusive on {m}: no cell clears the ±{margin} margin"
+    text = f"undecided on {m}: no cell clears the ±{margin} margin"
     if ov.runs_needed is not None:
         text += (
             f"; about {ov.runs_needed} runs per arm in all in the undecided cells, the extra "
@@ -333,7 +336,8 @@ def overall(ov: Overall, s: AnalysisSettings) -> str:
         text += "."
     elif ov.verdict in (OverallVerdict.BETTER, OverallVerdict.WORSE):
         group = better or worse
-        tail = f"; the other {rest} cell(s) are same or inconclusive" if rest else ""
+        are = "is" if rest == 1 else "are"
+        tail = f"; the other {plural(rest, 'cell')} {are} same or undecided" if rest else ""
         text = (
             f"{ov.verdict} on {m} at {where(group, axis)} ({span(group)}, beyond the "
             f"±{margin} margin){tail}."
@@ -352,7 +356,9 @@ def overall(ov: Overall, s: AnalysisSettings) -> str:
     elif ov.verdict != OverallVerdict.INCONCLUSIVE and ov.sigma_source == SigmaSource.PRIOR:
         text += " σ is the declared prior, not measured."
     if ov.by_slice:
-        text += " By slice: " + "; ".join(f"{b.slice or '—'}: {b.verdict}" for b in ov.by_slice)
+        text += " By slice: " + "; ".join(
+            f"{b.slice or '—'}: {outcome(b.verdict)}" for b in ov.by_slice
+        )
         text += "."
     if ov.suspect is not None:
         text += (
@@ -397,9 +403,9 @@ def caveat(c: Caveat, v: Verdict) -> str:
     if k == CaveatKind.WARMUP:
         return (
             f"first-run warmup on {c.arm}: its later runs on a server beat the first by "
-            f"{fmt.change(math.expm1(c.value or 0.0))} on average ({c.count} pair(s), "
+            f"{fmt.change(math.expm1(c.value or 0.0))} on average ({plural(c.count or 0, 'pair')}, "
             f"{c.metric}), beyond the margin and beyond what noise explains: a "
-            "verdict its cold first runs could account for is inconclusive (warm each cell "
+            "verdict its cold first runs could account for is undecided (warm each cell "
             "up before measuring it: workload.warmup_requests: cell runs an unmeasured copy "
             "of it first; with transformers serve on an H200 one wave at the cell's "
             "concurrency was not enough)."

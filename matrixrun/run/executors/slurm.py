@@ -140,7 +140,8 @@ class SlurmExecutor:
         self.book.max_parallel = self.options.max_parallel
         policy = verify.policy_for(runner.spec, runner.plan)
         obs = runner.options.observer
-        obs.start(policy.expected_runs())
+        cost = runner.plan.cost
+        obs.start(policy.expected_runs(), cost.runs_worst_case + cost.bisection_runs_worst_case)
         skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c))
         if runner.retry:
             rd.event("retry_failed", cells=sorted(runner.retry))

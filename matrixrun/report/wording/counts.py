@@ -1,0 +1,22 @@
+"""Counted nouns and the one word per outcome, for every line the tool prints.
+
+Two small rules a newcomer notices first (issue 33): "1 cells" and "1 routine replicates" read
+as carelessness, and one outcome called "undecided" in a table and "inconclusive" in the line
+beside it reads as two outcomes. verdict.json keeps its stored value (`inconclusive`, so run
+directories already written stay readable); every printed word goes through `outcome`.
+"""
+
+from __future__ import annotations
+
+#: The printed word for each stored verdict value that is not printed as stored.
+_PRINTED = {"inconclusive": "undecided"}
+
+
+def outcome(stored: str) -> str:
+    """The word the report, progress and `--fail-on` use for a stored verdict or reason."""
+    return _PRINTED.get(stored, stored)
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """'1 cell', '2 cells', '0 cells'; `many` for irregular plurals ('1 was', '2 were')."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

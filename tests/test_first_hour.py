@@ -1,0 +1,179 @@
+"""Issue 33, the newcomer's first hour: one word per outcome, honest counts and progress, a CI
+gate that stops every regression, and the command line's small promises (aliases, help, a
+misspelt gate refused before anything is written). Run directories are built with the
+helpers of test_report.py (real analysis and rendering); the CLI runs in-process or as a real
+subprocess where its help text is the subject."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_report import writeup_run
+from test_report_decision import ratio_run
+
+from matrixrun.cli.main import main
+from matrixrun.report import render_run_dir
+from matrixrun.run.progress import PlainObserver, progress_text
+
+
+def mr(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "matrixrun", *args], capture_output=True, text=True, check=False
+    )
+
+
+# --------------------------------------------------------------------------- one word
+
+
+def test_the_report_never_says_inconclusive(tmp_path: Path) -> None:
+    """The tables say "undecided"; so must every other line (headline, regimes, rerun log)."""
+    flat = ratio_run(tmp_path / "u", [1.02] * 5)  # +2% against a 3% margin on σ 1%, n = 1
+    doc = render_run_dir(flat)
+    assert "undecided" in doc
+    assert "inconclusive" not in doc.lower()
+
+
+def test_fail_on_accepts_undecided_and_its_alias(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flat = ratio_run(tmp_path / "u", [1.0, 1.0, 1.0, 1.0, 1.02])
+    out = str(tmp_path / "r.md")
+    assert main(["report", str(flat.path), "-o", out, "--fail-on", "undecided"]) in (0, 1)
+    capsys.readouterr()
+    for word in ("undecided", "inconclusive"):
+        assert main(["report", str(flat.path), "-o", out, "--fail-on", word]) != 2
+
+
+def test_fail_on_worse_stops_a_mixed_candidate_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixed = writeup_run(tmp_path / "m")
+    out = str(tmp_path / "r.md")
+    capsys.readouterr()
+    assert main(["report", str(mixed.path), "-o", out, "--fail-on", "worse"]) == 1
+    err = capsys.readouterr().err
+    assert "is mixed, with 2 of 5 cells worse" in err
+
+
+def test_a_misspelt_gate_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixed = writeup_run(tmp_path / "m")
+    out = tmp_path / "r.md"
+    assert main(["report", str(mixed.path), "-o", str(out), "--fail-on", "wrose"]) == 2
+    assert not out.exists()
+    assert "wrose is not a verdict" in capsys.readouterr().err
+    cmp_out = tmp_path / "cmp"
+    assert (
+        main(
+            [
+                "compare",
+                str(mixed.path),
+                str(mixed.path),
+                "--out",
+                str(cmp_out),
+                "--fail-on",
+                "wrose",
+            ]
+        )
+        == 2
+    )
+    assert not cmp_out.exists()
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_analyze_is_an_alias_and_report_takes_out(tmp_path: Path) -> None:
+    run = writeup_run(tmp_path / "m")
+    (run.path / "verdict.json").unlink()
+    assert main(["analyze", str(run.path)]) == 0
+    assert (run.path / "verdict.json").exists()
+    out = tmp_path / "doc.md"
+    assert main(["report", str(run.path), "--out", str(out)]) == 0
+    assert out.read_text().startswith("# ")
+
+
+def test_top_level_help_names_exit_codes_and_where_to_start() -> None:
+    text = mr("--help").stdout
+    assert "exit codes: 0 ok; 1 ran" in text and "130 interrupted" in text
+    assert "docs/getting-started.md" in text
+
+
+def test_ingest_help_names_genai_bench() -> None:
+    assert "genai_bench" in mr("ingest", "--help").stdout.replace("\n", " ")
+
+
+def test_validate_counts_in_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = Path(__file__).parent.parent / "spec" / "glm5_cutedsl.yaml"
+    assert main(["validate", str(spec)]) == 0
+    line = capsys.readouterr().out
+    assert "(2 arms, 1 slice, 10 cells, 2 launches)" in line and "(s)" not in line
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def test_progress_says_done_of_planned_and_the_most_with_an_eta() -> None:
+    assert progress_text(0, 10, 30, 0.0) == "0/10, at most 30"
+    assert progress_text(5, 10, 30, 50.0) == "5/10, at most 30, ETA 50s–4m"
+    # past the first pass: planned grows with the reruns, never "23/10+"
+    assert progress_text(23, 10, 30, 230.0) == "23/23, at most 30, ETA ≤ 70s"
+    assert progress_text(10, 10, None, 100.0) == "10/10"
+
+
+def test_plain_progress_line_uses_the_report_word(tmp_path: Path) -> None:
+    from test_report import SPEC_TEXT, measurement, plan_of
+
+    plan = plan_of(SPEC_TEXT)
+    cell = plan.groups[0].cells[0]
+    m = measurement(cell, plan.groups[0].group_id, 100.0).model_copy(
+        update={"reason": "inconclusive"}
+    )
+    out = tmp_path / "log"
+    with out.open("w") as fh:
+        obs = PlainObserver(fh)
+        obs.start(4, 12)
+        obs.measured(m, "")
+    line = out.read_text()
+    assert "1/4, at most 12" in line and "(undecided)" in line and "inconclusive" not in line
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_names_timestamped_runs_plainly_and_titles_every_chart(tmp_path: Path) -> None:
+    a, b = writeup_run(tmp_path / "a"), writeup_run(tmp_path / "b")
+    assert a.path.name == b.path.name == "20260101-000000"  # the runner's naming
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a.path), str(b.path), "-o", str(out)]) == 0
+    doc = (out / "report.md").read_text()
+    assert doc.startswith("# run B against run A (two runs compared)")
+    assert "20260101-000000 (A)" not in doc
+    assert f"`run A` is {a.path}" in doc
+    titles = [line for line in doc.splitlines() if line.strip().startswith("title ")]
+    assert len(titles) >= 4 and len(set(titles)) == len(titles), titles
+
+
+def test_a_rehearsal_report_lands_where_git_ignores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --rehearse` copied its report over the committed reports/<stem>.rehearsal.md, so
+    `git status` was dirty after the README's first command; it goes under runs/ now."""
+    import argparse
+
+    from matrixrun.cli.main import _publish
+
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "report.md"
+    report.write_text("# r\n")
+    args = argparse.Namespace(report=None, rehearse=True, spec="myspec/x.yaml")
+    assert _publish(report, args) == Path("runs/x.rehearsal.md")
+    assert not (tmp_path / "reports").exists()
+    ignored = (Path(__file__).parent.parent / ".gitignore").read_text().splitlines()
+    assert "runs/" in ignored
+    real = argparse.Namespace(report=None, rehearse=False, spec="myspec/x.yaml")
+    assert _publish(report, real) == Path("reports/x.md")
