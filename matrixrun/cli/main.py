@@ -175,6 +175,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     elif args.resume:
         refuse_local_resume(args.resume)
+    if args.rehearse:
+        _before_rehearsal(args.spec)
     summary = run_experiment(
         args.spec,
         out=args.out,
@@ -200,6 +202,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     for sentence in summary.over_failure_rate:
         _err(sentence)
     return EXIT_FAILED if summary.failed or summary.over_failure_rate else EXIT_OK
+
+
+def _before_rehearsal(spec_path: str) -> None:
+    """What the rehearsal runs on, how long it takes, and each candidate the profile cannot
+    tell from the baseline, said before the first launch (the same lines as `plan`)."""
+    from matrixrun.plan import expand
+    from matrixrun.plan.render import rehearsal_lines
+    from matrixrun.spec import load_spec
+
+    spec = load_spec(spec_path)
+    for line in rehearsal_lines(spec, expand(spec)):
+        _err(line)
 
 
 def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:

@@ -16,41 +16,103 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from dataclasses import dataclass
 
 from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Launch
-from matrixrun.engines.sglang import Negatable, SGLangEngine
+from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
+from matrixrun.engines.sglang import Negatable, SGLangEngine, render_flags
 from matrixrun.plan import ServerGroup
+from matrixrun.sim import pace
+from matrixrun.sim.profile import Profile, as_launched, bundled
 from matrixrun.spec import Spec
+
+
+@dataclass(frozen=True)
+class RehearsalSetup:
+    """What a rehearsal of a spec runs on: the profile, and how fast. One function decides it
+    for the engine, `plan` and the report, so what they say is what runs."""
+
+    profile: Profile
+    bundled: bool  # the spec brings no profile: the simulator's default one
+    time_scale: float
+    stream_interval: int | None
+    #: why a spec without a profile still runs in real time (None when it does not)
+    real_time_why: str | None = None
+
+
+def rehearsal_setup(spec: Spec) -> RehearsalSetup:
+    """The spec's profile, time scale and stream interval; for a spec without a profile the
+    bundled one, as fast as the load client can follow (`sim/pace.py`) unless the spec sets
+    `rehearsal.time_scale` or `stream_interval` itself."""
+    given = spec.rehearsal.profile
+    if isinstance(given, Profile):
+        return RehearsalSetup(
+            given, False, spec.rehearsal.time_scale, spec.rehearsal.stream_interval
+        )
+    profile = bundled()
+    chosen = spec.rehearsal.model_fields_set
+    interval = spec.rehearsal.stream_interval
+    if "stream_interval" not in chosen:
+        interval = pace.STREAM_INTERVAL
+    if "time_scale" in chosen:
+        return RehearsalSetup(profile, True, spec.rehearsal.time_scale, interval)
+    top = max_concurrency(spec)
+    curves = [profile.resolve(as_launched(arm.flags))[0] for arm in spec.arms.values()]
+    scale = pace.safe_scale(curves, top, interval or 1)
+    why = None
+    if scale == 1.0:
+        rate = max(pace.events_per_second(c, top, interval or 1, 2.0) for c in curves)
+        why = (
+            f"at concurrency {top} even ×2 would ask the load client for {rate:,.0f} events/s "
+            f"(it keeps up with about {pace.EVENT_BUDGET:,.0f})"
+        )
+    return RehearsalSetup(profile, True, scale, interval, why)
+
+
+def max_concurrency(spec: Spec) -> int:
+    """The largest concurrency a spec's matrix runs (its sweep and its include entries)."""
+    extra = [int(c["concurrency"]) for c in spec.include if "concurrency" in c]
+    return max([*spec.sweep.concurrency, *extra])
 
 
 def rehearsal_engine(
     spec: Spec, seed_material: str, negatable: Negatable | None = None
 ) -> SimEngine:
-    """The sglang engine pointed at the built-in simulator with the spec's profile, time scale
-    and stream interval."""
-    from matrixrun.sim.profile import Profile
-
-    profile = spec.rehearsal.profile
-    if not isinstance(profile, Profile):
-        profile = Profile()
+    """The sglang engine pointed at the built-in simulator with the rehearsal's profile, time
+    scale and stream interval (`rehearsal_setup`)."""
+    setup = rehearsal_setup(spec)
+    if spec.rehearsal.seed is not None:
+        seed_material = str(spec.rehearsal.seed)
     extra = [
         "--profile-json",
-        profile.model_dump_json(),
+        setup.profile.model_dump_json(),
         "--time-scale",
-        str(spec.rehearsal.time_scale),
+        str(setup.time_scale),
     ]
-    if spec.rehearsal.stream_interval:
-        extra += ["--stream-interval", str(spec.rehearsal.stream_interval)]
+    if setup.stream_interval:
+        extra += ["--stream-interval", str(setup.stream_interval)]
     engine = SimEngine(
         [sys.executable, "-m", "matrixrun.sim"],
         extra,
         seed_material,
-        TimeScale(spec.rehearsal.time_scale),
+        TimeScale(setup.time_scale),
+        aliases=flag_aliases(spec.engine.kind),
     )
     if negatable is not None:
         engine.negatable = negatable
     return engine
+
+
+def flag_aliases(kind: str) -> dict[str, str]:
+    """How the spec's engine renders its flag keys (`tp` is `--tensor-parallel-size` for vLLM,
+    `--tp-size` for SGLang): a rehearsal renders them the same way, so its report's Setup shows
+    the flags `plan` shows and a GPU node would get (the simulator reads either spelling)."""
+    if kind == "vllm":
+        from matrixrun.engines.vllm import ALIASES as VLLM
+
+        return VLLM
+    return SGLANG_ALIASES
 
 
 class SimEngine(SGLangEngine):
@@ -65,20 +127,30 @@ class SimEngine(SGLangEngine):
         extra: list[str],
         seed_material: str,
         time_scale: TimeScale,
+        aliases: dict[str, str] | None = None,
     ) -> None:
         super().__init__(prefix, extra)
         self._seed_material = seed_material
         self._launches = 0
         self.time_scale = time_scale
+        self.aliases = SGLANG_ALIASES if aliases is None else aliases
 
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch:
         self._launches += 1
-        seed = int(
-            hashlib.sha256(
-                f"{self._seed_material}:{group.group_id}:{self._launches}".encode()
-            ).hexdigest()[:8],
-            16,
-        )
+        seed = launch_seed(self._seed_material, group.group_id, self._launches)
         launch = super().launch(group, host, port)
+        if self.aliases is not SGLANG_ALIASES:  # the spec's engine's spelling of its flags
+            negatable = self.negatable(group.launch)
+            given = render_flags(group.flags, SGLANG_ALIASES, negatable)
+            at = len(launch.argv) - len(self.extra_args) - len(given)
+            launch.argv[at : at + len(given)] = render_flags(group.flags, self.aliases, negatable)
         launch.argv.extend(["--seed", str(seed)])
         return launch
+
+
+def launch_seed(material: str, group_id: str, launch: int) -> int:
+    """The simulator's seed for the n-th launch of a rehearsal (1-based, counted across the
+    run): every noise draw of that server follows from it, so the same spec and seed draw
+    the same noise (`rehearsal.seed`, recorded in settings.json)."""
+    digest = hashlib.sha256(f"{material}:{group_id}:{launch}".encode()).hexdigest()
+    return int(digest[:8], 16)

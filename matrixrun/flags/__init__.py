@@ -20,6 +20,7 @@ from pathlib import Path
 
 from matrixrun.core.errors import SpecIssue
 from matrixrun.flags.check import FlagReport, check_spec
+from matrixrun.flags.rules import rule_issues
 from matrixrun.spec import EngineSpec, Spec
 
 
@@ -37,7 +38,7 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
     data = _yaml(Path(path))
     errors: list[SpecIssue] = []
     warnings: list[SpecIssue] = []
-    for issue in report.issues:
+    for issue in [*report.issues, *rule_issues(spec, _profile_file(data))]:
         from matrixrun.spec.loader import data_loc, line_of  # the loader's location machinery
 
         loc = data_loc(issue.loc, data) if data is not None else issue.loc
@@ -83,6 +84,13 @@ def negatable_for(engine: EngineSpec) -> Callable[[list[str] | None], frozenset[
         return negatable_options(engine, launch)
 
     return negatable
+
+
+def _profile_file(data: object) -> str | None:
+    """The profile file a spec names (`rehearsal.profile: x.yaml`), None when inline."""
+    rehearsal = data.get("rehearsal") if isinstance(data, dict) else None
+    profile = rehearsal.get("profile") if isinstance(rehearsal, dict) else None
+    return profile if isinstance(profile, str) else None
 
 
 def summary(report: FlagReport) -> str:

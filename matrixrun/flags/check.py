@@ -251,3 +251,18 @@ def _token_problem(flag: Flag, token: str) -> str | None:
     if flag.type == "human_int" and not _HUMAN_INT.fullmatch(token):
         return f"{token!r} is not an integer (nor a size such as 8k, 25.6k or 2K)"
     return None
+
+
+def unknown_key(spec: Spec, key: str) -> str | None:
+    """The unknown-flag sentence (with its did-you-mean) for a flag key the spec's engine
+    does not have, as `check_spec` says it; None when it has it or nothing can be checked.
+    For keys outside the arms, such as a rehearsal profile's `when:` (`flags/rules.py`)."""
+    kind = family(spec.engine.kind)
+    fs = source_for(spec.engine).flags if kind is not None else None
+    if kind is None or fs is None:
+        return None
+    from matrixrun.engines.sglang import flag_name
+
+    aliases = _aliases(kind)
+    option = flag_name(key, aliases)
+    return None if _lookup(fs, option) is not None else _unknown(fs, kind, key, option, aliases)

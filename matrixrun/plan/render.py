@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from matrixrun.core.units import format_duration
+from matrixrun.engines.sim import RehearsalSetup, rehearsal_setup
 from matrixrun.plan import Plan
+from matrixrun.plan.rehearsal import Blind, blind_pairs, wall_seconds
 from matrixrun.spec import Spec
 from matrixrun.spec.design import MIN_FRESH_DF
 
@@ -134,4 +136,61 @@ def plan_text(
         lines.append(
             "time: add `estimate: {launch: 10m, cell: 3m}` to the spec for a time estimate"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *rehearsal_lines(spec, plan)])
+
+
+def rehearsal_lines(spec: Spec, plan: Plan) -> list[str]:
+    """What `run --rehearse` would run on and how long it takes, and — before anything runs —
+    a warning for each candidate the profile cannot tell from the baseline, with the rule to
+    write. Printed by `plan` and by `run --rehearse` before its first launch."""
+    setup = rehearsal_setup(spec)
+    wall = wall_seconds(spec, plan, setup)
+    where = (
+        f"the bundled profile {setup.profile.name!r} (the spec has no rehearsal.profile)"
+        if setup.bundled
+        else f"profile {setup.profile.name!r}"
+    )
+    pace_words = (
+        f"{setup.time_scale:g}× faster than modelled"
+        if setup.time_scale != 1
+        else "in real time" + (f" ({setup.real_time_why})" if setup.real_time_why else "")
+    )
+    chosen = (
+        ", chosen so the load client keeps up" if setup.bundled and setup.time_scale != 1 else ""
+    )
+    lines = [
+        f"rehearsal (--rehearse): {where}, {pace_words}{chosen}; about "
+        f"{format_duration(wall.first_pass_s)} for the first pass, at most "
+        f"{format_duration(wall.most_s)} (an estimate from the profile's curves)"
+    ]
+    return lines + [blind_warning(b, setup) for b in blind_pairs(plan, setup)]
+
+
+def blind_warning(b: Blind, setup: RehearsalSetup) -> str:
+    """The warning for a candidate the profile runs as the baseline, with a rule to copy."""
+    differ = ", ".join(b.keys) or "nothing the simulator reads"
+    example = ""
+    if b.keys:
+        when = ", ".join(f"{k}: {_yaml(v)}" for k, v in zip(b.keys, b.values, strict=True))
+        example = (
+            " To rehearse a difference, give the candidate its own behaviour, e.g. (your "
+            "numbers; docs/simulator.md):\n"
+            "    rehearsal:\n"
+            "      profile:\n"
+            "        base: {step_ms: [[1, 20], [256, 60]], noise: 0.02, instance_noise: 0.01}\n"
+            "        rules:\n"
+            f"          - when: {{{when}}}\n"
+            "            set: {step_ms: [[1, 19], [256, 50]]}"
+        )
+    name = "the bundled profile" if setup.bundled else f"profile {setup.profile.name!r}"
+    return (
+        f"warning: {name} has no rule that tells {b.candidate} from {b.baseline} (they differ "
+        f"in {differ}): a rehearsal runs both as the same simulated engine, so its verdict "
+        f"shows the simulator's noise, not your change.{example}"
+    )
+
+
+def _yaml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -63,6 +63,8 @@ class Reproduce:
     spec_copy: str | None
     spec_sha: str | None
     files: list[str]
+    #: what a rehearsal's seed makes reproducible, in words (None for a real run)
+    seed_text: str | None = None
 
 
 @dataclass
@@ -211,18 +213,29 @@ def spec_stem(run_dir: str) -> str | None:
     return None  # unknown: the caller points at the run directory's own copy instead
 
 
+def spec_path_of(inputs: RunInputs) -> str:
+    """The spec a command should name: the path `run` was given (settings.json), else the run
+    directory's own copy — never a guess from the directory's name (a spec in `myspec/` is
+    not `spec/x.yaml`)."""
+    facts = inputs.settings.spec
+    if facts is not None and facts.spec_path:
+        return facts.spec_path
+    return f"{inputs.run_dir}/spec.yaml"
+
+
 def reproduce_of(inputs: RunInputs, simulated: bool) -> Reproduce:
     commands = []
     facts = inputs.settings.spec
     if facts is not None:
-        stem = spec_stem(inputs.run_dir)
-        spec_path = f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml"
+        spec_path = spec_path_of(inputs)
         commands.append(f"nox -s matrix -- {spec_path}" + (" --rehearse" if simulated else ""))
     elif inputs.ingest and inputs.ingest.get("command"):
         commands.append(str(inputs.ingest["command"]))
     commands.append(f"matrixrun report {inputs.run_dir}")
+    seed = facts.rehearsal.seed if facts is not None and facts.rehearsal is not None else None
     return Reproduce(
         commands=commands,
+        seed_text=wording.reproduce_seed(seed) if seed is not None else None,
         spec_copy=f"{inputs.run_dir}/spec.yaml" if facts is not None else None,
         spec_sha=facts.spec_sha256 if facts is not None else None,
         files=list(inputs.ingest.get("files", [])) if inputs.ingest else [],
@@ -291,16 +304,11 @@ def _compared(inputs: RunInputs) -> tuple[str, str, list[str]] | None:
 
 def _settle(inputs: RunInputs) -> str | None:
     """The command that would settle what is undecided (rerun the spec, or re-ingest)."""
-    stem = spec_stem(inputs.run_dir)
     needed = [
         c.runs_needed for _, _, c in inputs.verdict.comparisons() if c.runs_needed is not None
     ]
     return summary.settle_command(
-        inputs.settings,
-        inputs.run_dir,
-        f"spec/{stem}.yaml" if stem else f"{inputs.run_dir}/spec.yaml",
-        inputs.ingest,
-        needed,
+        inputs.settings, inputs.run_dir, spec_path_of(inputs), inputs.ingest, needed
     )
 
 

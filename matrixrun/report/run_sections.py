@@ -25,6 +25,8 @@ class Simulation:
     stream_interval: int | None
     note: str | None
     text: str
+    #: the first screen's warning when the profile could not tell arms apart (else None)
+    blind: str | None = None
 
 
 @dataclass
@@ -98,9 +100,24 @@ def simulation_of(
         note = note.rstrip() + "."
     slow_engine, slow_writes = simulator_lag(simulated)
     text = wording.simulation(scales, stream, slow_engine, slow_writes)
+    blind = None
+    if facts is not None and facts.rehearsal is not None:
+        r = facts.rehearsal
+        said = wording.rehearsal_profile(r.profile, r.bundled)
+        text += f" {said}" if said else ""
+        if r.blind:
+            blind = wording.blind_arms(r.blind, settings_baseline(settings))
     return Simulation(
-        time_scales=[fmt.x(s) for s in scales], stream_interval=stream, note=note, text=text
+        time_scales=[fmt.x(s) for s in scales],
+        stream_interval=stream,
+        note=note,
+        text=text,
+        blind=blind,
     )
+
+
+def settings_baseline(settings: RunSettings | None) -> str:
+    return settings.analysis.baseline if settings is not None else ""
 
 
 # ------------------------------------------------------------------------------ reruns

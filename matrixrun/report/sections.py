@@ -13,6 +13,8 @@ from typing import Any
 
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.verdict import AnalysisSettings
+from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
+from matrixrun.engines.vllm import ALIASES as VLLM_ALIASES
 from matrixrun.plan import Plan, ServerGroup
 from matrixrun.report import fmt, wording
 from matrixrun.rundir.settings import RunSettings, SpecFacts
@@ -90,7 +92,10 @@ def _argv_pairs(argv: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 def _names(key: str, name: str) -> bool:
-    return name[2:].replace("-", "_").startswith(key)
+    """Whether the option `name` is how an engine renders the spec key `key` (`tp` is
+    `--tp-size` for SGLang, `--tensor-parallel-size` for vLLM)."""
+    option = name[2:].replace("-", "_")
+    return option.startswith(key) or option in (SGLANG_ALIASES.get(key), VLLM_ALIASES.get(key))
 
 
 def given_flags(group: ServerGroup, argv: Sequence[str] | None) -> dict[str, str]:

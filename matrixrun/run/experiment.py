@@ -58,7 +58,10 @@ def run_experiment(
         rd = new_run_dir(spec_path, out, rehearse)
     spec, store_error = prepare(spec, rd.path, rehearse)  # verify.noise_from: auto, decided once
     options = RunOptions(
-        rehearse=rehearse, observer=observer or NullObserver(), retry_failed=retry_failed
+        rehearse=rehearse,
+        observer=observer or NullObserver(),
+        retry_failed=retry_failed,
+        spec_path=str(spec_path),
     )
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)

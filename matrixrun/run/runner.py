@@ -50,6 +50,7 @@ from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.report.wording.counts import outcome
 from matrixrun.run import outputs
 from matrixrun.run.gates import correctness_done, correctness_gate
 from matrixrun.run.progress import NullObserver, Observer
@@ -82,6 +83,8 @@ class RunOptions:
     observer: Observer = field(default_factory=NullObserver)
     #: With --resume: measure again, once, the cells whose every attempt failed.
     retry_failed: bool = False
+    #: The spec as given on the command line (settings.json; what Reproduce prints).
+    spec_path: str | None = None
 
 
 @dataclass
@@ -278,7 +281,7 @@ class Runner:
         flush_failed = self._flush(inst, cell)
         self.options.observer.status(
             f"{inst.group.arm} {self.plan.axis}={cell.x} "
-            f"attempt {attempt} ({reason}) on {inst.name}"
+            f"attempt {attempt} ({outcome(reason)}) on {inst.name}"
         )
         started_at = now_iso()
         bench = self._bench_serving(inst, cell, attempt)
@@ -538,6 +541,7 @@ class Runner:
             time_scale=self.engine.time_scale.factor,
             spec_sha256=hashlib.sha256(self.spec_text.encode()).hexdigest(),
             correctness=agreement,
+            spec_path=self.options.spec_path,
         )
         # engine.launch and flags can carry a key: the same redaction as plan.json
         redacted = type(settings).model_validate(redact_json(settings.model_dump(mode="json")))

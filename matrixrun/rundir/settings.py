@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import AnalysisSettings, check_schema_version
+from matrixrun.engines.sim import rehearsal_setup
+from matrixrun.plan.rehearsal import blind_pairs
 from matrixrun.rundir.results import RunDir
 
 if TYPE_CHECKING:
@@ -63,6 +65,18 @@ class SloBound(_Model):
     min: float | None = None
 
 
+class RehearsalFacts(_Model):
+    """A rehearsal's profile and seed, and the candidates its profile could not tell from the
+    baseline (the report says so beside SIMULATED; `Reproduce` names the seed)."""
+
+    profile: str
+    bundled: bool = Field(description="The spec gave no profile: the simulator's default one.")
+    seed: str = Field(description="rehearsal.seed, else the experiment: each launch's seed.")
+    blind: list[str] = Field(
+        default_factory=list, description="Candidates the profile runs as the baseline."
+    )
+
+
 class SpecFacts(_Model):
     """What the report says about the experiment beyond plan.json (which holds the models,
     hardware, arms' merged flags, launch prefixes and environments per server group)."""
@@ -91,6 +105,10 @@ class SpecFacts(_Model):
     stream_interval: int | None = Field(None, description="rehearsal.stream_interval")
     rehearsal_note: str | None = None
     spec_sha256: str | None = None
+    spec_path: str | None = Field(
+        None, description="The spec as `run` was given it (what Reproduce prints)."
+    )
+    rehearsal: RehearsalFacts | None = Field(None, description="What a rehearsal ran on.")
 
 
 class RunSettings(_Model):
@@ -205,13 +223,17 @@ def run_settings(
     time_scale: float = 1.0,
     spec_sha256: str | None = None,
     correctness: dict[str, float] | None = None,
+    spec_path: str | None = None,
 ) -> RunSettings:
     """settings.json of a spec-driven run."""
+    facts = spec_facts(spec, spec_sha256).model_copy(update={"spec_path": spec_path})
+    if rehearsal:
+        facts = facts.model_copy(update=rehearsal_facts(spec, plan))
     return RunSettings(
         analysis=analysis_settings(spec, plan, correctness),
         rehearsal=rehearsal,
         time_scale=time_scale,
-        spec=spec_facts(spec, spec_sha256),
+        spec=facts,
     )
 
 
@@ -237,3 +259,19 @@ def read_settings(rd: RunDir) -> RunSettings:
             f"{path}: not the settings of this matrixrun version ({exc.error_count()} "
             f"problem(s)); `matrixrun run SPEC --resume {rd.path}` rewrites it"
         ) from exc
+
+
+def rehearsal_facts(spec: Spec, plan: Plan) -> dict[str, Any]:
+    """The SpecFacts fields a rehearsal adds: its profile, seed, blind candidates, and the
+    stream interval it really used (chosen for a spec without a profile)."""
+    setup = rehearsal_setup(spec)
+    seed = spec.rehearsal.seed if spec.rehearsal.seed is not None else spec.experiment
+    return {
+        "stream_interval": setup.stream_interval,
+        "rehearsal": RehearsalFacts(
+            profile=setup.profile.name,
+            bundled=setup.bundled,
+            seed=str(seed),
+            blind=[b.candidate for b in blind_pairs(plan, setup)],
+        ),
+    }

@@ -37,20 +37,9 @@ import uvicorn
 from pydantic import ValidationError
 
 from matrixrun.sim.clock import now
-from matrixrun.sim.profile import Profile
+from matrixrun.sim.profile import ALIASES, Profile
 from matrixrun.sim.server import VERSION, SimConfig, SimServer
 
-ALIASES = {
-    "tp": "tp_size",
-    "tensor_parallel_size": "tp_size",
-    "dp": "dp_size",
-    "data_parallel_size": "dp_size",
-    "ep": "ep_size",
-    "expert_parallel_size": "ep_size",
-    "pp": "pp_size",
-    "pipeline_parallel_size": "pp_size",
-    "model": "model_path",
-}
 OWN_FLAGS = ("profile", "profile_json", "time_scale", "seed")
 DEFAULT_ARGS: dict[str, Any] = {
     "model_path": "matrixrun-sim-model",

@@ -23,6 +23,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 FlagScalar = str | int | float | bool | None
 
+#: Names the simulator reads under another (SGLang's and vLLM's spellings of one setting): a
+#: launch's `--tensor-parallel-size 8` is `tp_size`, and so is a rule's `when: {tp: 8}`.
+ALIASES = {
+    "tp": "tp_size",
+    "tensor_parallel_size": "tp_size",
+    "dp": "dp_size",
+    "data_parallel_size": "dp_size",
+    "ep": "ep_size",
+    "expert_parallel_size": "ep_size",
+    "pp": "pp_size",
+    "pipeline_parallel_size": "pp_size",
+    "model": "model_path",
+}
+
 
 class Curve(BaseModel):
     """How long one engine iteration takes, as a function of the running batch."""
@@ -212,6 +226,38 @@ def _matches(when: dict[str, FlagScalar], flags: dict[str, Any]) -> bool:
     """Every `when` flag (dashes or underscores) is set to the given value."""
     for key, val in when.items():
         name = key.replace("-", "_")
+        name = ALIASES.get(name, name)
         if name not in flags or _norm(flags[name]) != _norm(val):
             return False
     return True
+
+
+def bundled() -> Profile:
+    """The profile a rehearsal uses when its spec brings none (`sim/profiles/default.yaml`,
+    the simulator's own default too): a mid-size MoE on one node, with noise, so a rehearsal
+    without a profile still has run-to-run spread to measure. Reading a packaged file is the
+    one I/O here."""
+    from importlib import resources
+
+    from ruamel.yaml import YAML
+
+    text = resources.files("matrixrun.sim").joinpath("profiles/default.yaml").read_text()
+    return Profile.model_validate(YAML(typ="safe").load(text))
+
+
+def as_launched(flags: dict[str, Any]) -> dict[str, Any]:
+    """A spec's flags as the simulator reads them off the command line: snake_case names
+    through `ALIASES`, `false`/None omitted (the launch renders no flag for them)."""
+    out = {}
+    for key, value in flags.items():
+        if value is False or value is None:
+            continue
+        name = str(key).replace("-", "_")
+        out[ALIASES.get(name, name)] = value
+    return out
+
+
+def same_behaviour(profile: Profile, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when servers launched with the spec flags `a` and `b` get the same curve and
+    effects: the simulator cannot tell them apart, so a rehearsal measures only noise."""
+    return profile.resolve(as_launched(a)) == profile.resolve(as_launched(b))

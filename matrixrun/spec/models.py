@@ -238,6 +238,11 @@ class SweepSpec(_Model):
     def _dotted_server_keys(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        if not data:  # as `concurrency: []` is refused: an empty sweep is a mistake, not 1 cell
+            raise ValueError(
+                "is empty: name at least one axis, e.g. `sweep: {concurrency: [1, 64]}` (leave "
+                "sweep out for the one point concurrency 1)"
+            )
         out: dict[str, Any] = {}
         server: dict[str, Any] = {}
         for key, value in data.items():
@@ -491,6 +496,11 @@ class RehearsalSpec(_Model):
         "off the critical path at high dilated rates; the report says so).",
     )
     note: str | None = Field(None, description="Where the profile's numbers come from.")
+    seed: int | str | None = Field(
+        None,
+        description="Seed of the simulator's noise draws (default: the experiment name); the "
+        "same spec and seed draw the same noise, another seed another sample of it.",
+    )
 
 
 class SloSpec(_Model):

@@ -240,6 +240,38 @@ def simulation(
     return text + "."
 
 
+def rehearsal_profile(profile: str, bundled: bool) -> str:
+    """Which profile a rehearsal ran on, where the spec gave none."""
+    return (
+        f"Profile: the bundled {fmt.user_plain(profile)!r} (the spec gives none)."
+        if bundled
+        else ""
+    )
+
+
+def blind_arms(blind: Sequence[str], baseline: str) -> str:
+    """The first screen's warning: the profile ran these candidates as the baseline, so the
+    verdict is about the simulator's noise, not the change (issue 33)."""
+    names = ", ".join(f"`{fmt.user_plain(b)}`" for b in blind)
+    return (
+        f"**No rule of the simulator's profile tells {names} from `{fmt.user_plain(baseline)}`: "
+        "both ran as the same simulated engine, so any difference below is the simulator's "
+        "noise, not the change.** Give the profile a rule for the flags they differ in "
+        "(docs/simulator.md; `matrixrun plan` shows one to copy)."
+    )
+
+
+def reproduce_seed(seed: str) -> str:
+    """What the first command reproduces of a rehearsal, and what it cannot."""
+    return (
+        f"The simulator's noise is seeded (`rehearsal.seed`: `{fmt.user_plain(seed)}`; each "
+        "launch's seed follows from it and the launch's order), so the first command draws "
+        "the same noise again. The host's timing jitter still moves each number a little, "
+        "and where a cell sits near its margin it can move that verdict and the reruns the "
+        "policy picks. Another `rehearsal.seed` draws another sample of the same noise."
+    )
+
+
 def hardware_sentence(check: Any) -> str | None:
     """The runner's hardware gate result as one sentence; an override is said in bold."""
     if not isinstance(check, dict):
