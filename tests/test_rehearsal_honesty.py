@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.engines.sim import launch_seed, rehearsal_engine, rehearsal_setup
+from matrixrun.engines.sim import launch_seed, rehearsal_engine
 from matrixrun.plan import expand
-from matrixrun.plan.rehearsal import blind_pairs, wall_seconds
+from matrixrun.plan.rehearsal import blind_pairs, rehearsal_setup, wall_seconds
 from matrixrun.plan.render import plan_text
 from matrixrun.spec import load_spec, parse_spec
 

@@ -16,64 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from dataclasses import dataclass
 
 from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Launch
 from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
 from matrixrun.engines.sglang import Negatable, SGLangEngine, render_flags
 from matrixrun.plan import ServerGroup
-from matrixrun.sim import pace
-from matrixrun.sim.profile import Profile, as_launched, bundled
+from matrixrun.plan.rehearsal import rehearsal_setup
 from matrixrun.spec import Spec
-
-
-@dataclass(frozen=True)
-class RehearsalSetup:
-    """What a rehearsal of a spec runs on: the profile, and how fast. One function decides it
-    for the engine, `plan` and the report, so what they say is what runs."""
-
-    profile: Profile
-    bundled: bool  # the spec brings no profile: the simulator's default one
-    time_scale: float
-    stream_interval: int | None
-    #: why a spec without a profile still runs in real time (None when it does not)
-    real_time_why: str | None = None
-
-
-def rehearsal_setup(spec: Spec) -> RehearsalSetup:
-    """The spec's profile, time scale and stream interval; for a spec without a profile the
-    bundled one, as fast as the load client can follow (`sim/pace.py`) unless the spec sets
-    `rehearsal.time_scale` or `stream_interval` itself."""
-    given = spec.rehearsal.profile
-    if isinstance(given, Profile):
-        return RehearsalSetup(
-            given, False, spec.rehearsal.time_scale, spec.rehearsal.stream_interval
-        )
-    profile = bundled()
-    chosen = spec.rehearsal.model_fields_set
-    interval = spec.rehearsal.stream_interval
-    if "stream_interval" not in chosen:
-        interval = pace.STREAM_INTERVAL
-    if "time_scale" in chosen:
-        return RehearsalSetup(profile, True, spec.rehearsal.time_scale, interval)
-    top = max_concurrency(spec)
-    curves = [profile.resolve(as_launched(arm.flags))[0] for arm in spec.arms.values()]
-    scale = pace.safe_scale(curves, top, interval or 1)
-    why = None
-    if scale == 1.0:
-        rate = max(pace.events_per_second(c, top, interval or 1, 2.0) for c in curves)
-        why = (
-            f"at concurrency {top} even ×2 would ask the load client for {rate:,.0f} events/s "
-            f"(it keeps up with about {pace.EVENT_BUDGET:,.0f})"
-        )
-    return RehearsalSetup(profile, True, scale, interval, why)
-
-
-def max_concurrency(spec: Spec) -> int:
-    """The largest concurrency a spec's matrix runs (its sweep and its include entries)."""
-    extra = [int(c["concurrency"]) for c in spec.include if "concurrency" in c]
-    return max([*spec.sweep.concurrency, *extra])
 
 
 def rehearsal_engine(

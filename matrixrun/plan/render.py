@@ -7,9 +7,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from matrixrun.core.units import format_duration
-from matrixrun.engines.sim import RehearsalSetup, rehearsal_setup
 from matrixrun.plan import Plan
-from matrixrun.plan.rehearsal import Blind, blind_pairs, wall_seconds
+from matrixrun.plan.rehearsal import (
+    Blind,
+    RehearsalSetup,
+    blind_pairs,
+    rehearsal_setup,
+    wall_seconds,
+)
 from matrixrun.spec import Spec
 from matrixrun.spec.design import MIN_FRESH_DF
 

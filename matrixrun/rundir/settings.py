@@ -20,8 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import AnalysisSettings, check_schema_version
-from matrixrun.engines.sim import rehearsal_setup
-from matrixrun.plan.rehearsal import blind_pairs
+from matrixrun.plan.rehearsal import blind_pairs, rehearsal_setup
 from matrixrun.rundir.results import RunDir
 
 if TYPE_CHECKING:
