@@ -6,6 +6,7 @@ subprocess where its help text is the subject."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,124 @@ def test_a_rehearsal_report_lands_where_git_ignores_it(
     assert "runs/" in ignored
     real = argparse.Namespace(report=None, rehearse=False, spec="myspec/x.yaml")
     assert _publish(report, real) == Path("reports/x.md")
+
+
+# --------------------------------------------------------------------------- what was measured
+
+
+def test_a_midpoint_with_one_arm_measured_says_so_under_the_table(tmp_path: Path) -> None:
+    """Bisection measured only the candidate at a midpoint (its last round ended first): the
+    analysis compares nothing there, so the point has no row; the report says what was
+    measured instead of dropping it silently (docs/spec.md, verify.bisect)."""
+    from test_report import SPEC_TEXT, measurement, plan_of, write_run
+
+    from matrixrun.plan import added_cell
+    from matrixrun.spec import parse_spec
+
+    text = SPEC_TEXT
+    plan, spec = plan_of(text), parse_spec(text)
+    ms = [
+        measurement(c, g.group_id, 100.0 * (1.3 if g.arm == plan.candidates[0] else 1.0))
+        for g in plan.groups
+        for c in g.cells
+    ]
+    cand = next(g for g in plan.groups if g.arm == plan.candidates[0])
+    mid = added_cell(spec, cand, cand.cells[2], 128)
+    ms.append(measurement(mid, cand.group_id, 250.0, reason="bisection"))
+    doc = render_run_dir(write_run(tmp_path / "run", text, ms))
+    assert (
+        "concurrency 128 (added by bisection): only `flashinfer_cutedsl` was measured there — "
+        "`flashinfer_cutlass` has no successful run of it" in doc
+    )
+    assert "| 128 (added by bisection) |" not in doc
+
+
+# --------------------------------------------------------------------------- believable numbers
+
+
+def _one_df_run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Every cell once per arm, one warm repeat of the baseline at concurrency 1: σ on 1 df."""
+    from test_report import SPEC_TEXT, measurement, plan_of, with_spec, write_run
+
+    text = with_spec(SPEC_TEXT, verify={"threshold": "3%", "max_runs": 3})
+    plan = plan_of(text)
+    ms = [
+        measurement(c, g.group_id, 100.0 * (1.02 if g.arm == plan.candidates[0] else 1.0))
+        for g in plan.groups
+        for c in g.cells
+    ]
+    base = plan.groups[0]
+    ms.append(measurement(base.cells[0], base.group_id, 100.4, attempt=2, reason="inconclusive"))
+    return write_run(tmp_path / "run", text, ms)
+
+
+def test_no_interval_the_data_cannot_support(tmp_path: Path) -> None:
+    """ "+2.0% [−99.3, +15041.5]" came from a t quantile on 1 df: past ×4 the cell says what it
+    lacks and what would give it an interval, and gives no run count read off that σ."""
+    doc = render_run_dir(_one_df_run(tmp_path))
+    assert "| 10 | 100.0 | 102.0 | +2.0% (no usable interval: σ on 1 df) |" in doc
+    assert "at concurrency 10, 64, 256 and 1024: its interval is too wide to read: a " in doc
+    assert "calibration run (`verify.design: fixed`" in doc
+    # σ on 1 df is not stated as a measurement
+    assert "σ ≈ 0.3% on only 1 df" in doc and "σ = 0.3% (df = 1" not in doc
+    assert "runs from half to 16 times this estimate" in doc
+
+
+def test_confidence_is_printed_with_sensible_precision() -> None:
+    from matrixrun.report import fmt
+
+    assert fmt.confidence(0.981791) == "98.2%"
+    assert fmt.confidence(0.95) == "95.0%"
+    assert fmt.confidence(0.99951) == "99.95%"
+
+
+def test_a_same_verdict_states_its_level_sensibly(tmp_path: Path) -> None:
+    flat = ratio_run(tmp_path / "s", [1.0] * 5)
+    doc = render_run_dir(flat)
+    assert "% confidence" in doc
+    assert not re.search(r"\d+\.\d{3,}% confidence", doc), "spurious precision"
+
+
+def test_runs_needed_past_twenty_is_not_advice() -> None:
+    from matrixrun.report.wording.decision import settle
+
+    text = settle("nox -s matrix -- x.yaml", [188, 90], 2)
+    assert "More runs will not settle it" in text and "more than 20 runs per arm" in text
+    assert "max_runs" not in text and "`nox" not in text
+    mixed = settle("nox -s matrix -- x.yaml", [4, 188], 2)
+    assert "about 4 runs per arm would decide 1 of the 2" in mixed and "over 20" in mixed
+
+
+def test_plan_warns_when_the_margin_is_out_of_reach() -> None:
+    res = mr("plan", "tests/specs/tiny.yaml")  # noise 2%, max_runs 2, margin 3%
+    assert res.returncode == 0
+    assert "warning: with the declared noise (verify.noise 2%) and verify.max_runs 2" in res.stdout
+    assert "no cell can be called same" in res.stdout and "raise verify.max_runs to 6" in res.stdout
+    ok = mr("plan", "spec/glm5_cutedsl.yaml")  # no declared noise: nothing to promise
+    assert "cannot get narrower" not in ok.stdout
+
+
+# --------------------------------------------------------------------------- lines that agree
+
+
+def test_the_checks_line_names_the_fresh_replicates_the_log_lists() -> None:
+    from matrixrun.core.verdict import RerunKind
+    from matrixrun.report.decision import Checks
+    from matrixrun.report.wording.decision import checks_line
+
+    class R:  # the two fields checks_line reads of a routine replicate
+        kind = RerunKind.FRESH_SERVER
+
+    c = Checks([], {}, [], 0, 0, 10, replicates=[R()] * 9)  # type: ignore[list-item]
+    line = checks_line(c, simulated=True, ingested=False, axis="concurrency")
+    assert "not tested: warm-up or an odd server instance" in line
+    assert "the 9 fresh-server replicates in the rerun log measured the launch-to-launch" in line
+
+
+def test_the_proposal_cost_counts_bisection() -> None:
+    from matrixrun.publish.proposal import render_proposal
+
+    text = render_proposal("spec/glm5_cutedsl.yaml", ())[0]
+    assert (
+        "| + crossover bisection, at most (verify.bisect 1) | 0 (on those launches) | 24 |" in text
+    )

@@ -25,7 +25,9 @@ from matrixrun.core.redact import redact_file, redact_json, redact_text
 from . import history as store_cli
 
 if TYPE_CHECKING:
+    from matrixrun.plan import Plan
     from matrixrun.rundir.jobs import JobRecord
+    from matrixrun.spec import Spec
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -94,8 +96,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
         noise = plan_noise(spec, plan)
         note = plan_noise_note(spec.engine.kind, noise)
         print(redact_text(plan_text(spec, plan, noise.history, note)))
+        if (warning := _margin_warning(spec, plan)) is not None:
+            print(warning)
     _summary(_plan_summary(args.spec, args.history or ()))
     return EXIT_OK
+
+
+def _margin_warning(spec: Spec, plan: Plan) -> str | None:
+    """Before the run: can the margin be reached at all with the declared noise and
+    max_runs? If even the narrowest interval the run can end with is wider than the margin,
+    no cell can be called same, and only changes well beyond it better or worse."""
+    import math
+
+    from matrixrun.rundir.settings import analysis_settings
+    from matrixrun.verify.chance import narrowest_half_width, runs_for_half_width
+
+    v = spec.verify
+    if v.noise is None or v.max_runs < 1:
+        return None
+    level = analysis_settings(spec, plan).level
+    margin = math.log1p(v.threshold)
+    half = narrowest_half_width(v.noise, v.max_runs, level)
+    if half < margin:
+        return None
+    need = runs_for_half_width(v.noise, margin, level)
+    return (
+        f"warning: with the declared noise (verify.noise {100 * v.noise:g}%) and verify.max_runs "
+        f"{v.max_runs}, a cell's interval cannot get narrower than ±{100 * math.expm1(half):.1f}% "
+        f"— wider than the ±{100 * v.threshold:g}% margin — so no cell can be called same, and "
+        f"only changes beyond about ±{100 * math.expm1(margin + half):.0f}% better or worse; "
+        f"raise verify.max_runs to {need} or more, widen verify.threshold, or lower the noise"
+    )
 
 
 def _plan_markdown(args: argparse.Namespace) -> int:

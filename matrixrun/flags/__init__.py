@@ -20,7 +20,7 @@ from pathlib import Path
 
 from matrixrun.core.errors import SpecIssue
 from matrixrun.flags.check import FlagReport, check_spec
-from matrixrun.flags.rules import rule_issues
+from matrixrun.flags.rules import identical_arms, rule_issues
 from matrixrun.spec import EngineSpec, Spec
 
 
@@ -38,7 +38,8 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
     data = _yaml(Path(path))
     errors: list[SpecIssue] = []
     warnings: list[SpecIssue] = []
-    for issue in [*report.issues, *rule_issues(spec, _profile_file(data))]:
+    found = [*identical_arms(spec), *rule_issues(spec, _profile_file(data))]
+    for issue in [*report.issues, *found]:
         from matrixrun.spec.loader import data_loc, line_of  # the loader's location machinery
 
         loc = data_loc(issue.loc, data) if data is not None else issue.loc

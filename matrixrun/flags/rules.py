@@ -54,6 +54,31 @@ def rule_issues(spec: Spec, profile_file: str | None = None) -> list[FlagIssue]:
     return out
 
 
+def identical_arms(spec: Spec) -> list[FlagIssue]:
+    """A warning per arm with the same flags, launch and environment as an earlier one: both
+    would launch the same server, so the comparison could only show noise (a rehearsal
+    would even call it "same" with confidence). A warning, not an error: an A/A pair can be
+    meant, though `verify.aa` is the way to ask for one."""
+    out: list[FlagIssue] = []
+    seen: dict[str, str] = {}
+    for name, arm in spec.arms.items():
+        flags = sorted((str(k).replace("-", "_"), repr(v)) for k, v in arm.flags.items())
+        key = repr((flags, arm.launch, sorted(arm.env.items())))
+        if key in seen:
+            out.append(
+                FlagIssue(
+                    ("arms", name),
+                    f"has the same flags, launch and env as {seen[key]!r}, so both launch the "
+                    "same server and the comparison can only show noise; make them differ "
+                    "(to measure server-to-server spread, set verify.aa: true instead)",
+                    "warning",
+                )
+            )
+        else:
+            seen[key] = name
+    return out
+
+
 def _used_keys(spec: Spec) -> set[str]:
     keys = {str(k).replace("-", "_") for k in spec.engine.args}
     keys |= {str(k).replace("-", "_") for hw in spec.hardwares for k in hw.args}

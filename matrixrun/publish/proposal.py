@@ -366,6 +366,15 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
         f"{times(cost.time_first_pass_s)} |",
         f"| verify worst case | {cost.launches_worst_case} | {cost.runs_worst_case} | "
         f"{times(cost.time_worst_case_s)} |",
+        *(
+            [
+                f"| + crossover bisection, at most (verify.bisect {v.bisect}) | 0 (on those "
+                f"launches) | {c.bisection_runs_worst_case} | "
+                f"{times(c.bisection_runs_worst_case * cell_s if cell_s is not None else None)} |"
+            ]
+            if c.bisection_runs_worst_case
+            else []
+        ),
         "",
         f"Verify policy: {policy}. {worst}{' (capped by the budget)' if c.budget_s else ''}.",
         "",

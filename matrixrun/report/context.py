@@ -141,6 +141,8 @@ class Context:
     limit: int = COMMENT_LIMIT
     #: The line under the charts that links chart.png, where it exists.
     chart_png: str | None = None
+    #: bisection midpoints with an arm never measured: said under the main table (no row)
+    unmatched: list[str] = field(default_factory=list)
 
     def template_vars(self) -> dict[str, Any]:
         """The top-level names a template sees (nested sections stay objects)."""
@@ -359,6 +361,10 @@ def context_from(inputs: RunInputs) -> Context:
         charts=charts.charts_of(verdict),
         chart_png=charts.picture_line(inputs.run_dir, CHART_FILE) if inputs.chart_png else None,
         folded=summary.folded_lines(verdict),
+        unmatched=[
+            wording.half_measured(h.x, settings.axis, h.measured, h.missing)
+            for h in tables.half_measured(inputs.plan, ms, added, settings.baseline)
+        ],
         secondary=summary.secondary_lines(verdict),
         slo=summary.slo_of(verdict, inputs.settings),
         rerun_checks=[reruns[i] for i in tested if i < len(reruns)],

@@ -28,6 +28,7 @@ from matrixrun.core.verdict import (
     Series,
     Verdict,
 )
+from matrixrun.report import fmt
 from matrixrun.rundir.settings import SloBound
 
 #: Two metrics whose arm means agree within this everywhere are folded into one line.
@@ -153,7 +154,12 @@ def recommendations(verdict: Verdict) -> list[Recommendation]:
             for series in mr.series:
                 found = stretches(series)
                 undecided = [c for c in series.cells if c.verdict == CellVerdict.INCONCLUSIVE]
-                needed = [c.runs_needed for c in undecided if c.runs_needed is not None]
+                needed = [  # a count read off a σ too uncertain to print an interval is no advice
+                    c.runs_needed
+                    for c in undecided
+                    if c.runs_needed is not None
+                    and (c.change_lo is None or fmt.interval_usable(c.change_lo, c.change_hi))
+                ]
                 out.append(
                     Recommendation(
                         slice=sl.slice,

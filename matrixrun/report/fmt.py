@@ -24,8 +24,23 @@ def change(value: float, decimals: int = 1) -> str:
     return signed(100 * value, decimals) + "%"
 
 
-def change_interval(lo: float, hi: float) -> str:
+#: Widest interval printed, as the ratio of its ends' (1 + change): past ×4 (say −50% to +100%)
+#: it says nothing a reader can use (issue 33: "+2.0% [−99.3, +15041.5]", a t quantile on 1 df),
+#: so the cell says what it lacks instead.
+WIDEST_INTERVAL = 4.0
+
+
+def change_interval(lo: float, hi: float, df: float | None = None) -> str:
+    """'[−31.0, −25.5]'; past `WIDEST_INTERVAL`, '(no usable interval: σ on 1 df)'."""
+    if (1 + hi) > WIDEST_INTERVAL * max(1 + lo, 1e-12):
+        on = f": σ on {df:.3g} df" if df is not None else ""
+        return f"(no usable interval{on})"
     return f"[{signed(100 * lo)}, {signed(100 * hi)}]"
+
+
+def interval_usable(lo: float | None, hi: float | None) -> bool:
+    """Whether `change_interval` prints the interval itself."""
+    return lo is not None and hi is not None and (1 + hi) <= WIDEST_INTERVAL * max(1 + lo, 1e-12)
 
 
 def percent(fraction: float) -> str:
@@ -36,6 +51,16 @@ def percent(fraction: float) -> str:
     if pct >= 0.1:
         return f"{pct:.1f}%"
     return f"{pct:.2g}%"
+
+
+def confidence(fraction: float) -> str:
+    """A confidence level with the precision it deserves: 0.981791 → '98.2%' (not
+    '98.1791%'); more decimals only where one would read 100.0% (0.99951 → '99.95%')."""
+    for decimals in (1, 2, 3):
+        text = f"{100 * fraction:.{decimals}f}"
+        if float(text) < 100:
+            return text + "%"
+    return f"{100 * fraction:.4f}%"
 
 
 def share(fraction: float) -> str:

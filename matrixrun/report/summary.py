@@ -14,6 +14,7 @@ from matrixrun.core.verdict import Verdict
 from matrixrun.report import decision, fmt
 from matrixrun.report.wording import decision as words
 from matrixrun.report.wording import launches as launch_words
+from matrixrun.report.wording.verdicts import RUNS_WORTH_RUNNING
 from matrixrun.rundir.settings import RunSettings
 
 #: More (candidate, series) pairs than this get one advice line per candidate.
@@ -162,7 +163,8 @@ def settle_command(
     fresh server."""
     if settings.spec is not None and spec_path is not None:
         rehearse = " --rehearse" if settings.rehearsal else ""
-        need = max([settings.spec.max_runs + 1, *runs_needed])
+        worth = [n for n in runs_needed if n <= RUNS_WORTH_RUNNING]
+        need = max([settings.spec.max_runs + 1, *worth])
         return f"nox -s matrix -- {spec_path}{rehearse}  # with verify.max_runs: {need} in the spec"
     given = ingest.get("files") if ingest else None
     if isinstance(given, list):

@@ -94,6 +94,43 @@ def added_points(
     return frozenset(found)
 
 
+@dataclass
+class HalfMeasured:
+    """An added (bisection) point that has no row: some arm was never measured there."""
+
+    slice: str
+    x: str
+    measured: list[str]
+    missing: list[str]
+
+
+def half_measured(
+    plan: Plan | None,
+    measurements: Sequence[Measurement],
+    added: Collection[tuple[str, str]],
+    baseline: str,
+) -> list[HalfMeasured]:
+    """Added points where the baseline or a candidate has no successful run: the analysis
+    compares nothing there, so the table has no row for them, and the report must say what
+    was measured instead of leaving a midpoint the docs promise silently out."""
+    if plan is None:
+        return []
+    arms = [baseline, *plan.candidates]
+    out = []
+    for sl, pid in sorted(added):
+        ok = {m.arm for m in measurements if (m.slice, m.point_id) == (sl, pid) and m.ok}
+        if ok and any(a not in ok for a in arms):
+            cell = next((c for c in plan.cells() if (c.slice, c.point_id) == (sl, pid)), None)
+            x = next((m.point for m in measurements if (m.slice, m.point_id) == (sl, pid)), {})
+            shown = fmt.x(cell.x) if cell is not None else str(x.get(plan.axis, pid))
+            out.append(
+                HalfMeasured(
+                    sl, shown, [a for a in arms if a in ok], [a for a in arms if a not in ok]
+                )
+            )
+    return out
+
+
 def metric_tables(
     verdict: Verdict,
     metric: str,
@@ -137,7 +174,7 @@ def metric_tables(
                         shown += f" ({wording.BISECTED})"
                     change = "n/a" if c.change is None else fmt.change(c.change)
                     if c.change_lo is not None and c.change_hi is not None:
-                        change += " " + fmt.change_interval(c.change_lo, c.change_hi)
+                        change += " " + fmt.change_interval(c.change_lo, c.change_hi, c.df)
                     cells = [shown, _sample_text(c.baseline), _sample_text(c.candidate), change]
                     lead = c.leading_note
                     word = dwords.verdict_short(c)

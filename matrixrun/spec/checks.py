@@ -40,7 +40,6 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             )
         )
     found += _command_issues(spec)
-    found += _identical_arms(spec)
     measured = [spec.metrics.primary, *spec.metrics.secondary]
     for i, bound in enumerate(spec.slo):
         if bound.metric not in measured:
@@ -106,28 +105,4 @@ def _command_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             )
     if spec.engine.api == "sglang":
         found.append((("engine", "api"), "kind command speaks the OpenAI API; remove engine.api"))
-    return found
-
-
-def _identical_arms(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
-    """Two arms with the same flags, launch and environment would launch the same server: the
-    comparison could only show noise, and a rehearsal would call it "same" with confidence."""
-    found: list[tuple[tuple[Any, ...], str]] = []
-    seen: dict[str, str] = {}
-    for name, arm in spec.arms.items():
-        flags = {str(k).replace("-", "_"): v for k, v in arm.flags.items()}
-        key = repr(
-            (sorted(flags.items(), key=lambda kv: kv[0]), arm.launch, sorted(arm.env.items()))
-        )
-        if key in seen:
-            found.append(
-                (
-                    ("arms", name),
-                    f"has the same flags, launch and env as {seen[key]!r}, so both would launch "
-                    "the same server and the comparison could only show noise; make them differ "
-                    "(to measure server-to-server spread, set verify.aa: true instead)",
-                )
-            )
-        else:
-            seen[key] = name
     return found

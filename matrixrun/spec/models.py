@@ -238,11 +238,6 @@ class SweepSpec(_Model):
     def _dotted_server_keys(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        if not data:  # as `concurrency: []` is refused: an empty sweep is a mistake, not 1 cell
-            raise ValueError(
-                "is empty: name at least one axis, e.g. `sweep: {concurrency: [1, 64]}` (leave "
-                "sweep out for the one point concurrency 1)"
-            )
         out: dict[str, Any] = {}
         server: dict[str, Any] = {}
         for key, value in data.items():
@@ -544,6 +539,18 @@ class Spec(_Model):
     )
     baseline: str | None = Field(None, description="Baseline arm; default: the first arm.")
     sweep: SweepSpec = Field(default_factory=SweepSpec)
+
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _sweep_not_empty(cls, data: Any) -> Any:
+        # as `concurrency: []` is refused: a written-out empty sweep is a mistake, not 1 cell
+        if isinstance(data, dict) and not data:
+            raise ValueError(
+                "is empty: name at least one axis, e.g. `sweep: {concurrency: [1, 64]}` (leave "
+                "sweep out for the one point concurrency 1)"
+            )
+        return data
+
     exclude: list[Combination] = Field(
         default_factory=list,
         description="Combinations to drop, e.g. {concurrency: 1024, "

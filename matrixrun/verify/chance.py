@@ -24,3 +24,18 @@ def decide_chance(
     if h < m:
         p += max(z.cdf((m - h - d) / spread) - z.cdf((-m + h - d) / spread), 0.0)
     return min(p, 1.0)
+
+
+def narrowest_half_width(sigma: float, n_max: int, level: float) -> float:
+    """The half-width (log scale) of a cell's interval when both arms have `n_max` runs, each
+    on its own launch, and one run's noise is exactly `sigma` (known: the normal quantile, so
+    the truth is wider still). What `plan` compares with the margin before a run: no interval
+    narrower than this can exist, whatever the runs measure."""
+    q = NormalDist().inv_cdf(0.5 + level / 2)
+    return q * sigma * math.sqrt(2 / n_max)
+
+
+def runs_for_half_width(sigma: float, half: float, level: float) -> int:
+    """The fewest runs per arm whose `narrowest_half_width` is below `half`."""
+    q = NormalDist().inv_cdf(0.5 + level / 2)
+    return max(2, math.ceil(2 * (q * sigma / half) ** 2) + 1)

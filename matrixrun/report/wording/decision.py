@@ -4,8 +4,7 @@ titles and the main table's short words. The data come from `report.decision`.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import (
@@ -28,8 +27,8 @@ from matrixrun.report.decision import (
     SloBest,
     Stretch,
 )
-from matrixrun.report.wording.counts import outcome
-from matrixrun.report.wording.verdicts import crossover
+from matrixrun.report.wording.counts import outcome, plural
+from matrixrun.report.wording.verdicts import RUNS_WORTH_RUNNING, crossover
 from matrixrun.rundir.settings import SloBound
 
 #: What a metric measures, in words a reviewer uses (the name follows in code font).
@@ -218,6 +217,22 @@ def settle(command: str | None, needed: Sequence[int] = (), points: int = 0) -> 
         return ""
     if not needed:
         return f"Settle it (more runs): `{command}`."
+    if min(needed) > RUNS_WORTH_RUNNING:
+        return (
+            f"More runs will not settle it: the changes sit so close to the margin that "
+            f"deciding even one point would take more than {RUNS_WORTH_RUNNING} runs per arm "
+            f"(about {min(needed)} if the change and the noise held). Read it as no change "
+            "beyond the margin shown; to resolve smaller changes, lower the noise (a longer "
+            "cell, `verify.noise_from` a calibration run) or widen the margin."
+        )
+    beyond = sum(1 for n in needed if n > RUNS_WORTH_RUNNING)
+    if beyond:
+        worth = [n for n in needed if n <= RUNS_WORTH_RUNNING]
+        return (
+            f"Settle it (about {max(worth)} runs per arm would decide {len(worth)} of the "
+            f"{max(points, len(needed))} undecided points; {beyond} more would need over "
+            f"{RUNS_WORTH_RUNNING}, not worth running): `{command}`."
+        )
     ordered = sorted(needed)
     top = ordered[-1]
     if len(ordered) == 1 or ordered[-2] == top:
@@ -303,6 +318,14 @@ def checks_line(
             )
         if copied and EXPLANATION_WORDS[Explanation.WARMUP] in untested:
             why += "; each cell ran after an unmeasured copy of itself"
+        fresh = sum(1 for r in c.replicates if r.kind == RerunKind.FRESH_SERVER)
+        if fresh and fixed is None and EXPLANATION_WORDS[Explanation.INSTANCE] in untested:
+            # the rerun log below lists these: say what they were for, so the two agree
+            why += (
+                f"; the {plural(fresh, 'fresh-server replicate')} in the rerun log measured "
+                "the launch-to-launch noise, which an odd server is part of, but none "
+                "re-measured a surprising cell"
+            )
         items.append(f"not tested: {' or '.join(untested)} {WARN} ({why})")
     if c.suspect:
         shares = [
@@ -452,18 +475,22 @@ def rerun_summary(replicates: Sequence[Rerun]) -> str:
     beside changes of −18.5% and +30.4%)."""
     ok = [r for r in replicates if r.change_vs_first is not None]
     if not ok:
-        return f"{len(replicates)} routine replicate(s); none has both values."
+        return f"{plural(len(replicates), 'routine replicate')}; none has both values."
     ch = sorted(r.change_vs_first or 0.0 for r in ok)
     judged = [r for r in ok if r.matches_first is not None]
     within = sum(1 for r in judged if r.matches_first)
     fresh = sum(1 for r in ok if r.kind == RerunKind.FRESH_SERVER)
-    spread = f"{fmt.change(ch[0], 2)} to {fmt.change(ch[-1], 2)}"
+    spread = (
+        fmt.change(ch[0], 2)
+        if ch[0] == ch[-1]
+        else f"{fmt.change(ch[0], 2)} to {fmt.change(ch[-1], 2)}"
+    )
     head = (
-        f"{len(replicates)} routine replicates ({fresh} on fresh servers) to narrow intervals "
-        "and bracket the crossover"
+        f"{plural(len(replicates), 'routine replicate')} ({fresh} on fresh servers) to narrow "
+        "intervals and bracket the crossover"
     )
     if all(r.reason == "fixed" for r in replicates):
-        head = f"{len(replicates)} replicates of the fixed design, each on its own launch"
+        head = f"{plural(len(replicates), 'replicate')} of the fixed design, each on its own launch"
     if not judged:
         return f"{head}: changes from their first runs {spread} (no noise estimate to judge them)."
     return (

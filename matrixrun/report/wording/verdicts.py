@@ -101,16 +101,52 @@ def bisected(xs: Sequence[str], axis: str) -> str:
     )
 
 
+def half_measured(x: str, axis: str, measured: Sequence[str], missing: Sequence[str]) -> str:
+    """An added midpoint with no row: which arms were measured there and which not."""
+    got = ", ".join(f"`{fmt.user_plain(a)}`" for a in measured)
+    lack = ", ".join(f"`{fmt.user_plain(a)}`" for a in missing)
+    return (
+        f"{axis} {x} (added by bisection): only {got} was measured there — {lack} has no "
+        "successful run of it (its run failed, or the run's last round ended first) — so the "
+        "point has no row and compares nothing."
+    )
+
+
 # ------------------------------------------------------------------------------ σ
 
 
-def sigma_text(s: Sigma) -> str:
-    """'σ = 1.2% (df = 4, fresh-server replicates)'."""
+#: Runs per arm past which "about N runs would settle it" is no advice (issue 33: "about 188
+#: runs per arm" for a −2.5% change against a 3% margin): a change that close to the margin is
+#: below what repetition resolves at this noise. The first screen's settle line uses it too.
+RUNS_WORTH_RUNNING = 20
+#: Below this many degrees of freedom σ is not stated as a measurement (issue 33: "σ 0.00056%
+#: on 1 df"): a 90% interval for σ on 1 df runs from 0.51× to 16× the estimate (√(1/χ²₁)).
+FEW_DF = 2
+#: What would give σ the df a reader can trust, said wherever it is missing.
+WHAT_PINS_SIGMA = (
+    "a calibration run (`verify.design: fixed`, then `verify.noise_from` naming it), "
+    "`verify.noise_from` an earlier run of the same engine, model and hardware, or 3 or more "
+    "launches per arm (`verify.max_runs: 3` with fresh-server reruns) would pin it down"
+)
+
+
+def sigma_text(s: Sigma, short: bool = False) -> str:
+    """'σ = 1.2% (df = 4, fresh-server replicates)'; on fewer than `FEW_DF` df 'σ ≈ 0.3% on
+    only 1 df', with (unless `short`, inside another sentence) why that is no measurement."""
     if s.source == SigmaSource.NONE or s.value is None:
         return "no noise estimate (every cell has n = 1 and no noise prior is declared)"
     if s.df is None:
         return f"σ = {fmt.percent(s.value)} ({SOURCE_WORDS[s.source]})"
-    text = f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
+    if s.df < FEW_DF and short:
+        return f"σ ≈ {fmt.percent(s.value)} on only {s.df:g} df"
+    if s.df < FEW_DF:
+        text = (
+            f"σ ≈ {fmt.percent(s.value)} on only {s.df:g} df ({SOURCE_WORDS[s.source]}): too "
+            "few to know the noise (on 1 df a 90% interval for the true σ runs from half to 16 "
+            f"times this estimate); {WHAT_PINS_SIGMA}"
+        )
+    else:
+        text = f"σ = {fmt.percent(s.value)} (df = {s.df:g}, {SOURCE_WORDS[s.source]})"
     if s.history:
         # a prior from the results store (verify.noise_from: auto) names its runs in its label
         stored = s.history.startswith("the results store")
@@ -138,19 +174,19 @@ def sigma_text(s: Sigma) -> str:
 def level_text(s: AnalysisSettings) -> str:
     if s.looks == 1:
         fixed = ": a fixed design, every cell judged once at the end" if s.design == "fixed" else ""
-        return f"{100 * s.level:.4g}% confidence (one look{fixed})"
+        return f"{fmt.confidence(s.level)} confidence (one look{fixed})"
     head = f"{fmt.setting_percent(s.confidence)} confidence over {s.looks} planned looks"
     if s.spending == "equal":
-        return f"{head} (Bonferroni): each interval is a {100 * s.level:.4g}% interval"
+        return f"{head} (Bonferroni): each interval is a {fmt.confidence(s.level)} interval"
     if s.spending == "information":
-        levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.states + 1))
+        levels = ", ".join(fmt.confidence(s.level_at(k)) for k in range(1, s.states + 1))
         totals = ", ".join(str(k + 1) for k in range(1, s.states + 1))
         return (
             f"{fmt.setting_percent(s.confidence)} confidence spent over every state a cell "
             f"can stop in (Lan–DeMets O'Brien–Fleming on the share of its planned runs): a "
             f"cell's interval is at {levels} with {totals} runs in both arms together"
         )
-    levels = ", ".join(f"{100 * s.level_at(k):.4g}%" for k in range(1, s.looks + 1))
+    levels = ", ".join(fmt.confidence(s.level_at(k)) for k in range(1, s.looks + 1))
     return (
         f"{head} (α split over each cell's data states, more to later ones): a cell's "
         f"interval is at {levels} after 0, 1, 2… stage-2 rounds gave it runs"
@@ -161,7 +197,7 @@ def multiplicity(v: Verdict) -> str:
     s = v.settings
     judged = v.cells_judged
     return (
-        f"{judged} cells judged at {100 * s.level:.4g}% confidence"
+        f"{plural(judged, 'cell')} judged at {fmt.confidence(s.level)} confidence"
         + (" or stricter: at most about " if s.looks > 1 else ": about ")
         + f"{judged * (1 - s.level):.1f} may flag by chance; no multiplicity correction is "
         "applied, so treat an isolated flag as a lead to re-measure."
@@ -239,7 +275,7 @@ def cell_text(c: Comparison) -> str:
         parts.append("~")
     parts.append("n/a" if c.change is None else fmt.change(c.change))
     if c.change_lo is not None and c.change_hi is not None:
-        parts.append(fmt.change_interval(c.change_lo, c.change_hi))
+        parts.append(fmt.change_interval(c.change_lo, c.change_hi, c.df))
     parts.append(f"n={c.baseline.n}/{c.candidate.n}")
     parts.append(outcome(c.verdict.value))
     text = " ".join(parts)
@@ -262,12 +298,21 @@ def undecided(c: Comparison) -> str:
     parts = []
     if c.small_change:
         parts.append("a change exists but is below the margin or not yet shown to exceed it")
-    if c.runs_needed is not None:
+    wide = c.change_lo is not None and not fmt.interval_usable(c.change_lo, c.change_hi)
+    if wide:  # σ itself is unknown: a count of runs read off it would be as unknown
+        parts.append(f"its interval is too wide to read: {WHAT_PINS_SIGMA}")
+    elif c.runs_needed is not None and c.runs_needed > RUNS_WORTH_RUNNING:
+        parts.append(
+            f"more than {RUNS_WORTH_RUNNING} runs per arm would be needed (about "
+            f"{c.runs_needed} if the change and the noise held): it sits too close to the "
+            "margin for more runs to settle"
+        )
+    elif c.runs_needed is not None:
         parts.append(
             f"about {c.runs_needed} runs per arm in all, the extra ones each on a fresh "
             "server, would settle it if the observed change and the noise estimate held"
         )
-    elif c.d is not None and c.leading_note not in LEADING_NOTES:
+    elif c.d is not None and c.leading_note not in LEADING_NOTES and not wide:
         # (an interval that clears the margin but lost its confidence to a leading note —
         # a capped arm's latency, warm-up, the client — is said by that note, not this)
         parts.append("the change sits on the margin: more runs alone may not settle it")
@@ -308,7 +353,13 @@ def _inconclusive(ov: Overall, m: str, margin: str) -> str:
             "declared prior); rerun some cells on a fresh server, or declare the noise."
         )
     text = f"undecided on {m}: no cell clears the ±{margin} margin"
-    if ov.runs_needed is not None:
+    if ov.runs_needed is not None and ov.runs_needed > RUNS_WORTH_RUNNING:
+        text += (
+            f"; settling it would take more than {RUNS_WORTH_RUNNING} runs per arm (about "
+            f"{ov.runs_needed} if the observed changes and σ = {fmt.percent(ov.sigma)} held): "
+            "the changes sit too close to the margin for more runs to settle"
+        )
+    elif ov.runs_needed is not None:
         text += (
             f"; about {ov.runs_needed} runs per arm in all in the undecided cells, the extra "
             f"ones each on a fresh server, would settle it (if the observed changes and "
@@ -345,7 +396,7 @@ def overall(ov: Overall, s: AnalysisSettings) -> str:
     elif ov.verdict == OverallVerdict.SAME:
         text = (
             f"same on {m}: every cell ({ov.cells}) is within ±{margin} at "
-            f"{fmt.setting_percent(s.level)} confidence."
+            f"{fmt.confidence(s.level)} confidence."
         )
     else:
         text = _inconclusive(ov, m, margin)
@@ -380,7 +431,8 @@ def caveat(c: Caveat, v: Verdict) -> str:
     if k == CaveatKind.WARM_SIGMA:
         sigma = next(x for x in v.sigma if x.metric == c.metric)
         return (
-            f"σ for {c.metric} comes from warm repeats on the same server ({sigma_text(sigma)}): "
+            f"σ for {c.metric} comes from warm repeats on the same server "
+            f"({sigma_text(sigma, short=True)}): "
             "cross-server noise, which separates arms, may be larger; rerun some cells on a "
             "fresh server."
         )
