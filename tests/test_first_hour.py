@@ -146,7 +146,7 @@ def test_plain_progress_line_uses_the_report_word(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- compare
 
 
-def test_compare_names_timestamped_runs_plainly_and_titles_every_chart(tmp_path: Path) -> None:
+def test_compare_names_timestamped_runs_plainly_and_tells_every_chart_apart(tmp_path: Path) -> None:
     a, b = writeup_run(tmp_path / "a"), writeup_run(tmp_path / "b")
     assert a.path.name == b.path.name == "20260101-000000"  # the runner's naming
     out = tmp_path / "cmp"
@@ -155,8 +155,15 @@ def test_compare_names_timestamped_runs_plainly_and_titles_every_chart(tmp_path:
     assert doc.startswith("# run B against run A (two runs compared)")
     assert "20260101-000000 (A)" not in doc
     assert f"`run A` is {a.path}" in doc
-    titles = [line for line in doc.splitlines() if line.strip().startswith("title ")]
-    assert len(titles) >= 4 and len(set(titles)) == len(titles), titles
+    # each chart is told apart by its title and the legend under it (the chart code keeps
+    # titles short, since xychart cuts long ones; the legend names the arm compared)
+    lines = doc.splitlines()
+    charts = [
+        (lines[i].strip(), next(x for x in lines[i:] if x.startswith("*")))
+        for i, line in enumerate(lines)
+        if line.strip().startswith("title ")
+    ]
+    assert len(charts) >= 4 and len(set(charts)) == len(charts), charts
 
 
 def test_a_rehearsal_report_lands_where_git_ignores_it(

@@ -412,14 +412,16 @@ def test_simulated_only_when_simulated(tmp_path: Path) -> None:
     assert first_line.startswith("# SIMULATED — ")
     assert "the simulator ran 20× faster; times converted back" in sim
     assert "8 tokens per event" in sim
-    assert "nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse" in sim
+    assert "nox -s matrix -- runs/glm5_cutedsl/20260101-000000/spec.yaml --rehearse" in sim
     assert check_markdown(sim) == []
 
 
 def test_reproduce_commands(tmp_path: Path) -> None:
     doc = render_run_dir(writeup_run(tmp_path))
     repro = section(doc, "Reproduce")
-    assert "nox -s matrix -- spec/glm5_cutedsl.yaml\n" in repro
+    # no spec path recorded (settings.json's spec_path): the run's own copy, never a guess
+    # from the directory's name (issue 33: a spec in myspec/ is not spec/x.yaml)
+    assert "nox -s matrix -- runs/glm5_cutedsl/20260101-000000/spec.yaml\n" in repro
     assert "matrixrun report runs/glm5_cutedsl/20260101-000000" in repro
     assert str(tmp_path) not in doc  # no machine-local paths
 

@@ -94,7 +94,7 @@ def test_undecided_still_gives_direction_consistency_and_a_command(tmp_path: Pat
     head = head_of(doc)
     assert "**Verdict on `output_throughput`: undecided.**" in head
     assert "+26.0%, higher at all 5 points, each measured once" in head
-    assert "Settle it" in head and "nox -s matrix -- spec/glm5_cutedsl.yaml" in head
+    assert "Settle it" in head and "nox -s matrix -- runs/glm5_cutedsl/1/spec.yaml" in head
     assert "better" not in head.split("**Checks:**")[0]  # never 'better' while undecided
 
 
