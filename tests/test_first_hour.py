@@ -306,3 +306,11 @@ def test_the_proposal_cost_counts_bisection() -> None:
     assert (
         "| + crossover bisection, at most (verify.bisect 1) | 0 (on those launches) | 24 |" in text
     )
+
+
+def test_the_proposal_note_says_server_flags_once() -> None:
+    from matrixrun.publish.proposal import render_proposal
+
+    text = render_proposal("spec/glm5_cutedsl.yaml", ())[0]
+    assert "Note: server flags checked against" in text
+    assert "server flags: flags" not in text

@@ -183,3 +183,20 @@ def test_an_own_spec_rehearsal_says_what_it_cannot_show(tmp_path: Path) -> None:
         "blind": ["mnbt8192"],
     }
     assert settings["time_scale"] > 1 and settings["spec"]["spec_path"] == "myspec/x.yaml"
+
+
+def test_the_readme_worked_example_validates_and_its_profile_tells_the_arms_apart(
+    tmp_path: Path,
+) -> None:
+    """The README's own spec is what a newcomer copies first: it must validate, and its
+    rehearsal must be able to show the change (no blind-profile warning)."""
+    readme = (ROOT / "README.md").read_text()
+    head = readme.split("## Your own spec", 1)[1]
+    text = head.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "myspec").mkdir()
+    (tmp_path / "myspec" / "mnbt.yaml").write_text(text)
+    res = mr("validate", "myspec/mnbt.yaml", cwd=tmp_path)
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+    plan = mr("plan", "myspec/mnbt.yaml", cwd=tmp_path)
+    assert plan.returncode == 0 and "has no rule that tells" not in plan.stdout
+    assert "rehearsal (--rehearse): the spec's profile, 5× faster than modelled" in plan.stdout

@@ -388,14 +388,15 @@ def test_no_reruns_are_said_plainly_with_the_reason(tmp_path: Path) -> None:
 def test_sigma_statement_names_source_df_and_looks(tmp_path: Path) -> None:
     doc = render_run_dir(writeup_run(tmp_path))
     noise = section(doc, "Noise and confidence")
+    # one warm pair is 1 df: σ is said to be unknown, not stated as a measurement (issue 33)
     assert (
-        "σ = 0.026% (df = 1, warm repeats on the same server: within-instance only, may "
-        "understate)" in noise
+        "σ ≈ 0.026% on only 1 df (warm repeats on the same server: within-instance only, may "
+        "understate): too few to know the noise" in noise
     )
     assert (
         "95% confidence spent over every state a cell can stop in (Lan–DeMets O'Brien–Fleming "
-        "on the share of its planned runs): a cell's interval is at 99.93%, 99.51%, 98.92%, "
-        "98.46%, 98.18% with 2, 3, 4, 5, 6 runs in both arms together" in noise
+        "on the share of its planned runs): a cell's interval is at 99.9%, 99.5%, 98.9%, "
+        "98.5%, 98.2% with 2, 3, 4, 5, 6 runs in both arms together" in noise
     )
     doc = render_run_dir(writeup_run(tmp_path / "none", rerun=False))
     assert "no noise estimate" in section(doc, "Noise and confidence")

@@ -153,7 +153,8 @@ def rehearsal_lines(spec: Spec, plan: Plan) -> list[str]:
     where = (
         f"the bundled profile {setup.profile.name!r} (the spec has no rehearsal.profile)"
         if setup.bundled
-        else f"profile {setup.profile.name!r}"
+        else "the spec's profile"
+        + ("" if setup.profile.name == "default" else f" {setup.profile.name!r}")
     )
     pace_words = (
         f"{setup.time_scale:g}× faster than modelled"

@@ -79,7 +79,11 @@ def validate_file(path: str | Path) -> tuple[Spec | None, Validation]:
     from matrixrun.flags import check_file
 
     flags = check_file(spec, path)
-    notes = [str(w) for w in flags.warnings] + [f"server flags: {flags.summary}"]
+    said = (
+        flags.summary
+    )  # "flags checked against …", "flags NOT checked: …", or "no server flags …"
+    said = f"server {said}" if said.startswith("flags ") else said
+    notes = [str(w) for w in flags.warnings] + [said]
     if flags.errors:
         return spec, Validation(str(path), errors=[str(e) for e in flags.errors], notes=notes)
     return spec, Validation(str(path), notes=notes)
