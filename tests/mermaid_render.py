@@ -21,10 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MERMAID_DIR = ROOT / ".ci" / "mermaid"
-INSTALL = (
-    "apt-get install -y chromium && "
-    "PUPPETEER_SKIP_DOWNLOAD=1 npm ci --prefix .ci/mermaid (what .ci/run does)"
-)
+INSTALL = "`bash .ci/mermaid/install.sh` installs both, as .ci/run does"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
