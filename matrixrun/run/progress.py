@@ -10,7 +10,7 @@ from typing import Protocol, TextIO
 
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.units import format_duration
-from matrixrun.report.wording.counts import outcome, plural
+from matrixrun.report.wording.counts import plural, reason
 
 
 class Observer(Protocol):
@@ -45,7 +45,7 @@ class NullObserver:
 
 def _summary(m: Measurement) -> str:
     where = ", ".join(f"{k}={v}" for k, v in m.point.items() if k == "concurrency")
-    why = outcome(m.reason)
+    why = reason(m.reason)
     if m.metrics is None or m.error:
         return f"{m.arm} {where} attempt {m.attempt} ({why}): FAILED: {m.error}"
     tp = m.metrics.output_throughput

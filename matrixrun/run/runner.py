@@ -50,7 +50,7 @@ from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
 from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
-from matrixrun.report.wording.counts import outcome
+from matrixrun.report.wording.counts import reason as reason_words
 from matrixrun.run import outputs
 from matrixrun.run.gates import correctness_done, correctness_gate
 from matrixrun.run.progress import NullObserver, Observer
@@ -281,7 +281,7 @@ class Runner:
         flush_failed = self._flush(inst, cell)
         self.options.observer.status(
             f"{inst.group.arm} {self.plan.axis}={cell.x} "
-            f"attempt {attempt} ({outcome(reason)}) on {inst.name}"
+            f"attempt {attempt} ({reason_words(reason)}) on {inst.name}"
         )
         started_at = now_iso()
         bench = self._bench_serving(inst, cell, attempt)

@@ -17,6 +17,11 @@ def outcome(stored: str) -> str:
     return _PRINTED.get(stored, stored)
 
 
+def reason(stored: str) -> str:
+    """A rerun reason as a progress line says it: 'undecided', 'fresh server', 'first'."""
+    return outcome(stored).replace("_", " ")
+
+
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """'1 cell', '2 cells', '0 cells'; `many` for irregular plurals ('1 was', '2 were')."""
     return f"{n} {noun if n == 1 else many or noun + 's'}"
