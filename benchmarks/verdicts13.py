@@ -22,7 +22,8 @@ the wrong verdicts — better at +m, worse at −m, same at either — ≤ 3% ea
 better/worse ≤ 1%. Efficiency at matched error: against fixed 3 runs per cell on one server
 with its confidence raised until its wrong-decisive and tie false-alarm shares are at or below
 the policy's, the policy decides ≥ 2.0 points more cells correctly at ≤ 0.75× its GPU time
-per correct verdict (launches counted).
+per correct verdict (launches counted). Power gate (issue 32): cells with |effect| ≥ 2m that
+the plan could decide at its best (`best_case`) decided correctly at ≥ 90%.
 
     python benchmarks/verdicts13.py --matrices 200 --seed 2      # tuning seed
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --write docs/benchmarks.md
