@@ -294,3 +294,24 @@ def test_a_round_chooses_inconclusive_reruns_again_once_its_replicates_bring_sig
     reruns = {(x.arm, int(x.point["concurrency"]), x.reason) for x in ms if x.reason != "first"}
     assert sum(1 for x in ms if x.arm == "cand" and x.point["concurrency"] == 16) == 2
     assert any(r == "fresh_server" for _, _, r in reruns)  # the σ replicates ran
+
+
+def test_an_unstable_launch_is_answered_by_a_further_launch_of_its_group() -> None:
+    """The candidate's two launches agree within 1%; the baseline's disagree by 40% at 4
+    (launch check: named). Round 2 reruns the baseline at 4 on a further fresh launch of its
+    group, with the unstable-launch reason, whatever else it picks."""
+    spec, plan = setup("{threshold: 3%, surprise: 50%, max_runs: 3, budget: 10h}")
+    ms = [m(plan, "base", x, 100.0, attempt=1) for x in (1, 4, 16)]
+    ms += [m(plan, "cand", x, 120.0, attempt=1) for x in (1, 4, 16)]
+    ms += [m(plan, "cand", x, 121.0, instance=2, attempt=2) for x in (1, 4, 16)]
+    ms += [m(plan, "base", 1, 100.5, instance=2, attempt=2)]
+    ms += [m(plan, "base", 4, 140.0, instance=2, attempt=2)]
+    ms += [m(plan, "base", 16, 99.5, instance=2, attempt=2)]
+    policy = Policy(spec, plan)
+    check = policy._verdict(ms).launch_check
+    assert check is not None and [(s.arm, s.x) for s in check.unstable] == [("base", 4.0)]
+    batch = policy.next_round(2, ms)
+    chosen = {(p.cell.arm, int(p.cell.x)): p for _, cells in batch for p in cells}
+    pick = chosen[("base", 4)]
+    assert pick.reason == "fresh_server" and pick.why.kind == WhyKind.UNSTABLE_LAUNCH
+    assert "disagree here by 40.0%" in wording.rerun_why(pick.why)
