@@ -138,3 +138,18 @@ def test_unknown_flag_fails_like_the_real_client(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="unrecognized arguments: --no-such-flag"):
         run_bench_serving(config(), tmp_path, [*PREFIX, "--no-such-flag"], timeout_s=60,
                           env=FAKE_ENV)  # fmt: skip
+
+
+def test_the_warmup_row_says_what_bench_serving_sends() -> None:
+    """Issue 28: bench_serving's --warmup-requests sends copies of the first request; the
+    report says so, and that a flush (--flush-cache) follows, instead of "N unmeasured
+    requests" as for the built-in client (which sends other prompts)."""
+    from matrixrun.report.wording.run import warmup_text
+
+    assert "--flush-cache" in build_argv(config(), Path("o"))
+    text = warmup_text(2, "bench_serving")
+    assert text == (
+        "2 unmeasured copies of the cell's first request (bench_serving's warm-up), then a "
+        "cache flush"
+    )
+    assert warmup_text(2) == "2 unmeasured request(s) before each cell"

@@ -298,8 +298,15 @@ def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
     return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
 
 
-def warmup_text(warmup: int | str) -> str:
-    """The workload table's warm-up row."""
+def warmup_text(warmup: int | str, client: str = "builtin") -> str:
+    """The workload table's warm-up row. bench_serving's warm-up is copies of the cell's first
+    request; matrixrun has it flush between warm-up and measurement (`--flush-cache`), so the
+    measured first request is no cache hit."""
+    if client == "bench_serving" and warmup not in (0, "cell"):
+        return (
+            f"{warmup} unmeasured copies of the cell's first request (bench_serving's warm-up), "
+            "then a cache flush"
+        )
     if warmup == "cell":
         return (
             "an unmeasured copy of each cell before it (as many requests, at its concurrency "
@@ -331,7 +338,7 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
         ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
         ("request rate", rate),
         ("prompts", prompts),
-        ("warmup", warmup_text(w.warmup_requests)),
+        ("warmup", warmup_text(w.warmup_requests, facts.client)),
         ("seed", str(w.seed)),
     ]
     if w.strict_openai:
