@@ -147,6 +147,7 @@ class FakeEngine:
     info_paths: tuple[str, ...] = ("/stats",)
     launches = True
     flush_path: str | None = "/reset"
+    flush_timeout_param: str | None = None
 
     def __init__(
         self, time_scale: float = 1.0, crash_first_after: int | None = None, refuse: bool = False

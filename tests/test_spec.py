@@ -223,3 +223,15 @@ def test_warmup_cell_is_a_copy_of_the_cell_and_not_with_duration() -> None:
         parse_spec(timed)
     with pytest.raises(SpecError, match="warmup_requests"):
         parse_spec(base.replace("warmup_requests: 1", "warmup_requests: wave"))
+
+
+def test_a_null_string_inside_an_inline_profile_is_located(tmp_path: Path) -> None:
+    """Found by tests/test_robust_cli.py's fuzzing: `profile: {name: }` was dropped as if it were
+    the `str` branch of `Profile | str`, and validate exited 2 without a word."""
+    text = (Path(__file__).parent / "specs" / "tiny.yaml").read_text()
+    path = tmp_path / "s.yaml"
+    path.write_text(text.replace("    name: tiny\n", "    name: \n"))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    (issue,) = err.value.issues
+    assert issue.key == "rehearsal.profile.name" and issue.line == 20

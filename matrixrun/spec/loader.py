@@ -285,7 +285,7 @@ def _issues(exc: ValidationError, data: Any, where: str) -> list[SpecIssue]:
     seen: set[tuple[int | None, str, str]] = set()
     for err in exc.errors(include_url=False):
         loc = data_loc(err["loc"], data)
-        if loc[:2] == ("rehearsal", "profile") and err["type"] == "string_type":
+        if loc == ("rehearsal", "profile") and err["type"] == "string_type":
             continue  # the other branch of `Profile | str`; its model errors are reported
         key = ".".join(str(p) for p in loc)
         line = line_of(data, loc)
