@@ -662,7 +662,7 @@ def test_ingested_run_renders_from_settings_and_ingest_json(tmp_path: Path) -> N
     doc = render_run_dir(rd)
     assert check_markdown(doc) == []
     assert "Hypothesis" not in doc
-    assert "512 / 128 tokens" in doc and "sglang.bench_serving" in doc
+    assert "512 / 128 tokens" in doc and "sglang.benchmark.serving" in doc
     assert command in section(doc, "Reproduce")
     assert f"matrixrun report {rd.path}" in section(doc, "Reproduce")
     assert [r[0] for r in comparison_table(doc)[1:]] == ["1", "10", "64", "256", "1024"]

@@ -36,7 +36,7 @@ REASON_WORDS = {
 
 CLIENT_WORDS = {
     "builtin": "matrixrun's built-in streaming client (metric definitions as sglang.bench_serving)",
-    "bench_serving": "`python -m sglang.bench_serving` (its --output-file parsed)",
+    "bench_serving": "`python -m sglang.benchmark.serving` (its --output-file parsed)",
     "vllm": "`vllm bench serve` (its --save-result JSON parsed; see docs/ingest.md)",
     "guidellm": "guidellm (its JSON report parsed; see docs/ingest.md)",
     "aiperf": "aiperf (its profile_export_aiperf.json parsed; see docs/ingest.md)",
