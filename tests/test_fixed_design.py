@@ -81,7 +81,7 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
         "run", str(spec), "--rehearse", "--out", str(cal), "--report", str(tmp_path / "c.md")
     )
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "12/12+" in res.stdout + res.stderr  # the progress counts the whole design
+    assert "12/12:" in res.stdout + res.stderr  # the progress counts the whole design
     ms = [json.loads(line) for line in (cal / "results.jsonl").read_text().splitlines()]
     by_cell: dict[str, list[dict[str, object]]] = {}
     for m in ms:
