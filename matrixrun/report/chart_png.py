@@ -20,7 +20,13 @@ from typing import Any
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.report import decision, fmt
-from matrixrun.report.charts import BASELINE_COLOUR, CANDIDATE_COLOUR, ZERO_COLOUR, change_axis
+from matrixrun.report.charts import (
+    BASELINE_COLOUR,
+    CANDIDATE_COLOUR,
+    SPAN_MARGINS,
+    ZERO_COLOUR,
+    change_axis,
+)
 from matrixrun.report.wording import charts as words
 
 CHART_FILE = "chart.png"
@@ -139,15 +145,13 @@ def _change(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> 
     s = verdict.settings
     at = {x: i for i, x in enumerate(xs)}
     m = 100 * s.margin
-    # the axis holds the intervals' ends too (cut like the bars when they run far)
-    ends = [
-        100 * v
-        for d in drawn
-        for c in d.cells
-        for v in (c.change, c.change_lo, c.change_hi)
-        if v is not None
-    ]
-    axis = change_axis(ends, m)
+    # bars cut exactly as the Mermaid chart cuts them; the view then widens to hold the
+    # intervals' ends while the whole span stays within the same budget of margins
+    axis = change_axis([100 * (c.change or 0.0) for d in drawn for c in d.cells], m)
+    ends = [100 * v for d in drawn for c in d.cells for v in (c.change_lo, c.change_hi) if v]
+    room = max(axis.hi - axis.lo, 1.16 * SPAN_MARGINS * m) - (axis.hi - axis.lo)
+    below = min(max(axis.lo - min(ends, default=axis.lo), 0.0), room / 2)
+    above = min(max(max(ends, default=axis.hi) - axis.hi, 0.0), room - below)
     width = 0.8 / len(drawn)
     cut_any = False
     for i, d in enumerate(drawn):
@@ -195,7 +199,7 @@ def _change(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> 
     margin = f"±{fmt.setting_percent(s.margin)}"
     ax.axhspan(-m, m, color="grey", alpha=0.2, label=words.png_margin(margin))
     ax.axhline(0, color=ZERO_COLOUR, linewidth=0.8)
-    ax.set_ylim(axis.lo, axis.hi)
+    ax.set_ylim(axis.lo - below, axis.hi + above)
     ax.set_ylabel("change vs baseline (%)")
     intervals = any(c.change_lo is not None for d in drawn for c in d.cells)
     ax.set_title(words.png_change_title(intervals, cut_any))
