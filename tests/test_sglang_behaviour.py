@@ -195,7 +195,7 @@ def test_pending_native_output_is_merged_into_one_cumulative_event() -> None:
     """A handler behind the engine sends the newest cumulative event, not several events in
     one write (which would all get one arrival time)."""
     from matrixrun.sim.protocol import GenRequest
-    from matrixrun.sim.server import Channel
+    from matrixrun.sim.channel import Channel
     from matrixrun.sim.tokens import TokenSource
 
     for incremental in (False, True):

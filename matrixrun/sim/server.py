@@ -1,7 +1,7 @@
 """The simulator's HTTP face: a raw ASGI app speaking SGLang's native and the OpenAI APIs.
 
 It owns the routes, the failure effects that act on requests (error rate, malformed streams,
-slow start, hang, crash) and the per-request output channel (`Channel`), which the batcher
+slow start, hang, crash) and the per-request output channel (`channel.Channel`), which the batcher
 feeds and the request's handler drains onto the socket. It is a bare ASGI callable rather than
 a framework app because every streamed event passes through here: no routing tables,
 middleware or response objects per event, one future wake-up and one `send` per event (or per
@@ -42,6 +42,7 @@ from typing import Any
 from matrixrun import __version__
 from matrixrun.sim import protocol
 from matrixrun.sim.batcher import Batcher, SimRequest
+from matrixrun.sim.channel import Channel
 from matrixrun.sim.clock import now
 from matrixrun.sim.lateness import Lateness
 from matrixrun.sim.profile import Curve, Effects, Profile
@@ -54,7 +55,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 VERSION = f"matrixrun-sim {__version__}"
-_MALFORMED = b'data: {"text": " t1000, "meta_info": \n\n'
 _FLUSH_FAILED = b"Flush cache failed.\n"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -75,185 +75,6 @@ class SimConfig:
     time_scale: float = 1.0
     seed: int = 0
     started_at: float = field(default_factory=now)
-
-
-class Channel:
-    """One request's output: tokens materialised on demand, events queued for its handler."""
-
-    __slots__ = (
-        "arrival",
-        "cut",
-        "deadlines",
-        "delta_ids",
-        "delta_text",
-        "disconnected",
-        "done",
-        "finished_at",
-        "head",
-        "ids_buf",
-        "incremental",
-        "malformed",
-        "n",
-        "pending",
-        "req",
-        "rid",
-        "rid_json",
-        "src",
-        "text_buf",
-        "token_slot",
-        "waiter",
-    )
-
-    def __init__(
-        self,
-        req: GenRequest,
-        src: TokenSource,
-        rid: str,
-        *,
-        incremental: bool,
-        malformed: bool,
-        created: int,
-        model: str,
-        cut: str | None = None,
-    ) -> None:
-        self.req = req
-        #: "abort" or "error": the fault that ends this request after its first token.
-        self.cut = cut
-        self.src = src
-        self.rid = rid
-        self.rid_json = json.dumps(rid).encode()
-        self.head = (
-            protocol.openai_head(rid, created, model, chat=req.chat) if req.api == "openai" else b""
-        )
-        self.incremental = incremental
-        self.malformed = malformed
-        self.arrival = now()
-        self.n = 0
-        self.text_buf = bytearray()
-        self.ids_buf = bytearray()
-        self.pending: list[bytes] = []
-        self.deadlines: list[float] = []
-        #: Where the unsent native token event sits in `pending` (merged into, not appended).
-        self.token_slot: int | None = None
-        self.delta_text = bytearray()
-        self.delta_ids = bytearray()
-        self.waiter: asyncio.Future[None] | None = None
-        self.done = False
-        self.disconnected = False
-        self.finished_at = 0.0
-
-    def tokens(self) -> list[int]:
-        return [self.src.token(p) for p in range(self.n)]
-
-    def emit(self, produced: int, finished: bool, deadline: float) -> None:
-        """Called by the batcher: `produced` tokens exist as of `deadline`."""
-        if self.done:
-            return  # cut short by a fault; the batcher hears of it when the handler ends
-        if self.cut is not None and self.n >= 1 and not finished:
-            self._cut(deadline)  # after the first token: the fault ends the request
-            return
-        src = self.src
-        new = [src.token(p) for p in range(self.n, produced)]
-        self.n = produced
-        if finished:
-            self.done = True
-            self.finished_at = deadline
-        req = self.req
-        if req.stream:
-            text = b"".join([b" t%d" % t for t in new])
-            ids = b",".join([b"%d" % t for t in new])
-            prompt_len = len(req.prompt_ids)
-            if req.api == "native":
-                if not self.incremental:
-                    self.text_buf += text
-                    if self.ids_buf:
-                        self.ids_buf += b","
-                    self.ids_buf += ids
-                    text, ids = bytes(self.text_buf), bytes(self.ids_buf)
-                elif self.token_slot is not None:  # coalesce the deltas not yet sent
-                    self.delta_text += text
-                    if self.delta_ids and ids:
-                        self.delta_ids += b","
-                    self.delta_ids += ids
-                    text, ids = bytes(self.delta_text), bytes(self.delta_ids)
-                else:
-                    self.delta_text, self.delta_ids = bytearray(text), bytearray(ids)
-                event = protocol.native_event(
-                    self.rid_json, prompt_len, text, ids, produced, finished,
-                    deadline - self.arrival,
-                )  # fmt: skip
-                if self.token_slot is not None:
-                    self.pending[self.token_slot] = event
-                    self.deadlines.append(deadline)
-                    event = b""
-                else:
-                    self.token_slot = len(self.pending)
-            else:
-                usage = (
-                    protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
-                )
-                if req.chat:
-                    event = protocol.chat_chunk(self.head, text, finished, usage)
-                else:
-                    event = protocol.openai_chunk(
-                        self.head, text, ids if req.return_token_ids else None, finished, usage
-                    )
-            if event:
-                self.pending.append(event)
-                self.deadlines.append(deadline)
-            if self.malformed:
-                self.malformed = False
-                self.pending.append(_MALFORMED)
-            if finished:
-                if req.api == "openai" and req.include_usage:
-                    self.pending.append(
-                        protocol.openai_usage_chunk(self.head, prompt_len, produced)
-                    )
-                if req.done_event:
-                    self.pending.append(protocol.DONE)
-        self._wake(req.stream or finished)
-
-    def _wake(self, ready: bool = True) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done() and ready:
-            waiter.set_result(None)
-
-    def take(self) -> tuple[list[bytes], list[float]]:
-        """Everything pending, for one write (the next token event starts a new slot)."""
-        chunks, deadlines = self.pending, self.deadlines
-        self.pending, self.deadlines, self.token_slot = [], [], None
-        return chunks, deadlines
-
-    def _cut(self, deadline: float) -> None:
-        """End the request by its fault, the way SGLang ends one (see `protocol`)."""
-        self.done = True
-        self.finished_at = deadline
-        req = self.req
-        if self.cut == "abort" and req.api == "openai":
-            if req.stream:  # a graceful abort: a chunk with finish_reason "abort"
-                self.pending.append(protocol.openai_abort_chunk(self.head, req.chat))
-                if req.include_usage:
-                    self.pending.append(
-                        protocol.openai_usage_chunk(self.head, len(req.prompt_ids), self.n)
-                    )
-                self.deadlines.append(deadline)
-        elif self.cut == "abort":
-            message = "Abort in waiting queue" if self.n == 0 else "simulated scheduler abort"
-            ids = self.tokens()
-            if req.stream:
-                text = "".join(render(t) for t in ids)
-                self.pending.append(
-                    protocol.native_abort_event(
-                        self.rid, len(req.prompt_ids), text, ids, deadline - self.arrival, message
-                    )
-                )
-                self.deadlines.append(deadline)
-        elif req.stream:
-            self.pending.append(protocol.native_error_event("simulated error inside the stream"))
-            self.deadlines.append(deadline)
-        if req.stream and req.done_event:
-            self.pending.append(protocol.DONE)
-        self._wake()
 
 
 class SimServer:
