@@ -194,8 +194,8 @@ def test_per_launch_server_info_is_not_an_argument() -> None:
 def test_pending_native_output_is_merged_into_one_cumulative_event() -> None:
     """A handler behind the engine sends the newest cumulative event, not several events in
     one write (which would all get one arrival time)."""
-    from matrixrun.sim.protocol import GenRequest
     from matrixrun.sim.channel import Channel
+    from matrixrun.sim.protocol import GenRequest
     from matrixrun.sim.tokens import TokenSource
 
     for incremental in (False, True):
