@@ -45,7 +45,8 @@ from sqlalchemy import text
 
 from matrixrun.cli.main import main
 from matrixrun.store.db import Store, shown
-from matrixrun.store.extract import ArmRow, MeasurementRow, RunRecord, canonical, extract
+from matrixrun.store.extract import ArmRow, MeasurementRow, RunRecord, extract
+from matrixrun.store.schema import canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "reports" / "runs" / "h200_transformers_cb-7"

@@ -173,18 +173,18 @@ def test_a_rehearsal_report_lands_where_git_ignores_it(
     `git status` was dirty after the README's first command; it goes under runs/ now."""
     import argparse
 
-    from matrixrun.cli.main import _publish
+    from matrixrun.cli.commands.run import publish_report
 
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "report.md"
     report.write_text("# r\n")
     args = argparse.Namespace(report=None, rehearse=True, spec="myspec/x.yaml")
-    assert _publish(report, args) == Path("runs/x.rehearsal.md")
+    assert publish_report(report, args) == Path("runs/x.rehearsal.md")
     assert not (tmp_path / "reports").exists()
     ignored = (Path(__file__).parent.parent / ".gitignore").read_text().splitlines()
     assert "runs/" in ignored
     real = argparse.Namespace(report=None, rehearse=False, spec="myspec/x.yaml")
-    assert _publish(report, real) == Path("reports/x.md")
+    assert publish_report(report, real) == Path("reports/x.md")
 
 
 # --------------------------------------------------------------------------- what was measured

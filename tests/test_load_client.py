@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from matrixrun.cli.options import add_bench_client
 from matrixrun.core.errors import InputError, LoadError
 from matrixrun.load import LoadConfig, run_load_sync
 from matrixrun.load import command as bench_client
@@ -211,7 +212,7 @@ def test_poisson_rate_is_respected() -> None:
 
 def test_bench_client_command(server: str) -> None:
     parser = argparse.ArgumentParser()
-    bench_client.add_arguments(parser)
+    add_bench_client(parser)
     argv = ["--url", server, "--concurrency", "2", "--num-prompts", "4", "--input-len", "16",
             "--output-len", "8", "--seed", "3", "--api", "openai", "--model", "m"]  # fmt: skip
     out = bench_client.run(parser.parse_args(argv))

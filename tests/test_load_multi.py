@@ -110,10 +110,11 @@ def test_a_killed_process_fails_the_cell_and_leaves_nothing_behind() -> None:
 def test_bench_client_spreads_and_says_so(server: str) -> None:  # noqa: F811
     import argparse
 
+    from matrixrun.cli.options import add_bench_client
     from matrixrun.load import command as bench_client
 
     parser = argparse.ArgumentParser()
-    bench_client.add_arguments(parser)
+    add_bench_client(parser)
     argv = ["--url", server, "--concurrency", "4", "--num-prompts", "8", "--input-len", "16",
             "--output-len", "8", "--processes", "2"]  # fmt: skip
     out = bench_client.run(parser.parse_args(argv))

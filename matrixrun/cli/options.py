@@ -1,12 +1,27 @@
-"""The options of each `matrixrun` command (argparse declarations only; `cli.py` runs them).
+"""The options of each `matrixrun` command (argparse declarations only; `cli/commands/` runs
+them).
 
 Kept apart from the command functions so that each file stays one concept: what a command
-accepts here, what it does there.
+accepts here, what it does there. And kept light: building the parser (`matrixrun --version`,
+`--help`, and every command's start) imports this module and argparse only. So the few lists
+of choices that live with the code that reads them (ingest's formats and the identity fields
+it compares, vllm sweep's serve modes, the executors) are written here as plain data;
+tests/test_cli_startup.py asserts each equals the list it mirrors.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+
+#: `ingest --format`: matrixrun.ingest.formats.run.FORMATS.
+INGEST_FORMATS = ("bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench")
+#: `ingest --allow-difference`: matrixrun.ingest.formats.checks.IDENTITY.
+IDENTITY_FIELDS = ("model", "gpu", "dataset", "client-version")
+#: `ingest --sweep-serve`: matrixrun.ingest.formats.vllm_sweep.SweepServe.
+SWEEP_SERVE = ("arms", "launches")
+#: `run --executor`: matrixrun.run.executors.EXECUTORS.
+EXECUTORS = ("local", "slurm")
 
 
 def add_validate(p: argparse.ArgumentParser) -> None:
@@ -81,7 +96,7 @@ def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
         default="local",
-        choices=["local", "slurm"],
+        choices=EXECUTORS,
         help="where server groups run: here one after another (local), or as Slurm jobs "
         "(slurm; needs matrixrun[slurm] and a run directory on a shared file system)",
     )
@@ -139,8 +154,6 @@ def add_compare(p: argparse.ArgumentParser) -> None:
 
 
 def add_ingest(p: argparse.ArgumentParser) -> None:
-    from matrixrun.ingest.formats.run import FORMATS
-
     p.add_argument(
         "files",
         nargs="+",
@@ -190,7 +203,7 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=INGEST_FORMATS,
         help="read every input as this format (default: detect each one)",
     )
     p.add_argument(
@@ -201,7 +214,7 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sweep-serve",
-        choices=("arms", "launches"),
+        choices=SWEEP_SERVE,
         default="arms",
         help="vllm bench sweep: serve combinations are arms (default) or launches of one arm",
     )
@@ -216,7 +229,7 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-difference",
         action="append",
-        choices=("model", "gpu", "dataset", "client-version"),
+        choices=IDENTITY_FIELDS,
         metavar="FIELD",
         help="compare runs that differ in this (model, gpu, dataset, client-version) anyway; "
         "the report says so in its first lines (repeatable)",
@@ -263,7 +276,115 @@ def add_post(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_bench_client(p: argparse.ArgumentParser) -> None:
-    from matrixrun.load.command import add_arguments
+def add_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        metavar="PATH_OR_URL",
+        help="the results store: a SQLite file or postgresql://… (default: $MATRIXRUN_STORE, "
+        "else $XDG_DATA_HOME/matrixrun/store.sqlite; `off` turns it off)",
+    )
 
-    add_arguments(p)
+
+def add_history_command(p: argparse.ArgumentParser) -> None:
+    add_store_option(p)
+    p.add_argument("--engine", help="only runs of this engine kind (sglang, vllm, command …)")
+    p.add_argument("--model", help="only arms whose model path contains this")
+    p.add_argument("--gpu", help="only arms whose GPU name contains this")
+    p.add_argument("--flag", help="only arms that set this server flag")
+    p.add_argument(
+        "--arm", help="only this arm; also its primary metric across engine versions (a chart)"
+    )
+    p.add_argument("--metric", help="with --arm: the metric (default: the runs' primary)")
+    p.add_argument("--at", type=float, metavar="X", help="with --arm: the point to chart")
+    p.add_argument("--simulated", action="store_true", help="simulated runs instead of real")
+    p.add_argument("--limit", type=int, default=20, help="runs listed (default 20)")
+    p.add_argument(
+        "--spec", metavar="SPEC", help="has each arm of SPEC been measured before, and where"
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --arm: exit 1 if the newest engine version regressed against the one before",
+    )
+    p.add_argument(
+        "--threshold", default="5%", help="--check: the smallest regression that counts (5%%)"
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="--check: the test's α (0.05)")
+
+
+def add_store_command(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    rebuild = sub.add_parser(
+        "rebuild",
+        help="index run directories (and every run directory under a folder) into the store",
+    )
+    rebuild.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    rebuild.add_argument(
+        "--fresh", action="store_true", help="empty the store first (else runs are replaced)"
+    )
+    add_store_option(rebuild)
+    status = sub.add_parser("status", help="where the store is, its schema version and size")
+    add_store_option(status)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'inf', got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (or inf), got {text}")
+    return value
+
+
+def _processes(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'auto', got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or auto), got {text}")
+    return value
+
+
+def add_bench_client(parser: argparse.ArgumentParser) -> None:
+    """Declare bench-client's options (names follow bench_serving's where they overlap)."""
+    parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    parser.add_argument(
+        "--api",
+        choices=("sglang", "openai"),
+        default="sglang",
+        help="sglang: native POST /generate; openai: POST /v1/completions (default: sglang)",
+    )
+    parser.add_argument("--concurrency", type=int, required=True, help="most requests in flight")
+    parser.add_argument("--num-prompts", type=int, required=True, help="measured requests")
+    parser.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
+    parser.add_argument("--output-len", type=int, required=True, help="output tokens per request")
+    parser.add_argument(
+        "--request-rate",
+        type=_rate,
+        default=math.inf,
+        help="Poisson arrival rate in requests/s (default: inf, all at once)",
+    )
+    parser.add_argument("--warmup-requests", type=int, default=1, help="unmeasured (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="prompt and arrival seed (default 0)")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="per-request timeout in seconds (default 600)"
+    )
+    parser.add_argument(
+        "--model", default=None, help="served model name for --api openai (default: 'default')"
+    )
+    parser.add_argument(
+        "--processes",
+        type=_processes,
+        default="auto",
+        help="client processes to spread the requests over (default auto: one per 256 of "
+        "concurrency, at most the usable cores minus one)",
+    )
+    parser.add_argument(
+        "--api-key", default=None, help="bearer token, if the server wants one (never logged)"
+    )

@@ -1,4 +1,5 @@
-"""The exception tree. Library code raises these; only `cli.py` prints them and picks exit codes.
+"""The exception tree. Library code raises these; only `cli/main.py` prints them and picks exit
+codes.
 
     MatrixError                 anything matrixrun can explain in one sentence
      ├── SpecError              bad spec: carries file:line entries, exit 2

@@ -205,3 +205,11 @@ def open_store(given: str | None = None) -> Store | None:
     """The store asked for, opened (tables made or migrated); None where it is off."""
     where = location(given)
     return Store(where) if where is not None else None
+
+
+def open_required(given: str | None = None) -> Store:
+    """The store a command that reads or rebuilds it asked for; off is bad input there."""
+    opened = open_store(given)
+    if opened is None:
+        raise InputError("the results store is off (MATRIXRUN_STORE=off); give --store PATH")
+    return opened

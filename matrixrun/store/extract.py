@@ -26,11 +26,7 @@ from matrixrun.core.verdict import AnalysisSettings, Sigma, Verdict
 from matrixrun.rundir.environment import Environment, read_environment
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import read_settings
-
-
-def canonical(value: Any) -> str:
-    """JSON with sorted keys: equal flags or points give equal text (what queries match on)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+from matrixrun.store.schema import canonical
 
 
 @dataclass(frozen=True)

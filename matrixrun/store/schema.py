@@ -13,7 +13,9 @@ directories is always possible and is what a refused store is told to do.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -28,6 +30,13 @@ from sqlalchemy import (
     Table,
     Text,
 )
+
+
+def canonical(value: Any) -> str:
+    """JSON with sorted keys: equal flags or points give equal text (what the `flags` and
+    `point` columns hold, and what queries match on)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
 
 #: Bumped when a table or column changes; `MIGRATIONS[v]` takes a store from v to v + 1.
 SCHEMA_VERSION = 1
