@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from matrixrun.core.errors import EngineError
 from matrixrun.engines.base import Engine
-from matrixrun.engines.sglang import Negatable
+from matrixrun.engines.command import CommandEngine
+from matrixrun.engines.openai import OpenAIEngine
+from matrixrun.engines.sglang import Negatable, SGLangEngine
+from matrixrun.engines.vllm import VLLMEngine
 from matrixrun.spec import EngineSpec
 
 
@@ -25,20 +28,12 @@ def for_spec(engine: EngineSpec | str, negatable: Negatable | None = None) -> En
     """
     spec = engine if isinstance(engine, EngineSpec) else EngineSpec(kind=engine)
     if spec.kind == "sglang":
-        from matrixrun.engines.sglang import SGLangEngine
-
         return SGLangEngine(negatable=negatable)
     if spec.kind == "vllm":
-        from matrixrun.engines.vllm import VLLMEngine
-
         return VLLMEngine(negatable=negatable)
     if spec.kind == "command":
-        from matrixrun.engines.command import CommandEngine
-
         return CommandEngine(spec, negatable)
     if spec.kind == "openai":
-        from matrixrun.engines.openai import OpenAIEngine
-
         if not spec.base_url:
             raise EngineError(
                 "engine.kind openai needs engine.base_url (the running endpoint, "

@@ -18,6 +18,10 @@ import subprocess
 from pathlib import Path, PurePath
 
 from matrixrun.core.errors import InputError
+from matrixrun.engines.sglang import DEFAULT_LAUNCH
+from matrixrun.engines.vllm import DEFAULT_LAUNCH as VLLM
+from matrixrun.load.bench_serving_client import DEFAULT_PREFIX
+from matrixrun.plan import expand
 from matrixrun.spec import Spec
 
 _CONTAINER_CLIS = {"docker", "podman", "nerdctl", "apptainer", "singularity", "enroot"}
@@ -29,20 +33,14 @@ def default_prefix(spec: Spec) -> list[str] | None:
     if spec.engine.launch:
         return list(spec.engine.launch)
     if spec.engine.kind == "sglang":
-        from matrixrun.engines.sglang import DEFAULT_LAUNCH
-
         return list(DEFAULT_LAUNCH)
     if spec.engine.kind == "vllm":
-        from matrixrun.engines.vllm import DEFAULT_LAUNCH as VLLM
-
         return list(VLLM)
     return None
 
 
 def prefixes(spec: Spec) -> list[tuple[str, list[str]]]:
     """(what uses it, prefix) for every distinct prefix the run would start."""
-    from matrixrun.plan import expand
-
     out: list[tuple[str, list[str]]] = []
     default = default_prefix(spec)
     for group in expand(spec).groups:
@@ -53,8 +51,6 @@ def prefixes(spec: Spec) -> list[tuple[str, list[str]]]:
                 (who if spec.engine.launch or group.launch else "the default launch", prefix)
             )
     if spec.engine.client == "bench_serving":
-        from matrixrun.load.bench_serving_client import DEFAULT_PREFIX
-
         client = list(spec.engine.client_launch or DEFAULT_PREFIX)
         out.append(
             ("engine.client_launch" if spec.engine.client_launch else "bench_serving", client)

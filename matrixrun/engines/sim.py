@@ -21,6 +21,7 @@ from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Launch
 from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
 from matrixrun.engines.sglang import Negatable, SGLangEngine, render_flags
+from matrixrun.engines.vllm import ALIASES as VLLM
 from matrixrun.plan import ServerGroup
 from matrixrun.plan.rehearsal import rehearsal_setup
 from matrixrun.spec import Spec
@@ -59,8 +60,6 @@ def flag_aliases(kind: str) -> dict[str, str]:
     `--tp-size` for SGLang): a rehearsal renders them the same way, so its report's Setup shows
     the flags `plan` shows and a GPU node would get (the simulator reads either spelling)."""
     if kind == "vllm":
-        from matrixrun.engines.vllm import ALIASES as VLLM
-
         return VLLM
     return SGLANG_ALIASES
 

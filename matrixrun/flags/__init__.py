@@ -18,10 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from matrixrun.core.errors import SpecIssue
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.flags.check import FlagReport, check_spec
 from matrixrun.flags.rules import identical_arms, rule_issues
+from matrixrun.flags.sources import family, source_for
 from matrixrun.spec import EngineSpec, Spec
+from matrixrun.spec.loader import data_loc, line_of
 
 
 @dataclass
@@ -40,8 +45,6 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
     warnings: list[SpecIssue] = []
     found = [*identical_arms(spec), *rule_issues(spec, _profile_file(data))]
     for issue in [*report.issues, *found]:
-        from matrixrun.spec.loader import data_loc, line_of  # the loader's location machinery
-
         loc = data_loc(issue.loc, data) if data is not None else issue.loc
         line = line_of(data, loc) if data is not None else None
         key = ".".join(map(str, loc))
@@ -55,8 +58,6 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
 def require_valid_flags(spec: Spec, path: str | Path) -> FileCheck:
     """`validate`'s flag check, for `run` and `plan` before anything launches: the errors
     raise `SpecError` (file:line, the allowed choices or type); the result otherwise."""
-    from matrixrun.core.errors import SpecError
-
     found = check_file(spec, path)
     if found.errors:
         raise SpecError(
@@ -68,8 +69,6 @@ def require_valid_flags(spec: Spec, path: str | Path) -> FileCheck:
 def negatable_options(engine: EngineSpec, launch: list[str] | None = None) -> frozenset[str]:
     """The options of a launch's flag list that argparse also takes as `--no-<name>`
     (BooleanOptionalAction): the engines render `false` on them as `--no-<name>`."""
-    from matrixrun.flags.sources import family, source_for
-
     if family(engine.kind) is None:
         return frozenset()
     flags = source_for(engine, launch).flags
@@ -111,9 +110,6 @@ def summary(report: FlagReport) -> str:
 
 
 def _yaml(path: Path) -> object | None:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         return YAML(typ="rt").load(path.read_text())  # type: ignore[no-any-return]
     except (OSError, YAMLError):

@@ -21,6 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from matrixrun.engines.sglang import ALIASES as SGLANG
+from matrixrun.engines.sglang import flag_name, render_flags
+from matrixrun.engines.vllm import ALIASES as VLLM
 from matrixrun.flags.model import Flag, FlagSet
 from matrixrun.flags.shipped import shipped, shipped_versions
 from matrixrun.flags.sources import Source, family, source_for
@@ -61,12 +64,8 @@ class FlagReport:
 
 def _aliases(kind: str) -> dict[str, str]:
     if kind == "sglang":
-        from matrixrun.engines.sglang import ALIASES as SGLANG
-
         return SGLANG
     if kind == "vllm":
-        from matrixrun.engines.vllm import ALIASES as VLLM
-
         return VLLM
     return {}
 
@@ -92,7 +91,6 @@ def check_spec(spec: Spec) -> FlagReport:
     if kind is None:
         report.unchecked.append(source_for(spec.engine).says)
         return report
-    from matrixrun.engines.sglang import flag_name, render_flags
 
     aliases = _aliases(kind)
     said: set[str] = set()
@@ -261,7 +259,6 @@ def unknown_key(spec: Spec, key: str) -> str | None:
     fs = source_for(spec.engine).flags if kind is not None else None
     if kind is None or fs is None:
         return None
-    from matrixrun.engines.sglang import flag_name
 
     aliases = _aliases(kind)
     option = flag_name(key, aliases)

@@ -25,6 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from matrixrun.engines.sglang import DEFAULT_LAUNCH
 from matrixrun.flags.helptext import parse_help, run_help
 from matrixrun.flags.model import FlagSet
 from matrixrun.flags.shipped import shipped, shipped_versions
@@ -117,8 +118,6 @@ def source_for(engine: EngineSpec, launch: list[str] | None = None) -> Source:
 def _local(kind: str, launch: list[str] | None) -> Source | None:
     """An installed engine's --help, when the launch prefix is one we can recognise."""
     if kind == "sglang":
-        from matrixrun.engines.sglang import DEFAULT_LAUNCH
-
         prefix = list(launch or DEFAULT_LAUNCH)
         if len(prefix) != 3 or prefix[1:] != ["-m", "sglang.launch_server"]:
             return None

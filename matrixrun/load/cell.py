@@ -22,6 +22,7 @@ from matrixrun.core.errors import LoadError
 from matrixrun.core.measurement import Failure
 from matrixrun.core.metrics import Metrics
 from matrixrun.core.timescale import TimeScale
+from matrixrun.load.bench_serving_client import PROMPT_LENGTHS, run_bench_serving
 from matrixrun.load.client import LoadConfig, LoadResult
 from matrixrun.load.multi import run_load
 from matrixrun.load.records import RequestRecord
@@ -86,8 +87,6 @@ def measure_cell(
     extra: dict[str, Any] = {}
     try:
         if bench_serving is not None:
-            from matrixrun.load.bench_serving_client import PROMPT_LENGTHS, run_bench_serving
-
             metrics, records, argv = run_bench_serving(
                 server_config,
                 bench_serving.out_dir,

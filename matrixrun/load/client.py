@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from matrixrun.core.errors import InputError, LoadError
 from matrixrun.core.metrics import Metrics
@@ -39,6 +39,7 @@ from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_b
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 from matrixrun.load.records import RequestRecord
 from matrixrun.load.selfcheck import ClientCheck, LagProbe, LagSamples, judge
+from matrixrun.load.text_prompts import text_prompts
 from matrixrun.load.transport import (
     CLIENT_LIMIT,
     ConnectFailed,
@@ -143,7 +144,6 @@ def _prompts(config: LoadConfig, ids: list[list[int]]) -> list[tuple[list[int] |
     """(prompt as sent, its token count): ids as they are, or text of the same count."""
     if config.prompt_format == "token_ids":
         return [(p, len(p)) for p in ids]
-    from matrixrun.load.text_prompts import text_prompts
 
     if not config.tokenizer:
         raise InputError("prompt_format text needs a tokenizer (model.tokenizer or model.path)")
@@ -391,8 +391,6 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 def validate_config(**kwargs: object) -> LoadConfig:
     """Build a `LoadConfig`, turning validation errors into one-sentence `InputError`s."""
-    from pydantic import ValidationError
-
     try:
         return LoadConfig.model_validate(kwargs)
     except ValidationError as e:

@@ -41,7 +41,7 @@ def tokenizer_file(path: str) -> Path:
 @lru_cache(maxsize=4)
 def _load(path: str) -> Any:
     try:
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # optional (matrixrun[text]): imported when used
     except ImportError:
         raise InputError(
             "prompt_format text needs the `tokenizers` package: pip install 'matrixrun[text]'"

@@ -46,7 +46,7 @@ def _connect_reason(e: OSError) -> str:
     limit (ulimit -n), and the sentence says so instead of blaming the server."""
     if e.errno in (errno.EMFILE, errno.ENFILE):
         try:
-            import resource
+            import resource  # Unix only: the sentence says ? where it is missing
 
             soft = str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         except (ImportError, OSError, ValueError):

@@ -13,7 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+from ruamel.yaml import YAML
 
 from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import (
@@ -23,7 +24,7 @@ from matrixrun.core.verdict import (
     Verdict,
     check_schema_version,
 )
-from matrixrun.plan import Plan
+from matrixrun.plan import Plan, expand
 from matrixrun.spec import Spec
 
 
@@ -45,8 +46,6 @@ def _group_key(engine: str, group: Mapping[str, Any]) -> tuple[str, str, str, in
 
 
 def _engine_kind(spec_file: Path) -> str | None:
-    from ruamel.yaml import YAML
-
     try:
         data = YAML(typ="safe").load(spec_file.read_text())
     except Exception:  # an unreadable old spec: that run directory is skipped
@@ -171,8 +170,6 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
     """The per-metric noise in an earlier run's verdict.json, after checking that its server
     groups have this spec's engine kind, model, GPU and GPU count (another engine's or node's
     noise says nothing about this one's). One sentence on what does not fit."""
-    from pydantic import ValidationError
-
     rd = Path(run_dir)
     if rd.name == "settings.json":  # a run directory's own spec copy (`spec.loader`)
         return _borrowed_by(spec, plan, rd)
@@ -206,8 +203,6 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
 def _borrowed_by(spec: Spec, plan: Plan, settings_file: Path) -> NoiseHistory:
     """What a run borrowed (its settings.json's records and their label), for that run's own
     spec copy: resuming or reproducing it uses the same prior it had."""
-    from pydantic import ValidationError
-
     rd = settings_file.parent
     try:
         data = json.loads(settings_file.read_text()).get("analysis") or {}
@@ -250,7 +245,6 @@ def refuse_simulated_noise(spec: Spec, rehearse: bool) -> None:
     borrowed = spec.verify.noise_dir()
     if rehearse or borrowed is None:
         return
-    from matrixrun.plan import expand
 
     if noise_history(spec, expand(spec), borrowed).simulated:
         raise InputError(

@@ -27,7 +27,10 @@ from matrixrun.publish.github import (
 from matrixrun.publish.github import (
     dry_run as render_dry_run,
 )
+from matrixrun.publish.proposal import render_proposal
 from matrixrun.report.wording.counts import outcome, plural
+from matrixrun.run import outputs
+from matrixrun.rundir.results import RunDir
 
 #: Overall verdicts a candidate can get, as the report words them, for `--fail-on`.
 VERDICTS = ("better", "worse", "mixed", "same", "undecided")
@@ -143,9 +146,6 @@ def _read(path: Path) -> Any:
 def render_report(run_dir: str | Path) -> Path:
     """Analyse the run directory and write its report.md (what `matrixrun report RUN_DIR`
     does): the one place `post` calls the report renderer."""
-    from matrixrun.run import outputs
-    from matrixrun.rundir.results import RunDir
-
     rd = RunDir(run_dir)
     if not rd.results_file.exists():
         raise InputError(
@@ -196,7 +196,6 @@ def post(
     if plan is not None:
         if gate:
             raise InputError("--fail-on judges a run's verdict; it does not apply to --plan")
-        from matrixrun.publish.proposal import render_proposal
 
         kind = "proposal"
         body, _, name = render_proposal(plan, history)

@@ -23,14 +23,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matrixrun.core.errors import MatrixError, SpecError
+from ruamel.yaml import YAML
+
+from matrixrun.core.errors import InputError, MatrixError, SpecError
 from matrixrun.core.redact import is_secret_name
 from matrixrun.core.units import format_duration
+from matrixrun.engines import for_spec
+from matrixrun.engines.base import redact_argv
+from matrixrun.engines.sglang import DEFAULT_LAUNCH
+from matrixrun.flags import check_file, negatable_for
 from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
-from matrixrun.plan.history import HistoryEstimate, history_estimate
-from matrixrun.plan.render import policy_words, sigma_cost
+from matrixrun.plan.history import HistoryEstimate, history_estimate, noise_history
+from matrixrun.plan.render import noise_line, policy_words, sigma_cost
+from matrixrun.publish.github import COMMENT_LIMIT
 from matrixrun.report.wording.counts import plural
-from matrixrun.spec import Spec, load_spec
+from matrixrun.spec import Spec, load_spec, spec_hash
+from matrixrun.store.prior import plan_noise
 
 #: Shown instead of the host and port the runner picks per launch.
 HOST_PLACEHOLDER = "{host}"
@@ -76,7 +84,6 @@ def validate_file(path: str | Path) -> tuple[Spec | None, Validation]:
         spec = load_spec(path)
     except SpecError as exc:
         return None, Validation(str(path), errors=[str(i) for i in exc.issues])
-    from matrixrun.flags import check_file
 
     flags = check_file(spec, path)
     said = (
@@ -93,8 +100,6 @@ def experiment_name(path: str | Path) -> str:
     """The spec's `experiment:` (even when the spec does not validate), else its file stem:
     the key of the proposal comment, so fixing a broken spec updates the same comment."""
     try:
-        from ruamel.yaml import YAML
-
         data = YAML(typ="safe").load(Path(path).read_text())
         name = data.get("experiment") if isinstance(data, dict) else None
     except Exception:  # any unreadable spec: the stem names it
@@ -112,10 +117,6 @@ def _redact_env(env: Mapping[str, str]) -> list[str]:
 def command_line(spec: Spec, group: ServerGroup) -> str:
     """The launch of `group` exactly as the engine renders it (`Engine.launch`), with `{host}`
     and `{port}` for what the runner picks per launch and secret-looking values as `***`."""
-    from matrixrun.engines import for_spec
-    from matrixrun.engines.base import redact_argv
-    from matrixrun.flags import negatable_for
-
     try:
         engine = for_spec(spec.engine, negatable_for(spec.engine))
         launch = engine.launch(group, HOST_PLACEHOLDER, PORT_PLACEHOLDER)
@@ -124,12 +125,10 @@ def command_line(spec: Spec, group: ServerGroup) -> str:
     if not engine.launches:
         return f"# nothing is launched: the running endpoint {launch.base_url} is measured"
     argv = list(launch.argv)
-    if spec.engine.kind == "sglang" and not group.launch:
-        from matrixrun.engines.sglang import DEFAULT_LAUNCH
-
-        if argv[: len(DEFAULT_LAUNCH)] == DEFAULT_LAUNCH:
-            # The harness's own interpreter path says nothing about the GPU node's.
-            argv[0] = "python"
+    default = spec.engine.kind == "sglang" and not group.launch
+    if default and argv[: len(DEFAULT_LAUNCH)] == DEFAULT_LAUNCH:
+        # The harness's own interpreter path says nothing about the GPU node's.
+        argv[0] = "python"
     words = [*_redact_env(launch.env), *redact_argv(argv)]
     return " ".join(_quote(w) for w in words)
 
@@ -411,11 +410,6 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
 
 def _noise_sentence(spec: Spec, plan: Plan) -> str:
     """`verify.noise_from` in the proposal: what it lends, or why it cannot (one sentence)."""
-    from matrixrun.core.errors import InputError
-    from matrixrun.plan.history import noise_history
-    from matrixrun.plan.render import noise_line
-    from matrixrun.store.prior import plan_noise
-
     assert spec.verify.noise_from is not None
     try:
         if spec.verify.noise_dir() is None:
@@ -461,8 +455,6 @@ def proposal_markdown(
 ) -> str:
     """The proposal comment. With no spec (it did not validate) only the validation result.
     Fewer command lines are shown while the document would not fit one GitHub comment."""
-    from matrixrun.publish.github import COMMENT_LIMIT
-
     text = _proposal(spec, plan, validation, history, experiment, max_commands)
     while len(text) > COMMENT_LIMIT - 200 and max_commands > 0:
         max_commands //= 2
@@ -507,8 +499,6 @@ def render_proposal(
     path: str | Path, history: Sequence[str | Path] = ()
 ) -> tuple[str, Validation, str]:
     """(the proposal Markdown, the validation result, the comment key) for a spec file."""
-    from matrixrun.spec import spec_hash
-
     spec, validation = validate_file(path)
     if spec is None:
         name = experiment_name(path)

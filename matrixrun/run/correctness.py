@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from matrixrun.core.errors import LoadError
 from matrixrun.load.apis import Api, abort_message, native_prompt_key
 from matrixrun.load.prompts import make_prompts
+from matrixrun.load.text_prompts import text_prompts
 from matrixrun.spec import CorrectnessSpec
 
 #: Seed of the correctness prompts (fixed: the gate is the same in every spec).
@@ -191,8 +192,6 @@ async def collect(
         ids = prompts_for(settings, seed)
         prompts: list[list[int] | str] = list(ids)
         if tokenizer is not None:
-            from matrixrun.load.text_prompts import text_prompts
-
             prompts = [text for text, _ in text_prompts(tokenizer, ids, settings.input_len)]
         for i, prompt in enumerate(prompts):
             path, body = request(api, prompt, settings.max_new_tokens, model, strict_openai)

@@ -8,13 +8,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from matrixrun.engines import for_spec
 from matrixrun.engines.base import Engine
+from matrixrun.engines.preflight import require_launchable
+from matrixrun.engines.sim import rehearsal_engine
+from matrixrun.flags import negatable_for, require_valid_flags
 from matrixrun.plan.history import refuse_simulated_noise
 from matrixrun.run.executors import Executor
 from matrixrun.run.gates import hardware_gate
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import new_run_dir, resumed_run_dir
 from matrixrun.run.runner import Runner, RunOptions, RunSummary
+from matrixrun.spec import load_spec
 from matrixrun.store.prior import prepare
 
 
@@ -30,11 +35,6 @@ def run_experiment(
 ) -> RunSummary:
     """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
     hardware (real launches only), run (here, or through `executor`: executors/)."""
-    from matrixrun.engines import for_spec
-    from matrixrun.engines.preflight import require_launchable
-    from matrixrun.flags import negatable_for, require_valid_flags
-    from matrixrun.spec import load_spec
-
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     text = spec_path.read_text()
@@ -43,8 +43,6 @@ def run_experiment(
     hardware = None
     engine: Engine
     if rehearse:
-        from matrixrun.engines.sim import rehearsal_engine
-
         engine = rehearsal_engine(spec, spec.experiment, negatable_for(spec.engine))
     else:
         engine = for_spec(spec.engine, negatable_for(spec.engine))

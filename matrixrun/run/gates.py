@@ -17,7 +17,9 @@ from pydantic import SecretStr
 from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.load.apis import Api
 from matrixrun.plan import ServerGroup
+from matrixrun.run.correctness import collect
 from matrixrun.rundir.environment import HardwareGate
+from matrixrun.rundir.hardware import check_hardware
 from matrixrun.rundir.results import RunDir
 from matrixrun.spec import Spec
 
@@ -25,8 +27,6 @@ from matrixrun.spec import Spec
 def hardware_gate(spec: Spec, ignore: bool) -> HardwareGate:
     """Compare nvidia-smi with the spec before any launch; raise InputError on a mismatch
     unless the user overrode it (`--ignore-hardware` or `engine.check_hardware: false`)."""
-    from matrixrun.rundir.hardware import check_hardware
-
     check = check_hardware(spec)
     overridden = not check.ok and (ignore or not spec.engine.check_hardware)
     if not check.ok and not overridden:
@@ -58,8 +58,6 @@ def correctness_gate(
     (`timeout_s` per request, in the server's time; prompts as text of the same token count
     when `tokenizer` is given). A failure to collect is recorded as the record's error: a gate
     that could not run must not read as a pass, nor stop the run."""
-    from matrixrun.run.correctness import collect
-
     record: dict[str, Any] = {
         "arm": group.arm,
         "slice": group.slice,

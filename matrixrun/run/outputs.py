@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matrixrun.analysis import analyse
 from matrixrun.core.errors import InputError
+from matrixrun.core.verdict import Verdict
+from matrixrun.report import chart_png, render_run_dir
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import read_settings
 
@@ -22,8 +25,6 @@ def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
 
 def analyse_run(run_dir: str | Path | RunDir) -> Path:
     """Judge results.jsonl by settings.json; write verdict.json and return its path."""
-    from matrixrun.analysis import analyse
-
     rd = _run_dir(run_dir)
     if not rd.results_file.exists():
         raise InputError(
@@ -36,18 +37,13 @@ def analyse_run(run_dir: str | Path | RunDir) -> Path:
 
 def report_text(run_dir: str | Path | RunDir, templates: str | Path | None = None) -> str:
     """The verdict document of an analysed run directory."""
-    from matrixrun.report import render_run_dir
-
     return render_run_dir(_run_dir(run_dir), templates)
 
 
 def write_chart(rd: RunDir) -> Path | None:
     """RUN_DIR/chart.png beside the report, when the optional plotting extra is installed."""
-    from matrixrun.core.verdict import Verdict
-    from matrixrun.report.chart_png import CHART_FILE, write_chart
-
     verdict = Verdict.model_validate(rd.read_json("verdict.json"))
-    return write_chart(verdict, rd.path / CHART_FILE)
+    return chart_png.write_chart(verdict, rd.path / chart_png.CHART_FILE)
 
 
 def render_run(

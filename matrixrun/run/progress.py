@@ -8,6 +8,16 @@ import sys
 import time
 from typing import Protocol, TextIO
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.units import format_duration
 from matrixrun.report.wording.counts import plural, reason
@@ -108,16 +118,6 @@ class RichObserver:
     group/cell/attempt, elapsed and ETA, and a log of finished measurements above it."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         self.console = Console(stderr=True)
         self.progress = Progress(
             BarColumn(bar_width=24),

@@ -52,6 +52,7 @@ from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report.wording.counts import reason as reason_words
 from matrixrun.run import outputs
+from matrixrun.run.correctness import agreement_by_arm
 from matrixrun.run.gates import correctness_done, correctness_gate
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import (
@@ -67,6 +68,7 @@ from matrixrun.rundir.environment import (
 )
 from matrixrun.rundir.hardware import gpu_serials
 from matrixrun.rundir.results import RunDir, now_iso
+from matrixrun.rundir.settings import run_settings, write_settings
 from matrixrun.spec import Spec, spec_hash
 from matrixrun.verify import Launch, Unfinished
 
@@ -523,9 +525,6 @@ class Runner:
     def write_settings_file(self) -> None:
         """settings.json: what the analysis and the report need, with the correctness gate's
         outcome so far (each candidate's agreement with the baseline, from correctness/)."""
-        from matrixrun.run.correctness import agreement_by_arm
-        from matrixrun.rundir.settings import run_settings, write_settings
-
         answers = [
             json.loads(p.read_text())
             for p in sorted((self.run_dir.path / "correctness").glob("*.json"))

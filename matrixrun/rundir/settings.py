@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import AnalysisSettings, check_schema_version
+from matrixrun.plan.history import noise_history
 from matrixrun.plan.rehearsal import blind_pairs, rehearsal_setup
 from matrixrun.rundir.results import RunDir
 
@@ -140,8 +141,6 @@ def analysis_settings(
     history = None
     borrowed = v.noise_dir()
     if borrowed is not None:
-        from matrixrun.plan.history import noise_history
-
         history = noise_history(spec, plan, borrowed)
     return AnalysisSettings(
         noise_history=history.sigmas if history else {},

@@ -35,6 +35,8 @@ from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from matrixrun.sim.clock import now
 from matrixrun.sim.profile import ALIASES, Profile
@@ -123,9 +125,6 @@ def load_profile(path: str | None, inline: str | None) -> Profile:
     try:
         data = json.loads(text)
     except ValueError:
-        from ruamel.yaml import YAML
-        from ruamel.yaml.error import YAMLError
-
         try:
             data = YAML(typ="safe").load(text)
         except YAMLError as e:
@@ -199,13 +198,13 @@ def serve(launch: LaunchArgs) -> None:
     args["port"] = sock.getsockname()[1]
     app = SimServer(SimConfig(launch.profile, args, launch.time_scale, launch.seed, started))
     try:
-        import uvloop  # noqa: F401
+        import uvloop  # noqa: F401 - a probe: optional (fast), uvicorn uses it when present
 
         loop = "uvloop"
     except ImportError:
         loop = "asyncio"
     try:
-        import httptools  # noqa: F401
+        import httptools  # noqa: F401 - a probe: uvicorn falls back to h11 without it
 
         http = "httptools"
     except ImportError:

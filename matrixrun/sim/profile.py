@@ -17,9 +17,11 @@ the CuteDSL curve). Profiles are YAML/JSON files or inline mappings in a spec's 
 from __future__ import annotations
 
 import bisect
+from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from ruamel.yaml import YAML
 
 FlagScalar = str | int | float | bool | None
 
@@ -237,10 +239,6 @@ def bundled() -> Profile:
     the simulator's own default too): a mid-size MoE on one node, with noise, so a rehearsal
     without a profile still has run-to-run spread to measure. Reading a packaged file is the
     one I/O here."""
-    from importlib import resources
-
-    from ruamel.yaml import YAML
-
     text = resources.files("matrixrun.sim").joinpath("profiles/default.yaml").read_text()
     return Profile.model_validate(YAML(typ="safe").load(text))
 

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 
 from matrixrun import __version__
 from matrixrun.sim import protocol
@@ -490,8 +491,6 @@ async def _read_body(receive: Receive) -> bytes | None:
 
 def _query_float(scope: Scope, name: str) -> float:
     """A float query parameter (0 when absent or not a number)."""
-    from urllib.parse import parse_qs
-
     values = parse_qs(scope.get("query_string", b"").decode()).get(name)
     try:
         return max(0.0, float(values[0])) if values else 0.0

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.sim.profile import Profile
@@ -62,9 +64,6 @@ def _not_utf8(where: str, exc: UnicodeDecodeError, key: str = "") -> SpecIssue:
 
 
 def parse_spec(text: str, where: str = "<spec>") -> Spec:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -187,9 +186,6 @@ def _with_noise_from(spec: Spec, base: Path, where: str, data: Any) -> Spec:
 
 
 def _with_profile_file(spec: Spec, base: Path, where: str, data: Any) -> Spec:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
     assert isinstance(spec.rehearsal.profile, str)
     profile_path = base / spec.rehearsal.profile
     line = line_of(data, ("rehearsal", "profile"))

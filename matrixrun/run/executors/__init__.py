@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from matrixrun.core.errors import InputError
+from matrixrun.run.executors.local import LocalExecutor
+from matrixrun.run.executors.slurm import SlurmExecutor, SlurmOptions, parse_slurm_args
+from matrixrun.rundir.jobs import read_jobs
 
 if TYPE_CHECKING:
     from matrixrun.run.executors.slurm import OnInterrupt
@@ -37,8 +40,6 @@ def refuse_local_resume(run_dir: str | Path) -> None:
     """A run directory whose Slurm jobs may still be queued or running is resumed with
     `--executor slurm` (which waits for them); measuring it here too would run those groups
     twice at once. (jobs.json may be older than the jobs: then the advice costs a poll.)"""
-    from matrixrun.rundir.jobs import read_jobs
-
     live = [j.job_id for j in read_jobs(Path(run_dir) / "jobs.json").jobs if not j.ended]
     if live:
         raise InputError(
@@ -75,10 +76,8 @@ def make_executor(
         if given:
             verb = "applies" if len(given) == 1 else "apply"
             raise InputError(f"{', '.join(given)} only {verb} with --executor slurm")
-        from matrixrun.run.executors.local import LocalExecutor
 
         return LocalExecutor()
-    from matrixrun.run.executors.slurm import SlurmExecutor, SlurmOptions, parse_slurm_args
 
     if max_parallel is not None and max_parallel < 1:
         raise InputError(f"--max-parallel {max_parallel}: give at least 1 job at a time")

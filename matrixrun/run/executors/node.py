@@ -25,13 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matrixrun import verify
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.redact import redact_json
+from matrixrun.engines import for_spec
 from matrixrun.engines.base import Engine
+from matrixrun.engines.sim import rehearsal_engine
+from matrixrun.flags import negatable_for
 from matrixrun.plan import Plan
+from matrixrun.run.gates import hardware_gate
+from matrixrun.run.progress import PlainObserver
 from matrixrun.run.runner import Runner, RunOptions
 from matrixrun.rundir.environment import capture_environment, read_environment
 from matrixrun.rundir.results import RunDir
+from matrixrun.spec import load_spec
 from matrixrun.store.prior import from_run_dir
 
 #: The job's error when Slurm warned that its time limit is near (the controller looks for it).
@@ -141,21 +148,12 @@ def run_task(task: GroupTask) -> dict[str, Any]:
 
 
 def _run(task: GroupTask) -> dict[str, Any]:
-    from matrixrun import verify
-    from matrixrun.engines import for_spec
-    from matrixrun.flags import negatable_for
-    from matrixrun.run.gates import hardware_gate
-    from matrixrun.run.progress import PlainObserver
-    from matrixrun.spec import load_spec
-
     spec_path = Path(task.spec_path)
     spec = load_spec(spec_path)
     rd = RunDir(task.run_dir, shard=task.group_id)
     spec = from_run_dir(spec, Path(task.run_dir))  # auto: the prior the controller chose
     engine: Engine
     if task.rehearse:
-        from matrixrun.engines.sim import rehearsal_engine
-
         engine = rehearsal_engine(spec, spec.experiment, negatable_for(spec.engine))
     else:
         engine = for_spec(spec.engine, negatable_for(spec.engine))

@@ -34,13 +34,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from matrixrun import verify
 from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.core.measurement import over_failure_rate, retry_note, still_failed
-from matrixrun.plan import ServerGroup
+from matrixrun.plan import Plan, ServerGroup
+from matrixrun.run import outputs
 from matrixrun.run.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
 from matrixrun.run.executors.sacct import SlurmState, query_states, slurm_tool
+from matrixrun.run.resume import launch_counts
+from matrixrun.run.runner import RunSummary
+from matrixrun.rundir.environment import read_environment
 from matrixrun.rundir.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.rundir.results import RunDir, now_iso
+from matrixrun.verify import first_pass
 
 if TYPE_CHECKING:
     from matrixrun.run.runner import Runner, RunSummary
@@ -109,8 +115,6 @@ def time_limit_minutes(runner: Runner, group: ServerGroup, round_no: int) -> int
 def analyse_and_render(rd: RunDir) -> Path | None:
     """Analysis, then the report, from the run directory alone (the stages `matrixrun
     analyse` and `matrixrun report` run): the one place the Slurm path calls them."""
-    from matrixrun.run import outputs
-
     outputs.analyse_run(rd)
     return outputs.render_run(rd)
 
@@ -127,9 +131,6 @@ class SlurmExecutor:
 
     # -- the whole run --------------------------------------------------------------------
     def run(self, runner: Runner) -> RunSummary:
-        from matrixrun import verify
-        from matrixrun.run.runner import RunSummary
-
         self._submitit = _import_submitit()
         slurm_tool("sbatch")
         self.runner = runner
@@ -196,8 +197,6 @@ class SlurmExecutor:
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:
-        from matrixrun.verify import first_pass
-
         return bool(first_pass(group, self.runner.measurements, self.runner.retry))
 
     def _task(self, group: ServerGroup, round_no: int) -> GroupTask:
@@ -350,7 +349,6 @@ class SlurmExecutor:
             return  # a stage-2 job's reruns are not owed; jobs.json says what happened
         r = self.runner
         r.measurements = self.rd.measurements()
-        from matrixrun.run.resume import launch_counts
 
         r.launch_counts = launch_counts(self.rd.events(), r.measurements)
         group = r.plan.group(job.group)
@@ -397,8 +395,6 @@ class SlurmExecutor:
     def _merge_env(self) -> None:
         """env.json = this process's facts + every job's servers (env.d/*.json), so the report
         and a resume see every instance with its node; then jobs.json's node summary."""
-        from matrixrun.rundir.environment import read_environment
-
         r = self.runner
         for path in sorted((self.rd.path / "env.d").glob("*.json")):
             env = read_environment(path)
@@ -474,8 +470,6 @@ def merge_plan(runner: Runner, rd: RunDir) -> bool:
     written by its job before measuring them) + those plan.json already held (a resumed
     run's: `Runner.write_plan_file`). The controller is plan.json's only writer; the next round's
     jobs read it (`NodeRunner.adopt_shared_plan`). True when the jobs' files added cells."""
-    from matrixrun.plan import Plan
-
     before = {c.cell_id for c in runner.plan.cells()}
     for path in sorted((rd.path / "plan.d").glob("*.json")):
         with contextlib.suppress(ValueError, OSError):  # torn or unreadable: adds nothing
@@ -520,7 +514,7 @@ def _last_line(path: Path) -> str | None:
 
 def _import_submitit() -> Any:
     try:
-        import submitit
+        import submitit  # optional (matrixrun[slurm]): imported when a Slurm run starts
     except ImportError as exc:
         raise InputError(
             "--executor slurm needs submitit: pip install 'matrixrun[slurm]' (on the login "
