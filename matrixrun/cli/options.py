@@ -172,6 +172,25 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
         metavar="PCT",
         help="declared run-to-run spread (e.g. 2%%), used where nothing is measured",
     )
+    _add_ingest_mapping(p)
+    _add_ingest_formats(p)
+    p.add_argument(
+        "--metrics",
+        metavar="PRIMARY[,SECONDARY...]",
+        help="the metric the verdict is on, then the secondary ones, comma-separated "
+        "(default output_throughput,median_ttft_ms,median_tpot_ms,median_itl_ms; any of "
+        "mean/median/std/p90/p95/p99 _ttft_ms, _tpot_ms, _itl_ms, _e2e_latency_ms, or a "
+        "throughput)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what was understood (arms, points, repeats, servers) and write nothing",
+    )
+
+
+def _add_ingest_mapping(p: argparse.ArgumentParser) -> None:
+    """How result lines become arms, sweep points and repeats, and where the repeats ran."""
     p.add_argument(
         "--arm-field",
         default="tag",
@@ -201,6 +220,10 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the same as --servers fresh",
     )
+
+
+def _add_ingest_formats(p: argparse.ArgumentParser) -> None:
+    """Which reader reads the files, and which differences between them are allowed."""
     p.add_argument(
         "--format",
         choices=INGEST_FORMATS,
@@ -219,25 +242,12 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
         help="vllm bench sweep: serve combinations are arms (default) or launches of one arm",
     )
     p.add_argument(
-        "--metrics",
-        metavar="PRIMARY[,SECONDARY...]",
-        help="the metric the verdict is on, then the secondary ones, comma-separated "
-        "(default output_throughput,median_ttft_ms,median_tpot_ms,median_itl_ms; any of "
-        "mean/median/std/p90/p95/p99 _ttft_ms, _tpot_ms, _itl_ms, _e2e_latency_ms, or a "
-        "throughput)",
-    )
-    p.add_argument(
         "--allow-difference",
         action="append",
         choices=IDENTITY_FIELDS,
         metavar="FIELD",
         help="compare runs that differ in this (model, gpu, dataset, client-version) anyway; "
         "the report says so in its first lines (repeatable)",
-    )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print what was understood (arms, points, repeats, servers) and write nothing",
     )
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -205,15 +205,20 @@ def _total(
     return count(avg * completed, f"{per_request}.avg × request_count", where), how
 
 
-def read_file(path: str | Path) -> list[Run]:
-    """The one run of an aiperf summary export."""
-    p = Path(path)
-    where = str(p)
-    data = load_json(p, _HINT)
-    if not is_aiperf(data):
-        raise InputError(f"{where}: no 'aiperf_version' and 'benchmark_duration'; {_HINT}")
-    early = "aiperf_version" not in data
-    data = _normalised(data)
+@dataclass(frozen=True)
+class _Counts:
+    """What the profiling phase counted: its duration, requests and tokens."""
+
+    duration: float
+    completed: int
+    failed: int
+    total_in: int
+    total_out: int
+    #: total_input_tokens / total_output_tokens -> how it was computed, where it was
+    derived: dict[str, str]
+
+
+def _counts(data: dict[str, Any], where: str) -> _Counts:
     duration = _scalar(data, "benchmark_duration", "sec", where)
     if duration <= 0:
         raise InputError(f"{where}: 'benchmark_duration' is {duration!r}; rerun aiperf")
@@ -223,31 +228,51 @@ def read_file(path: str | Path) -> list[Run]:
     failed = count(failed_value or 0.0, "error_request_count", where)
     total_in, in_how = _total(data, "total_isl", "input_sequence_length", completed, where)
     total_out, out_how = _total(data, "total_osl", "output_sequence_length", completed, where)
-    values = totals_over(duration, completed, failed, total_in, total_out)
-    notes: dict[str, str] = {}
+    derived = {
+        name: how
+        for name, how in (("total_input_tokens", in_how), ("total_output_tokens", out_how))
+        if how is not None
+    }
+    return _Counts(duration, completed, failed, total_in, total_out, derived)
+
+
+def _metrics(
+    data: dict[str, Any], counts: _Counts, where: str
+) -> tuple[dict[str, float | None], dict[str, str], dict[str, str]]:
+    """bench_serving's metrics from the export: throughputs from the totals over
+    benchmark_duration, the latency statistics where their definitions agree. Returns the
+    values, how each computed one was derived, and why a metric was left out."""
+    c = counts
+    values = totals_over(c.duration, c.completed, c.failed, c.total_in, c.total_out)
+    left_out: dict[str, str] = {}
     for ours, (theirs, unit) in _LATENCIES.items():
         entry = data.get(theirs)
         if not isinstance(entry, dict):
             continue
         if entry.get("unit") != unit:
             raise InputError(_unit_error(data, where, theirs, entry.get("unit"), unit))
-        if failed and ours != "itl":
-            notes[ours] = f"aiperf's {theirs} statistics include failed requests: left out"
+        if c.failed and ours != "itl":
+            left_out[ours] = f"aiperf's {theirs} statistics include failed requests: left out"
             continue
         for stat, key in _STATS.items():
             values[f"{stat}_{ours}_ms"] = finite(entry.get(key))
-    derived = dict(DERIVED)
-    for name, how in (("total_input_tokens", in_how), ("total_output_tokens", out_how)):
-        if how is not None:
-            derived[name] = how
+    derived = {**DERIVED, **c.derived}
     mean_e2e = values.get("mean_e2e_latency_ms")
     if mean_e2e is not None:
-        values["concurrency"] = mean_e2e / 1000 * completed / duration
+        values["concurrency"] = mean_e2e / 1000 * c.completed / c.duration
     else:
         derived.pop("concurrency")
+    return values, derived, left_out
+
+
+def _record(
+    p: Path, data: dict[str, Any], values: dict[str, float | None], counts: _Counts
+) -> BenchServingRecord:
+    """The bench_serving-shaped record: what was asked (input_config: the profiling phase's
+    concurrency or rate, the dataset and its length means) beside what was measured."""
+    where = str(p)
     config = data.get("input_config") or {}
     phase = _profiling_phase(config)
-    kind = phase.get("type")
     concurrency = phase.get("concurrency")
     rate = finite(phase.get("rate"))
     datasets = config.get("datasets") or [{}]
@@ -257,14 +282,9 @@ def read_file(path: str | Path) -> list[Run]:
         v = finite((prompts.get(key) or {}).get("mean"))
         return int(v) if v is not None and v.is_integer() else None
 
-    version = data.get("aiperf_version")
     steps = (finite(concurrency), rate)
-    models = (config.get("models") or {}).get("items") or []
-    model = models[0].get("name") if models and isinstance(models[0], dict) else None
-    identity = {"client version": f"aiperf {version}"} if version else {}
-    if isinstance(model, str) and model:
-        identity["model"] = model
-    record = BenchServingRecord(
+    completed = counts.completed
+    return BenchServingRecord(
         source=where,
         line=1,
         tag=arm_of(p, steps),
@@ -277,26 +297,49 @@ def read_file(path: str | Path) -> list[Run]:
         server_info={},
         metrics=make_metrics(values, where),
         fields={
-            "phase": kind,
+            "phase": phase.get("type"),
             "artifact_dir": str(artifact_dir(p, steps)),
-            "mean_input_len": total_in / completed if completed else None,
-            "mean_output_len": total_out / completed if completed else None,
+            "mean_input_len": counts.total_in / completed if completed else None,
+            "mean_output_len": counts.total_out / completed if completed else None,
         },
     )
-    definitions = dict(DEFINITIONS)
-    definitions.update(notes)
+
+
+def _identity(data: dict[str, Any]) -> dict[str, str]:
+    """What runs must agree on to be compared: the aiperf version and the model."""
+    version = data.get("aiperf_version")
+    models = ((data.get("input_config") or {}).get("models") or {}).get("items") or []
+    model = models[0].get("name") if models and isinstance(models[0], dict) else None
+    identity = {"client version": f"aiperf {version}"} if version else {}
+    if isinstance(model, str) and model:
+        identity["model"] = model
+    return identity
+
+
+def read_file(path: str | Path) -> list[Run]:
+    """The one run of an aiperf summary export."""
+    p = Path(path)
+    where = str(p)
+    data = load_json(p, _HINT)
+    if not is_aiperf(data):
+        raise InputError(f"{where}: no 'aiperf_version' and 'benchmark_duration'; {_HINT}")
+    early = "aiperf_version" not in data
+    data = _normalised(data)
+    counts = _counts(data, where)
+    values, derived, left_out = _metrics(data, counts, where)
+    version = data.get("aiperf_version")
     tool = (
         f"aiperf {version}"
         if version
         else (EARLY_TOOL if early else "aiperf (version not recorded)")
     )
     run = Run(
-        record=record,
+        record=_record(p, data, values, counts),
         format="aiperf",
         tool=tool,
-        definitions=definitions,
+        definitions={**DEFINITIONS, **left_out},
         derived=derived,
-        identity=identity,
+        identity=_identity(data),
     )
     return [run]
 

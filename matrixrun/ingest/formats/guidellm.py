@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -144,13 +145,20 @@ def _dataset(report: dict[str, Any], bench: Any) -> str | None:
     return given if isinstance(given, str) else json.dumps(given, sort_keys=True)
 
 
-def _benchmark(
-    bench: Any, *, source: str, index: int, tag: str | None, tool: str, dataset: str | None
-) -> Run:
-    where = f"{source}: benchmarks[{index}]"
-    if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
-        raise InputError(f"{where}: no 'metrics' object; {_HINT}")
-    metrics: dict[str, Any] = bench["metrics"]
+@dataclass(frozen=True)
+class _Counts:
+    """What one benchmark counted: its duration (and how it was found), requests, tokens."""
+
+    duration: float
+    duration_note: str | None
+    completed: int
+    failed: int
+    incomplete: int
+    total_in: int
+    total_out: int
+
+
+def _counts(bench: dict[str, Any], metrics: dict[str, Any], where: str) -> _Counts:
     duration, span_note = _duration(bench, where)
     # request_totals: in the metrics (0.5 on), beside them (before 0.4)
     totals = metrics.get("request_totals") or bench.get("request_totals")
@@ -160,30 +168,61 @@ def _benchmark(
     failed = count(finite(totals.get("errored")) or 0.0, "request_totals.errored", where)
     prompt = _dist(metrics, "prompt_token_count", where)
     output = _dist(metrics, "output_token_count", where)
-    total_in = count(finite(prompt.get("total_sum")) or 0.0, "prompt_token_count", where)
-    total_out = count(finite(output.get("total_sum")) or 0.0, "output_token_count", where)
-    values = totals_over(duration, completed, failed, total_in, total_out)
+    return _Counts(
+        duration=duration,
+        duration_note=span_note,
+        completed=completed,
+        failed=failed,
+        incomplete=int(finite(totals.get("incomplete")) or 0.0),
+        total_in=count(finite(prompt.get("total_sum")) or 0.0, "prompt_token_count", where),
+        total_out=count(finite(output.get("total_sum")) or 0.0, "output_token_count", where),
+    )
+
+
+def _metrics(
+    metrics: dict[str, Any], counts: _Counts, where: str
+) -> tuple[dict[str, float | None], dict[str, str], dict[str, str]]:
+    """bench_serving's metrics from one benchmark: throughputs from the totals over its
+    duration, TTFT and request latency as they are, TPOT only where every request has the
+    same output length (guidellm's inter-token latency is token-weighted). Returns the values,
+    how each computed one was derived, and why a metric was left out."""
+    c = counts
+    values = totals_over(c.duration, c.completed, c.failed, c.total_in, c.total_out)
     for stat, v in _stats(_dist(metrics, "time_to_first_token_ms", where)).items():
         values[f"{stat}_ttft_ms"] = v
     for stat, v in _stats(_dist(metrics, "request_latency", where), scale=1000.0).items():
         values[f"{stat}_e2e_latency_ms"] = v
     derived = {k: v for k, v in DERIVED.items() if not k.endswith("_tpot_ms")}
-    if span_note is not None:
-        derived["duration"] = span_note
-    equal_lengths = finite(output.get("min")) == finite(output.get("max"))
-    notes: dict[str, str] = {}
-    if equal_lengths:
+    if c.duration_note is not None:
+        derived["duration"] = c.duration_note
+    output = _dist(metrics, "output_token_count", where)
+    left_out: dict[str, str] = {}
+    if finite(output.get("min")) == finite(output.get("max")):
         for stat, v in _stats(_dist(metrics, "inter_token_latency_ms", where)).items():
             values[f"{stat}_tpot_ms"] = v
         derived["*_tpot_ms"] = DERIVED["mean_tpot_ms"]
     else:
-        notes["tpot"] = (
+        left_out["tpot"] = (
             "output lengths differ between requests, so guidellm's token-weighted "
             "inter_token_latency_ms is not bench_serving's per-request TPOT: left out"
         )
     mean_e2e = values.get("mean_e2e_latency_ms")
     if mean_e2e is not None:
-        values["concurrency"] = mean_e2e / 1000 * completed / duration
+        values["concurrency"] = mean_e2e / 1000 * c.completed / c.duration
+    return values, derived, left_out
+
+
+def _record(
+    bench: dict[str, Any],
+    counts: _Counts,
+    values: dict[str, float | None],
+    *,
+    source: str,
+    index: int,
+    tag: str | None,
+) -> BenchServingRecord:
+    """The bench_serving-shaped record: the strategy that was asked (synchronous,
+    concurrent streams or a rate) beside what was measured."""
     # the strategy: `config.strategy` (0.5 on), `args.strategy` (before 0.4)
     strategy = (bench.get("config") or bench.get("args") or {}).get("strategy") or {}
     kind = strategy.get("type_")
@@ -192,8 +231,8 @@ def _benchmark(
         int(streams) if isinstance(streams, int) and kind == "concurrent" else None
     )  # fmt: skip
     rate = finite(strategy.get("rate"))
-    incomplete = finite(totals.get("incomplete")) or 0.0
-    record = BenchServingRecord(
+    completed = counts.completed
+    return BenchServingRecord(
         source=source,
         line=index + 1,
         tag=tag,
@@ -201,16 +240,18 @@ def _benchmark(
         request_rate=rate if rate is not None else math.inf,
         max_concurrency=max_concurrency,
         server_info={},
-        metrics=make_metrics(values, where),
+        metrics=make_metrics(values, f"{source}: benchmarks[{index}]"),
         fields={
             "strategy": kind,
-            "incomplete": int(incomplete),
-            "mean_input_len": total_in / completed if completed else None,
-            "mean_output_len": total_out / completed if completed else None,
+            "incomplete": counts.incomplete,
+            "mean_input_len": counts.total_in / completed if completed else None,
+            "mean_output_len": counts.total_out / completed if completed else None,
         },
     )
-    definitions = dict(DEFINITIONS)
-    definitions.update(notes)
+
+
+def _identity(bench: dict[str, Any], tool: str, dataset: str | None) -> dict[str, str]:
+    """What runs must agree on to be compared: guidellm's version, the dataset, the model."""
     recorded = tool.removeprefix("guidellm ")[:1].isdigit()  # "guidellm 0.8.1", not "... before"
     identity = {"client version": tool} if recorded else {}
     if dataset is not None:
@@ -220,13 +261,24 @@ def _benchmark(
     ).get("backend_model")
     if isinstance(model, str) and model:
         identity["model"] = model
+    return identity
+
+
+def _benchmark(
+    bench: Any, *, source: str, index: int, tag: str | None, tool: str, dataset: str | None
+) -> Run:
+    where = f"{source}: benchmarks[{index}]"
+    if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
+        raise InputError(f"{where}: no 'metrics' object; {_HINT}")
+    counts = _counts(bench, bench["metrics"], where)
+    values, derived, left_out = _metrics(bench["metrics"], counts, where)
     return Run(
-        record=record,
+        record=_record(bench, counts, values, source=source, index=index, tag=tag),
         format="guidellm",
         tool=tool,
-        definitions=definitions,
+        definitions={**DEFINITIONS, **left_out},
         derived=derived,
-        identity=identity,
+        identity=_identity(bench, tool, dataset),
     )
 
 
