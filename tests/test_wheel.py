@@ -37,6 +37,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     names = zipfile.ZipFile(wheels[0]).namelist()
     for data in ("matrixrun/report/templates/verdict.md.j2", "matrixrun/py.typed"):
         assert data in names, f"{data} is not in the wheel"
+    # every template the checkout has, the sections' partials included (a new directory of
+    # templates needs its own package-data glob)
+    templates = ROOT / "matrixrun" / "report" / "templates"
+    missing = [
+        p.relative_to(ROOT).as_posix()
+        for p in templates.rglob("*.j2")
+        if p.relative_to(ROOT).as_posix() not in names
+    ]
+    assert not missing, f"templates not in the wheel: {missing}"
     assert any(n.startswith("matrixrun/sim/profiles/") for n in names)
     assert any(n.startswith("matrixrun/flags/data/") for n in names)
     venv = base / "venv"
