@@ -974,7 +974,7 @@ def test_the_routine_replicates_line_counts_against_the_noise_it_names() -> None
     """The H200 example printed "2 of 2 within ±5% of their first run (−18.53% to +30.38%)":
     counted against the noise band, worded as the margin. Now the words name the band."""
     from matrixrun.core.verdict import Rerun, RerunKind
-    from matrixrun.report.wording.decision import rerun_summary
+    from matrixrun.report.sections.reruns import rerun_summary
 
     def rep(change: float, band: float | None) -> Rerun:
         return Rerun(slice="", arm=CAND, cell_id="c", candidate=CAND, point_id="p",

@@ -144,7 +144,7 @@ def test_the_warmup_row_says_what_bench_serving_sends() -> None:
     """Issue 28: bench_serving's --warmup-requests sends copies of the first request; the
     report says so, and that a flush (--flush-cache) follows, instead of "N unmeasured
     requests" as for the built-in client (which sends other prompts)."""
-    from matrixrun.report.wording.run import warmup_text
+    from matrixrun.report.sections.setup import warmup_text
 
     assert "--flush-cache" in build_argv(config(), Path("o"))
     text = warmup_text(2, "bench_serving")

@@ -17,7 +17,7 @@ from test_report import BASE, CAND
 
 from matrixrun.core.verdict import Verdict
 from matrixrun.report import render_run_dir
-from matrixrun.report.charts import change_axis
+from matrixrun.report.sections.charts import change_axis
 from matrixrun.run import outputs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The chart numbers alone (report.charts, pure): plain decimals at every magnitude, and the
+"""The chart numbers alone (report.sections.charts, pure): plain decimals at every magnitude, and the
 change axis's cut rule. What they look like drawn is tests/test_charts_render.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from matrixrun.report.charts import SPAN_MARGINS, change_axis, mermaid_number
+from matrixrun.report.sections.charts import SPAN_MARGINS, change_axis, mermaid_number
 
 #: xychart's number token (mermaid 11.17's grammar, xychartDiagram's lexer rules)
 XYCHART_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)")

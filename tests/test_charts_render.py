@@ -36,7 +36,7 @@ import pytest
 from test_report import BASE, CAND, SPEC_TEXT, measurement, plan_of, with_spec, write_run
 
 from matrixrun.report import render_run_dir
-from matrixrun.report.charts import BACKGROUND
+from matrixrun.report.sections.charts import BACKGROUND
 from matrixrun.rundir.results import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -264,7 +264,7 @@ def test_a_same_verdict_states_its_level_sensibly(tmp_path: Path) -> None:
 
 
 def test_runs_needed_past_twenty_is_not_advice() -> None:
-    from matrixrun.report.wording.decision import settle
+    from matrixrun.report.sections.headline import settle
 
     text = settle("nox -s matrix -- x.yaml", [188, 90], 2)
     assert "More runs will not settle it" in text and "more than 20 runs per arm" in text
@@ -287,8 +287,7 @@ def test_plan_warns_when_the_margin_is_out_of_reach() -> None:
 
 def test_the_checks_line_names_the_fresh_replicates_the_log_lists() -> None:
     from matrixrun.core.verdict import RerunKind
-    from matrixrun.report.decision import Checks
-    from matrixrun.report.wording.decision import checks_line
+    from matrixrun.report.sections.checks import Checks, checks_line
 
     class R:  # the two fields checks_line reads of a routine replicate
         kind = RerunKind.FRESH_SERVER

@@ -122,8 +122,7 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
 def test_a_fixed_designs_checks_line_says_how_many_launches_each_cell_had() -> None:
     """The launches named are the fewest a cell actually ran on, not max_runs: a cell that one
     launch alone measured (its other runs failed) cannot carry an odd launch in its noise."""
-    from matrixrun.report.decision import Checks
-    from matrixrun.report.wording.decision import checks_line
+    from matrixrun.report.sections.checks import Checks, checks_line
 
     c = Checks(explanations=[], agreement={}, suspect=[], failed_measurements=0,
                failed_requests=0, total_requests=10)  # fmt: skip

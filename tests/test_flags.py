@@ -188,7 +188,7 @@ def test_false_on_a_negatable_switch_renders_its_no_form(tmp_path: Path, kind: s
     assert "--" + plain.replace("_", "-") not in " ".join(argv["a"])
     assert option in argv["b"] and "--no-" + option[2:] not in argv["b"]
     # and the report's "flags as given" shows what ran
-    from matrixrun.report.sections import given_flags
+    from matrixrun.report.given import given_flags
 
     group_a = next(g for g in expand(spec).groups if g.arm == "a")
     assert given_flags(group_a, argv["a"])[switch] == "--no-" + option[2:]

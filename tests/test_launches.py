@@ -1,5 +1,5 @@
 """Launch instability (matrixrun/analysis/launches.py) and its first lines in the document
-(matrixrun/report/wording/launches.py).
+(matrixrun/report/sections/launches.py).
 
 Measurements are built the way a server group produces them (cells on launches, one instance
 id per launch); the real H200 run `reports/runs/h200_transformers_cuda_graph` is the case the
@@ -19,7 +19,7 @@ from matrixrun.analysis import analyse, estimate_sigma
 from matrixrun.analysis.components import cell_variance
 from matrixrun.analysis.launches import launch_check
 from matrixrun.core.measurement import Measurement
-from matrixrun.report.wording.launches import unstable_launches, untested
+from matrixrun.report.sections.launches import unstable_launches, untested
 from matrixrun.run.outputs import _run_dir
 
 XS = [1, 8, 32, 128]

@@ -26,8 +26,8 @@ from matrixrun.report import check_markdown, render, render_run_dir, table_cells
 from matrixrun.report.context import build_context
 from matrixrun.report.fmt import exact as fmt_exact
 from matrixrun.report.fmt import value as fmt_value
-from matrixrun.report.run_sections import verify_whys
-from matrixrun.report.sections import effective_arg_differences
+from matrixrun.report.sections.reruns import verify_whys
+from matrixrun.report.sections.setup import effective_arg_differences
 from matrixrun.run.outputs import analyse_run
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import RunSettings, run_settings, write_settings
@@ -821,7 +821,8 @@ def test_reproduce_uses_the_spec_copy_when_the_stem_is_unknown(tmp_path: Path) -
 
 
 def test_simulator_lag_is_flagged_only_where_it_matters() -> None:
-    from matrixrun.report.run_sections import simulation_of, simulator_lag
+    from matrixrun.report.sections.simulation import of as simulation_of
+    from matrixrun.report.sections.simulation import simulator_lag
 
     spec = parse_spec(SPEC_TEXT)
     settings = run_settings(spec, plan_of(SPEC_TEXT))
@@ -946,7 +947,7 @@ def test_flags_are_shown_as_the_server_was_given_them(tmp_path: Path) -> None:
 
 
 def test_an_overridden_hardware_check_states_the_finding_not_the_advice() -> None:
-    from matrixrun.report.wording import hardware_sentence
+    from matrixrun.report.sections.environment import hardware_sentence
     from matrixrun.rundir.hardware import compare
     from matrixrun.spec import HardwareSpec
 
@@ -1027,7 +1028,7 @@ def test_user_text_cannot_inject_html_or_structure_into_the_document(tmp_path: P
 def test_servers_on_different_gpus_get_a_serials_column() -> None:
     """A run resumed on another lent machine: each server's GPUs show, so the launch spread
     is read as including the machines'; one GPU for all servers adds no column."""
-    from matrixrun.report.run_sections import environment_of
+    from matrixrun.report.sections.environment import of as environment_of
 
     def server(arm: str, serials: list[str]) -> dict[str, object]:
         return {"arm": arm, "version": "v", "startup_s": 12.0, "gpu_serials": serials}
@@ -1045,7 +1046,7 @@ def test_a_launch_command_is_shown_as_a_shell_would_need_it_typed() -> None:
     `;`, parentheses) and a quote are quoted, `{placeholders}` read as they are."""
     import shlex
 
-    from matrixrun.report.sections import shell_words
+    from matrixrun.report.sections.setup import shell_words
 
     argv = ["python3", "-c", "from x import main; main()", "serve", "{model}", "--x", "it's"]
     shown = shell_words(argv)

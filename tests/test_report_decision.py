@@ -1,4 +1,4 @@
-"""The decision block and what feeds it (`report.decision`, `report.summary`): advice from
+"""The decision block and what feeds it (`report.sections.headline`, `checks`, `slo`): advice from
 the regimes, checks with their numbers, what moved, folded metrics, the SLO view, notes, the
 CI gate, `matrixrun compare`, the collapsed sections and the comment size at hundreds of
 cells. Run directories are built with the helpers of test_report.py."""
@@ -24,7 +24,9 @@ from test_report import (
 from matrixrun.cli.main import main
 from matrixrun.core.verdict import OverallVerdict, Verdict
 from matrixrun.report import check_markdown, render_run_dir
-from matrixrun.report.decision import Advice, folded_metrics, recommendations, slo_best
+from matrixrun.report.sections.headline import Advice, recommendations
+from matrixrun.report.sections.slo import slo_best
+from matrixrun.report.series import folded_metrics
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import SloBound
 
@@ -273,8 +275,7 @@ def test_a_warmup_the_analysis_confirmed_is_never_ruled_out() -> None:
 
     from matrixrun.analysis import analyse
     from matrixrun.core.verdict import CheckOutcome, Explanation
-    from matrixrun.report.decision import checks
-    from matrixrun.report.wording.decision import checks_line
+    from matrixrun.report.sections.checks import checks, checks_line
 
     v = analyse(penalised_tie(warm=True), analysis_settings())
     found = checks(v)
@@ -285,7 +286,7 @@ def test_a_warmup_the_analysis_confirmed_is_never_ruled_out() -> None:
 
 
 def test_the_settle_line_does_not_let_one_near_tie_hide_the_easy_points() -> None:
-    from matrixrun.report.wording import decision as wording
+    from matrixrun.report.sections import headline as wording
 
     cmd = "nox -s matrix -- spec/x.yaml"
     # the H200 run: 2-3 runs decide three points, the near tie at concurrency 1 takes 163
@@ -302,8 +303,7 @@ def test_the_settle_line_does_not_let_one_near_tie_hide_the_easy_points() -> Non
 def test_an_untested_warmup_says_when_each_cell_ran_after_an_unmeasured_copy() -> None:
     """`warmup_requests: cell` lowers a first pass's warm-up without ruling it out: the checks
     line still marks it untested, and says the copy ran."""
-    from matrixrun.report.decision import Checks
-    from matrixrun.report.wording.decision import checks_line
+    from matrixrun.report.sections.checks import Checks, checks_line
 
     none = Checks(explanations=[], suspect=[], agreement={}, failed_requests=0,
                   failed_measurements=0, total_requests=10)  # fmt: skip

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrixrun.report.context import display_path, spec_stem
+from matrixrun.report.inputs import display_path, spec_stem
 
 
 def test_display_path_is_relative_to_the_working_directory(

@@ -211,11 +211,11 @@ def test_a_loop_blocked_once_at_the_first_tokens_flags_ttft_end_to_end(server: s
 
 
 def test_the_client_bound_note_names_the_client_processes() -> None:
-    from matrixrun.report import wording
+    from matrixrun.report.sections.failures import client_bound
 
     check = {"affected": {"p99_itl_ms": 0.3}, "lag_p99_ms": 12.0, "coalesced_share": 0.0}
-    one = wording.client_bound("cb", "concurrency 1024", 1, check)
-    three = wording.client_bound("cb", "concurrency 1024", 1, check, processes=3)
+    one = client_bound("cb", "concurrency 1024", 1, check)
+    three = client_bound("cb", "concurrency 1024", 1, check, processes=3)
     assert "processes" not in one
     assert "the load client (3 processes) fell behind" in three
     assert "p99_itl_ms by up to 30.0%" in three

@@ -12,7 +12,7 @@ from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import Metrics
 from matrixrun.core.rerun_reason import WhyKind
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
-from matrixrun.report import wording
+from matrixrun.report.sections.reruns import rerun_why
 from matrixrun.spec import Spec, parse_spec
 from matrixrun.verify import Pick, Policy, Schedule, Work, decide_chance, rounds_done
 
@@ -87,7 +87,7 @@ def test_warm_rerun_only_for_surprises_where_this_arm_is_the_slow_one() -> None:
     why = warm[0][1]
     assert why.kind == WhyKind.WARM_CHECK and why.arm == "cand"
     assert why.change == pytest.approx(-0.30) and why.surprise == 0.10
-    assert "−30.0% vs base" in wording.rerun_why(why) and "first-run JIT" in wording.rerun_why(why)
+    assert "−30.0% vs base" in rerun_why(why) and "first-run JIT" in rerun_why(why)
     # the baseline's server would be the one to recheck for the +40% cell
     assert [(c.arm, c.x) for c, _ in policy.warm_reruns(group(plan, "base"), ms)] == [("base", 4)]
 
@@ -156,10 +156,10 @@ def test_one_instance_check_per_server_plus_sigma_calibration() -> None:
     assert len(replicates) == 3 and all(why.target_df == 6 for why in replicates)
     assert len(reasons) == 6
     # the report words the numbers once
-    assert "first server was odd" in wording.rerun_why(
+    assert "first server was odd" in rerun_why(
         next(w for *_, w in reasons if w.kind == WhyKind.INSTANCE_CHECK)
     )
-    assert "has 6 degrees of freedom" in wording.rerun_why(replicates[0])
+    assert "has 6 degrees of freedom" in rerun_why(replicates[0])
 
 
 def test_budget_trims_a_round_and_counts_relaunches() -> None:
@@ -314,4 +314,4 @@ def test_an_unstable_launch_is_answered_by_a_further_launch_of_its_group() -> No
     chosen = {(p.cell.arm, int(p.cell.x)): p for _, cells in batch for p in cells}
     pick = chosen[("base", 4)]
     assert pick.reason == "fresh_server" and pick.why.kind == WhyKind.UNSTABLE_LAUNCH
-    assert "disagree here by 40.0%" in wording.rerun_why(pick.why)
+    assert "disagree here by 40.0%" in rerun_why(pick.why)

@@ -1,12 +1,14 @@
 """Render a run directory's verdict document.
 
 Rendering reads the run directory alone — verdict.json, settings.json, plan.json, env.json,
-events.jsonl, results.jsonl (`context.read_inputs`) — so `matrixrun report RUN_DIR` re-renders
-on any machine, without the spec and without analysing anything. Templates live in
-`matrixrun/report/templates/` (shipped in the wheel; the checkout's `templates/` links there;
-user-overridable with MATRIXRUN_TEMPLATES or --templates). Modules: `context` (the typed
-context), `tables` / `sections` / `run_sections` (its parts), `wording` (every sentence),
-`fmt` (every number), `markdown_check`.
+events.jsonl, results.jsonl, ingest.json, jobs.json (`inputs.read_inputs`) — so `matrixrun
+report RUN_DIR` re-renders on any machine, without the spec and without analysing anything.
+The document is made of sections, one module each under `sections/` (its derivation, its
+words, its partial `templates/sections/<name>.md.j2`); `context` puts their parts side by side
+for `templates/verdict.md.j2`. Shared by several sections: `series`, `given`, `fmt` (every
+number), `wording` (the verdict's own sentences). Templates are shipped in the wheel (the
+checkout's `templates/` links there) and user-overridable one partial at a time with
+MATRIXRUN_TEMPLATES or --templates.
 
 Two guarantees on the output, because the document is posted as one GitHub comment:
 - size: it stays under GitHub's comment limit (65,536 characters). When it would not, detail is
@@ -120,9 +122,9 @@ def _drop_servers(ctx: Context) -> str | None:
     if not servers:
         return None
     ctx.environment.servers = []
-    from matrixrun.report import wording
+    from matrixrun.report.sections.environment import servers_dropped
 
-    ctx.environment.servers_note = wording.servers_dropped(len(servers))
+    ctx.environment.servers_note = servers_dropped(len(servers))
     return "the per-instance server table"
 
 
@@ -130,7 +132,7 @@ def _drop_latency(ctx: Context) -> str | None:
     if not ctx.latency:
         return None
     lat = ctx.latency.pop()
-    from matrixrun.report.context import LatencySummary
+    from matrixrun.report.sections.latency import LatencySummary
 
     summary = [
         LatencySummary(metric=lat.metric, slice=t.slice, candidate=t.candidate, sentence=t.overall)

@@ -3,7 +3,7 @@ below it the change per point as bars from zero with their intervals and the ±m
 
 Why a picture as well as the Mermaid charts: a file can be attached to a PR or a slide, and it
 can draw what xychart cannot (intervals, a real log axis with its numbers). It follows the
-Mermaid charts' rules (`report.charts`): bars grow from zero, the change axis is cut where
+Mermaid charts' rules (`report.sections.charts`): bars grow from zero, the change axis is cut where
 `change_axis` cuts it (true values written at the cut bars), the arms are named in full in a
 legend, baseline blue and candidates orange first. matplotlib is an optional extra
 (`pip install matrixrun[plot]`); without it nothing is written and nothing fails. Reads the
@@ -19,15 +19,16 @@ from typing import Any
 
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Verdict
-from matrixrun.report import decision, fmt
-from matrixrun.report.charts import (
+from matrixrun.report import fmt
+from matrixrun.report.sections import charts as words
+from matrixrun.report.sections.charts import (
     BASELINE_COLOUR,
     CANDIDATE_COLOUR,
     SPAN_MARGINS,
     ZERO_COLOUR,
     change_axis,
 )
-from matrixrun.report.wording import charts as words
+from matrixrun.report.series import primary_result
 
 CHART_FILE = "chart.png"
 
@@ -48,7 +49,7 @@ def _series(verdict: Verdict) -> list[_Drawn]:
     out = []
     for sl in verdict.slices:
         for cand in sl.candidates:
-            mr = decision.primary_result(cand.metrics, s.primary)
+            mr = primary_result(cand.metrics, s.primary)
             if mr is None or not mr.series:
                 continue
             cells = [

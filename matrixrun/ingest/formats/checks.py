@@ -6,7 +6,7 @@ against different models, on different GPUs, over different datasets or measured
 different versions of a client differ in more than that, so they are refused unless the
 caller allows a named difference; then it becomes a caveat, shown in the report's first
 lines. Speculative decoding and points that only some arms ran are caveats too. Each caveat
-is data (`kind` plus what it is about); `report/wording/run.py` words it for the report and
+is data (`kind` plus what it is about); `report/sections/headline.py` words it for the report and
 `caveat_line` here for the ingest summary.
 """
 

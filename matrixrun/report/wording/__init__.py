@@ -1,44 +1,17 @@
-"""Every sentence of the verdict document, written once.
+"""The sentences several sections of the verdict document share, written once.
 
-The analysis returns numbers, enums and flags (`verdict.py`), the verify policy its reasons
-as data (`rerun_reason.py`); this package is the only place that turns them into words, so a
-claim cannot be phrased two ways in two places (a crossover, a rerun's meaning, a cell's
-note). Wording rules (issue 6): "better"/"worse" only from a confident verdict, inconclusive
-cells say what would settle them, provisional (n = 1) verdicts say so, and a simulated run
-says SIMULATED with the simulator's time scale. `verdicts`: sentences about the judgement;
-`run`: about how the run went.
+The analysis returns numbers, enums and flags (`core/verdict.py`), the verify policy its
+reasons as data (`core/rerun_reason.py`); each section of the document words its own part
+(`report/sections/`), and the sentences about a verdict that many of them cite — a cell, a
+series' regimes, a crossover, a candidate's overall verdict, σ and the run's caveats — are
+here (`verdicts`), so a claim cannot be phrased two ways in two places. Wording rules (issue
+6): "better"/"worse" only from a confident verdict, undecided cells say what would settle
+them, provisional (n = 1) verdicts say so, and a simulated run says SIMULATED with the
+simulator's time scale. `counts`: counted nouns and the one printed word per outcome and
+reason; `history`: the `history` command's tables.
 """
 
-from matrixrun.report.wording import decision
-from matrixrun.report.wording.run import (
-    CLIENT_WORDS,
-    HARDWARE_SKIPPED,
-    NO_SERVERS,
-    REASON_WORDS,
-    SUSPECT_STATUS,
-    blind_arms,
-    cache_flushes,
-    capped_cell,
-    client_bound,
-    compare_title,
-    compared,
-    failed_requests,
-    hardware_sentence,
-    ingest_caveat,
-    ingested_title,
-    job_not_completed,
-    never_shared_node,
-    no_reruns,
-    rehearsal_profile,
-    reproduce_seed,
-    rerun_server,
-    rerun_showed,
-    rerun_why,
-    servers_dropped,
-    short_outputs,
-    simulation,
-    workload,
-)
+from matrixrun.report.wording.counts import REASON_WORDS
 from matrixrun.report.wording.verdicts import (
     BISECTED,
     NON_MONOTONE,
@@ -51,58 +24,35 @@ from matrixrun.report.wording.verdicts import (
     half_measured,
     label,
     level_text,
+    measured_at,
     multiplicity,
     overall,
     regimes,
     sigma_text,
     undecided,
     where,
+    xs_range,
 )
 
 __all__ = [
     "BISECTED",
-    "CLIENT_WORDS",
-    "HARDWARE_SKIPPED",
     "NON_MONOTONE",
-    "NO_SERVERS",
     "REASON_WORDS",
     "SOURCE_WORDS",
-    "SUSPECT_STATUS",
     "bisected",
-    "blind_arms",
-    "cache_flushes",
-    "capped_cell",
     "caveat",
     "cell_note",
     "cell_text",
-    "client_bound",
-    "compare_title",
-    "compared",
     "crossover",
-    "decision",
-    "failed_requests",
     "half_measured",
-    "hardware_sentence",
-    "ingest_caveat",
-    "ingested_title",
-    "job_not_completed",
     "label",
     "level_text",
+    "measured_at",
     "multiplicity",
-    "never_shared_node",
-    "no_reruns",
     "overall",
     "regimes",
-    "rehearsal_profile",
-    "reproduce_seed",
-    "rerun_server",
-    "rerun_showed",
-    "rerun_why",
-    "servers_dropped",
-    "short_outputs",
     "sigma_text",
-    "simulation",
     "undecided",
     "where",
-    "workload",
+    "xs_range",
 ]

@@ -25,3 +25,17 @@ def reason(stored: str) -> str:
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """'1 cell', '2 cells', '0 cells'; `many` for irregular plurals ('1 was', '2 were')."""
     return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+#: What each rerun reason (`Measurement.reason`) was for, in a table cell or a rerun line.
+REASON_WORDS = {
+    "first": "first run",
+    "surprise": "surprising change",
+    "inconclusive": "undecided cell",
+    "crossover": "crossover bracket",
+    "fresh_server": "fresh-server check",
+    "aa": "A/A (baseline against itself)",
+    "manual": "repeat found in the input (reason not recorded)",
+    "bisection": "bisection midpoint",
+    "fixed": "fixed design (calibration)",
+}

@@ -4,7 +4,7 @@ verdict, σ and the run-level caveats."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matrixrun.core.verdict import (
@@ -53,6 +53,11 @@ def label(axis: str, x: float | None, point: dict[str, Any]) -> str:
     return ", ".join(f"{k} {num(v)}" for k, v in point.items()) or "the only point"
 
 
+def measured_at(axis: str, point: Mapping[str, Any], slice_name: str) -> str:
+    """Where a measurement or rerun ran: 'concurrency 64', 'concurrency 64 [tp2]'."""
+    return f"{axis} {fmt.x(point.get(axis, '?'))}" + (f" [{slice_name}]" if slice_name else "")
+
+
 def where(places: Sequence[Place], axis: str) -> str:
     """'concurrency 10, 64' when the places lie on one series, else each labelled."""
     fixed = {p.series for p in places}
@@ -68,6 +73,16 @@ def span(places: Sequence[Place]) -> str:
     if len(ch) == 1:
         return fmt.change(ch[0])
     return f"{fmt.change(ch[0])} to {fmt.change(ch[-1])}"
+
+
+def xs_range(xs: Sequence[float | None]) -> str:
+    """'10–64', '256', or 'all points' when the axis has no values."""
+    vals = [x for x in xs if x is not None]
+    if not vals:
+        return "every point"
+    if len(vals) == 1:
+        return fmt.x(vals[0])
+    return f"{fmt.x(vals[0])}–{fmt.x(vals[-1])}"
 
 
 def crossover(c: Crossover, axis: str) -> str:

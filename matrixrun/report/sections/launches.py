@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from matrixrun.core.verdict import LaunchCheck, LaunchSpread
+from matrixrun.core.metrics import unit
+from matrixrun.core.verdict import LaunchCheck, LaunchSpread, Verdict
 from matrixrun.report import fmt
 from matrixrun.report.wording.verdicts import label
 
@@ -77,3 +78,16 @@ def untested(check: LaunchCheck | None) -> list[str]:
         "cell twice on one launch, so how much launches of one configuration disagree cannot "
         "be told from run noise."
     ]
+
+
+# ------------------------------------------------------------------------------ the section
+
+
+def of(verdict: Verdict) -> list[str]:
+    """The document's first lines: the arms whose launches disagree, else the one line saying
+    the check could not run (empty when it ran and found nothing)."""
+    s = verdict.settings
+    odd = {o.arm for x in verdict.sigma if x.metric == s.primary for o in x.odd_groups}
+    return unstable_launches(verdict.launch_check, s.axis, unit(s.primary), odd) or untested(
+        verdict.launch_check
+    )

@@ -1,4 +1,4 @@
-"""The document's Mermaid charts as plain data for `_charts.md.j2`: per (candidate, series), the
+"""The document's Mermaid charts as plain data for `templates/sections/charts.md.j2`: per (candidate, series), the
 change at each point and the primary metric per arm, drawn by GitHub's `xychart-beta`.
 
 Why the shapes are what they are (each was checked in real Mermaid, tests/test_charts_render.py):
@@ -31,8 +31,8 @@ from decimal import Decimal
 
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Series, Verdict
-from matrixrun.report import decision, fmt
-from matrixrun.report.wording import charts as words
+from matrixrun.report import fmt
+from matrixrun.report.series import primary_result, varying_keys
 
 #: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
 #: charts is read less than one.
@@ -190,15 +190,15 @@ def change_chart(
         else []
     )
     labels = [
-        words.cut_label(fmt.x(c.x), fmt.change(p / 100)) if ax.cut(p) else fmt.x(c.x)
+        cut_label(fmt.x(c.x), fmt.change(p / 100)) if ax.cut(p) else fmt.x(c.x)
         for c, p in zip(cells, pct, strict=True)
     ]
     n = len(cells)
     return Chart(
-        title=fmt.user_plain(words.change_title(metric)),
+        title=fmt.user_plain(change_title(metric)),
         x_label=fmt.user_plain(axis),
         x_values=[fmt.user_plain(v) for v in labels],
-        y_label=words.change_axis_label(),
+        y_label=change_axis_label(),
         y_range=(mermaid_number(ax.lo), mermaid_number(ax.hi)),
         palette=[
             CANDIDATE_COLOUR,
@@ -208,7 +208,7 @@ def change_chart(
             MARGIN_COLOUR,
             MARGIN_COLOUR,
         ],
-        legend=words.change_legend(
+        legend=change_legend(
             candidate=fmt.user_plain(candidate),
             baseline=fmt.user_plain(baseline),
             margin=f"±{fmt.setting_percent(margin)}",
@@ -251,15 +251,13 @@ def arms_chart(
         y_range = (mermaid_number(low), mermaid_number(top))
         decades = []
     return Chart(
-        title=fmt.user_plain(words.arms_title(metric)),
+        title=fmt.user_plain(arms_title(metric)),
         x_label=fmt.user_plain(axis),
         x_values=[fmt.x(c.x) for c in cells],
-        y_label=fmt.user_plain(
-            words.arms_axis_label(u or metric, decades[-1] if decades else None)
-        ),
+        y_label=fmt.user_plain(arms_axis_label(u or metric, decades[-1] if decades else None)),
         y_range=y_range,
         palette=[BACKGROUND, BASELINE_COLOUR, CANDIDATE_COLOUR],
-        legend=words.arms_legend(
+        legend=arms_legend(
             baseline=fmt.user_plain(baseline),
             candidate=fmt.user_plain(candidate),
             unit=u or metric,
@@ -282,7 +280,7 @@ def picture_line(run_dir: str, name: str) -> str:
     link = f"/{shown}" if inside else shown
     if any(c in link for c in " ()<>"):
         link = f"<{link.replace('<', '%3C').replace('>', '%3E')}>"
-    return words.picture(link, fmt.user_plain(shown))
+    return picture(link, fmt.user_plain(shown))
 
 
 def charts_of(verdict: Verdict) -> list[Chart]:
@@ -293,10 +291,10 @@ def charts_of(verdict: Verdict) -> list[Chart]:
     pairs = 0
     for sl in verdict.slices:
         for cand in sl.candidates:
-            mr = decision.primary_result(cand.metrics, s.primary)
+            mr = primary_result(cand.metrics, s.primary)
             if mr is None:
                 continue
-            varying = decision.varying_keys(mr.series)
+            varying = varying_keys(mr.series)
             for series in mr.series:
                 if pairs >= MAX_CHARTS:
                     return out
@@ -314,3 +312,113 @@ def charts_of(verdict: Verdict) -> list[Chart]:
                     pairs += 1
                 out += [c for c in found if c is not None]
     return out
+
+
+# ------------------------------------------------------------------------------ words
+#
+# Short titles that fit in the chart's width, axis labels that say when an axis is log or cut,
+# and the Markdown line under each chart that names every colour (xychart shows no legend on
+# GitHub); chart.png (`report.chart_png`) uses the same.
+
+
+def change_title(metric: str) -> str:
+    return f"{metric}: change vs baseline"
+
+
+def change_axis_label() -> str:
+    return "change (%)"
+
+
+def cut_label(x: str, change: str) -> str:
+    """The x label of a bar cut at the axis edge: its true value beside it."""
+    return f"{x} ({change})"
+
+
+def _where(where: str) -> str:
+    return f" ({where})" if where else ""
+
+
+def change_legend(
+    *,
+    candidate: str,
+    baseline: str,
+    margin: str,
+    axis: str,
+    bracket: Sequence[tuple[str, str]],
+    cut: Sequence[tuple[str, str]],
+    where: str = "",
+) -> str:
+    """What the change chart's colours are, and anything the picture does not show itself."""
+    m = margin.lstrip("±")
+    text = (
+        f"🟧 Orange bars: `{candidate}` against `{baseline}`{_where(where)}, the change at each "
+        f"{axis} (candidate / baseline − 1), drawn from the dark zero line. Grey lines: +{m} "
+        f"and −{m}, the practical margin; a bar inside them counts as the same."
+    )
+    if bracket:
+        spans = "; ".join(f"{lo} and {hi}" for lo, hi in bracket)
+        text += f" The advice changes between {axis} {spans}."
+    if cut:
+        points = ", ".join(f"{x}: {c}" for x, c in cut)
+        text += (
+            f" Cut at the axis edge so the margin stays visible (true value on the label): "
+            f"{points}."
+        )
+    return text
+
+
+def arms_title(metric: str) -> str:
+    return f"{metric} per arm"
+
+
+def arms_axis_label(unit: str, top_decade: tuple[int, str] | None) -> str:
+    """The per-arm y axis; a log one says what its top whole decade stands for."""
+    if top_decade is None:
+        return unit
+    k, value = top_decade
+    return f"log10 {unit} ({k} = {value})"
+
+
+def arms_legend(
+    *,
+    baseline: str,
+    candidate: str,
+    unit: str,
+    decades: Sequence[tuple[int, str]],
+    where: str = "",
+) -> str:
+    """Which line is which arm, and how to read a log axis."""
+    text = (
+        f"🟦 Blue line: `{baseline}` (baseline); 🟧 orange line: `{candidate}`{_where(where)}; "
+        "geometric means over runs."
+    )
+    if decades:
+        marks = ", ".join(f"{k} = {d}" for k, d in decades)
+        text += (
+            f" Log scale: the axis shows log10 of {unit} ({marks} {unit}), so equal heights "
+            "are equal ratios."
+        )
+    return text
+
+
+def picture(link: str, shown: str) -> str:
+    return (
+        f"The same charts as a picture, with each change's interval and a real log axis: "
+        f"[`{shown}`]({link})."
+    )
+
+
+def png_arms_title(metric: str) -> str:
+    return f"{metric} per arm (geometric mean over runs; log scale)"
+
+
+def png_change_title(intervals: bool, cut: bool) -> str:
+    """Two short lines at most: a title wider than the figure is cut."""
+    text = "change vs baseline " + ("with its interval" if intervals else "(no noise estimate)")
+    if cut:
+        text += "\nbars past the axis edge are cut; their true value is written on them"
+    return text
+
+
+def png_margin(margin: str) -> str:
+    return f"{margin} margin (inside: the same)"

@@ -1,5 +1,9 @@
-"""The comparison and latency tables, the headline and the noise section: pure functions of
-the `Verdict`, worded by `wording`."""
+"""The main table: for the primary metric, one table per (slice, candidate, series) — the sweep
+value, both arms' means, the change with its interval, the verdict and n — with the regimes
+sentence under it, what would settle each undecided cell, and the points bisection added
+(`metric_tables`, also used for the secondary metrics' tables); the metrics folded into
+another, and the added points that compare nothing. Template:
+`templates/sections/comparison.md.j2` (the table macros are `templates/_table.md.j2`)."""
 
 from __future__ import annotations
 
@@ -8,76 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from matrixrun.core.measurement import Measurement
-from matrixrun.core.verdict import ArmSample, Verdict
+from matrixrun.core.metrics import higher_is_better, unit
+from matrixrun.core.verdict import (
+    ArmSample,
+    Comparison,
+    Verdict,
+)
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
-from matrixrun.report.wording import decision as dwords
-
-
-@dataclass
-class Table:
-    """One (slice, candidate, series) table of one metric, with the sentences under it."""
-
-    slice: str
-    slice_label: str
-    candidate: str
-    suspect: bool
-    series_label: str
-    metric: str
-    header: list[str]
-    rows: list[list[str]]
-    regimes: str
-    undecided: list[str]
-    overall: str = ""  # the slice's verdict on the metric, under its last table only
-
-
-@dataclass
-class SliceTables:
-    slice: str
-    label: str
-    tables: list[Table]
-
-
-@dataclass
-class Headline:
-    candidate: str
-    baseline: str
-    verdict: str
-    provisional: bool
-    suspect: bool
-    sentence: str
-
-
-def headline(verdict: Verdict) -> list[Headline]:
-    """One sentence per candidate, from its overall verdict (primary metric)."""
-    suspects = {c.candidate for s in verdict.slices for c in s.candidates if c.suspect}
-    return [
-        Headline(
-            candidate=cand,
-            baseline=verdict.settings.baseline,
-            verdict=ov.verdict.value,
-            provisional=ov.provisional,
-            suspect=cand in suspects,
-            sentence=wording.overall(ov, verdict.settings),
-        )
-        for cand, ov in verdict.overall.items()
-    ]
-
-
-def _sample_text(sample: ArmSample) -> str:
-    if sample.n == 0:
-        text = "failed" if sample.failed_measurements else "n/a"
-    else:
-        text = fmt.value(sample.mean)
-    if sample.failed_requests:
-        text += f" ({sample.failed_requests}/{sample.total_requests} req failed)"
-    if sample.failed_measurements and sample.n:
-        text += f" ({sample.failed_measurements} run(s) failed)"
-    return text
-
-
-def _fixed_label(fixed: Mapping[str, Any], varying: set[str]) -> str:
-    return " · ".join(f"{k} {fmt.x(v)}" for k, v in sorted(fixed.items()) if k in varying)
+from matrixrun.report.inputs import RunInputs
+from matrixrun.report.series import folded_metrics, primary_result, varying_keys
+from matrixrun.report.wording.counts import outcome
 
 
 def added_points(
@@ -131,6 +76,93 @@ def half_measured(
     return out
 
 
+def slice_labels_of(
+    plan: Plan | None, verdict: Verdict, given_by: Mapping[str, dict[str, str]]
+) -> dict[str, str]:
+    """Slice label → a heading: the plan's model, hardware and server axes when known, the
+    axes spelled as the slice's server was given them (`given_flags`)."""
+    labels = {s.slice: s.slice for s in verdict.slices}
+    if plan is not None:
+        for info in plan.slices:
+            group = next((g for g in plan.groups if g.slice == info.label), None)
+            given = given_by.get(group.group_id, {}) if group is not None else {}
+            parts = [f"model `{info.model}`", f"hardware `{info.hardware}`"]
+            parts += [
+                f"`{given.get(k) or fmt.cli_flag(k) + ' ' + fmt.flag_value(v)}`"
+                for k, v in info.server_axes.items()
+            ]
+            labels[info.label] = ", ".join(parts)
+    return labels
+
+
+# ------------------------------------------------------------------------------ words
+
+
+def _sample_text(sample: ArmSample) -> str:
+    if sample.n == 0:
+        text = "failed" if sample.failed_measurements else "n/a"
+    else:
+        text = fmt.value(sample.mean)
+    if sample.failed_requests:
+        text += f" ({sample.failed_requests}/{sample.total_requests} req failed)"
+    if sample.failed_measurements and sample.n:
+        text += f" ({sample.failed_measurements} run(s) failed)"
+    return text
+
+
+def _fixed_label(fixed: Mapping[str, Any], varying: set[str]) -> str:
+    return " · ".join(f"{k} {fmt.x(v)}" for k, v in sorted(fixed.items()) if k in varying)
+
+
+def n_text(c: Comparison) -> str:
+    """'2/2', or '2/2, candidate on 1 server' when an arm's repeats share one server."""
+    text = f"{c.baseline.n}/{c.candidate.n}"
+    notes = []
+    for role, sample in (("baseline", c.baseline), ("candidate", c.candidate)):
+        servers = len(set(sample.instances))
+        if sample.n > 1 and servers < sample.n:
+            notes.append(f"{role} on {servers} server{'s' if servers != 1 else ''}")
+    return text + (", " + ", ".join(notes) if notes else "")
+
+
+def verdict_short(c: Comparison) -> str:
+    word = outcome(c.verdict.value)
+    if c.provisional and c.change_lo is not None:
+        word += " (n=1)"
+    return word
+
+
+def folded(metric: str, into: str) -> str:
+    return (
+        f"`{metric}`: identical to `{into}` (within 0.1% in every arm at every point), "
+        "not repeated."
+    )
+
+
+@dataclass
+class Table:
+    """One (slice, candidate, series) table of one metric, with the sentences under it."""
+
+    slice: str
+    slice_label: str
+    candidate: str
+    suspect: bool
+    series_label: str
+    metric: str
+    header: list[str]
+    rows: list[list[str]]
+    regimes: str
+    undecided: list[str]
+    overall: str = ""  # the slice's verdict on the metric, under its last table only
+
+
+@dataclass
+class SliceTables:
+    slice: str
+    label: str
+    tables: list[Table]
+
+
 def metric_tables(
     verdict: Verdict,
     metric: str,
@@ -146,16 +178,10 @@ def metric_tables(
     out: list[Table] = []
     for sl in verdict.slices:
         for cand in sl.candidates:
-            mr = next((m for m in cand.metrics if m.metric == metric), None)
+            mr = primary_result(cand.metrics, metric)
             if mr is None:
                 continue
-            fixed_keys = [set(s.fixed.items()) for s in mr.series]
-            varying = {
-                k
-                for s in mr.series
-                for k, v in s.fixed.items()
-                if any((k, v) not in f for f in fixed_keys)
-            }
+            varying = varying_keys(mr.series)
             u = f" ({mr.unit})" if mr.unit else ""
             for index, series in enumerate(mr.series):
                 rows = []
@@ -177,10 +203,10 @@ def metric_tables(
                         change += " " + fmt.change_interval(c.change_lo, c.change_hi, c.df)
                     cells = [shown, _sample_text(c.baseline), _sample_text(c.candidate), change]
                     lead = c.leading_note
-                    word = dwords.verdict_short(c)
+                    word = verdict_short(c)
                     if lead is not None:
                         word += f" ({wording.cell_note(lead, c, short=True)})"
-                    rows.append([*cells, word, dwords.n_text(c)])
+                    rows.append([*cells, word, n_text(c)])
                     if c.verdict == "inconclusive":
                         undecided.setdefault(wording.undecided(c), []).append(x)
                 last = index == len(mr.series) - 1
@@ -227,58 +253,42 @@ def group_tables(
     return out
 
 
-def slice_labels_of(
-    plan: Plan | None, verdict: Verdict, given_by: Mapping[str, dict[str, str]]
-) -> dict[str, str]:
-    """Slice label → a heading: the plan's model, hardware and server axes when known, the
-    axes spelled as the slice's server was given them (`sections.given_flags`)."""
-    labels = {s.slice: s.slice for s in verdict.slices}
-    if plan is not None:
-        for info in plan.slices:
-            group = next((g for g in plan.groups if g.slice == info.label), None)
-            given = given_by.get(group.group_id, {}) if group is not None else {}
-            parts = [f"model `{info.model}`", f"hardware `{info.hardware}`"]
-            parts += [
-                f"`{given.get(k) or fmt.cli_flag(k) + ' ' + fmt.flag_value(v)}`"
-                for k, v in info.server_axes.items()
-            ]
-            labels[info.label] = ", ".join(parts)
-    return labels
+# ------------------------------------------------------------------------------ the section
 
 
 @dataclass
-class SigmaLine:
+class MetricHeading:
+    """A metric as its heading names it: name, unit, which way is better."""
+
     metric: str
-    text: str
-    source: str
-    primary: bool
+    unit: str
+    better: str
+
+    @classmethod
+    def of(cls, metric: str) -> MetricHeading:
+        return cls(metric, unit(metric), "higher" if higher_is_better(metric) else "lower")
 
 
-@dataclass
-class NoiseSection:
-    """The noise and confidence section: σ per metric, the levels, and the caveats."""
-
-    metrics: list[SigmaLine]
-    level: str
-    margin: str
-    multiplicity: str
-    warnings: list[str]
+def folded_lines(verdict: Verdict) -> list[str]:
+    return [folded(m, into) for m, into in folded_metrics(verdict).items()]
 
 
-def sigma_of(verdict: Verdict) -> NoiseSection:
-    s = verdict.settings
-    return NoiseSection(
-        metrics=[
-            SigmaLine(
-                metric=x.metric,
-                text=wording.sigma_text(x),
-                source=x.source.value,
-                primary=x.metric == s.primary,
-            )
-            for x in verdict.sigma
-        ],
-        level=wording.level_text(s),
-        margin=f"±{fmt.setting_percent(s.margin)}",
-        multiplicity=wording.multiplicity(verdict),
-        warnings=[wording.caveat(c, verdict) for c in verdict.caveats],
-    )
+def of(
+    verdict: Verdict, labels: Mapping[str, str], added: Collection[tuple[str, str]]
+) -> list[SliceTables]:
+    """The primary metric's tables, grouped by slice; with one slice its verdict is not
+    repeated under the table (the headline already says it)."""
+    tables = metric_tables(verdict, verdict.settings.primary, labels, added)
+    if len(verdict.slices) == 1:
+        for t in tables:
+            t.overall = ""
+    return group_tables(tables, verdict, labels)
+
+
+def unmatched_of(inputs: RunInputs, added: Collection[tuple[str, str]]) -> list[str]:
+    """The bisection midpoints some arm was never measured at, said under the table."""
+    axis, baseline = inputs.verdict.settings.axis, inputs.verdict.settings.baseline
+    return [
+        wording.half_measured(h.x, axis, h.measured, h.missing)
+        for h in half_measured(inputs.plan, inputs.measurements, added, baseline)
+    ]

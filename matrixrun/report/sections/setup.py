@@ -1,6 +1,8 @@
-"""The document's sections as plain data for the templates: pure functions of what the run
-directory holds (`context.RunInputs`) and the `Verdict`. Sentences come from `wording`,
-numbers are formatted by `fmt`; nothing here estimates anything."""
+"""The setup section: what the run was (model, hardware, engine, workload, sweep, client, metrics,
+margin) or, for an ingested run, what its files say about themselves; the flags, launch
+prefixes and environment variables the arms differ in, as the servers were given them
+(`report.given`); and a warning where the servers' effective args differ in something the spec
+did not ask for. Template: `templates/sections/setup.md.j2`."""
 
 from __future__ import annotations
 
@@ -12,18 +14,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from matrixrun.core.measurement import Measurement
-from matrixrun.core.verdict import AnalysisSettings
-from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
-from matrixrun.engines.vllm import ALIASES as VLLM_ALIASES
+from matrixrun.core.verdict import (
+    AnalysisSettings,
+)
 from matrixrun.plan import Plan, ServerGroup
-from matrixrun.report import fmt, wording
+from matrixrun.report import fmt
+from matrixrun.report.inputs import RunInputs, compared_pair
 from matrixrun.rundir.settings import RunSettings, SpecFacts
 
 #: Effective server args that differ between instances for reasons nobody asked about but that
 #: do not change what is measured: where the server listens and random seeds (matched as
 #: substrings), and the simulator's own state and profile (`sim_*`, profile name).
 IGNORED_ARG_PARTS = ("port", "host", "seed", "url")
+
+
 IGNORED_ARG_KEYS = frozenset({"profile", "pid", "log_file", "served_model_name_suffix"})
+
+
 IGNORED_ARG_PREFIXES = ("sim_",)
 
 
@@ -78,85 +85,6 @@ class Setup:
     cells: int | None = None
 
 
-# ------------------------------------------------------------------------------ flags as given
-
-
-def _argv_pairs(argv: Sequence[str]) -> list[tuple[str, list[str]]]:
-    pairs: list[tuple[str, list[str]]] = []
-    for token in argv:
-        if token.startswith("--"):
-            pairs.append((token, []))
-        elif pairs:
-            pairs[-1][1].append(token)
-    return pairs
-
-
-def _names(key: str, name: str) -> bool:
-    """Whether the option `name` is how an engine renders the spec key `key` (`tp` is
-    `--tp-size` for SGLang, `--tensor-parallel-size` for vLLM)."""
-    option = name[2:].replace("-", "_")
-    return option.startswith(key) or option in (SGLANG_ALIASES.get(key), VLLM_ALIASES.get(key))
-
-
-def given_flags(group: ServerGroup, argv: Sequence[str] | None) -> dict[str, str]:
-    """The group's flags as its server was given them: key → '--tp-size 8' (engines rename
-    and render flags; the report must show what ran). Found as the run of argv options, in
-    the plan's order, whose names start with the keys; where the argv is unknown or does not
-    show them that way, the flag as the spec wrote it ('--tp 8')."""
-    pairs = _argv_pairs(argv or [])
-    # `false` is omitted, except on a --x/--no-x switch, where the engine renders --no-x
-    negated = {k for k in group.flags if any(_names("no_" + k, name) for name, _ in pairs)}
-    wanted = [
-        (k, v) for k, v in group.flags.items() if v is not None and (v is not False or k in negated)
-    ]
-    for start in range(len(pairs) - len(wanted) + 1):
-        window = pairs[start : start + len(wanted)]
-        if all(
-            _names("no_" + k if v is False else k, name)
-            for (k, v), (name, _) in zip(wanted, window, strict=True)
-        ):
-            return {
-                k: " ".join([name, *values])
-                for (k, _), (name, values) in zip(wanted, window, strict=True)
-            }
-    return {k: _as_given(k, v) for k, v in wanted}
-
-
-def _as_given(key: str, value: Any) -> str:
-    """A flag as the spec wrote it, rendered: `--x`, `--no-x` (false), `--x value`."""
-    if value is True:
-        return fmt.cli_flag(key)
-    if value is False:
-        return "--no-" + fmt.cli_flag(key)[2:]
-    return f"{fmt.cli_flag(key)} {fmt.flag_value(value)}"
-
-
-def argv_by_group(
-    events: Sequence[Mapping[str, Any]], servers: Mapping[str, Any]
-) -> dict[str, list[str]]:
-    """Each group's first recorded launch argv: the launch events, else env.json's servers."""
-    out: dict[str, list[str]] = {}
-    for e in events:
-        if e.get("event") == "launch" and isinstance(e.get("argv"), list):
-            out.setdefault(str(e.get("group")), [str(a) for a in e["argv"]])
-    for info in servers.values():
-        if isinstance(info, dict) and isinstance(info.get("argv"), list):
-            out.setdefault(str(info.get("group")), [str(a) for a in info["argv"]])
-    return out
-
-
-def given_by_group(plan: Plan, argv: Mapping[str, list[str]]) -> dict[str, dict[str, str]]:
-    """`given_flags` of every server group: the one place flags are spelled for the report."""
-    return {g.group_id: given_flags(g, argv.get(g.group_id)) for g in plan.groups}
-
-
-def _value_of(text: str | None) -> str:
-    if text is None:
-        return "(unset)"
-    parts = text.split(" ", 1)
-    return parts[1] if len(parts) > 1 else "(set)"
-
-
 def arm_differences(
     plan: Plan, facts: SpecFacts, given_by: Mapping[str, dict[str, str]]
 ) -> ArmDiff:
@@ -209,11 +137,6 @@ def _ignored_arg(key: str, asked: set[str]) -> bool:
     )
 
 
-def _arg_value(dumped: str) -> str:
-    value = json.loads(dumped)
-    return "(absent)" if value is None else fmt.flag_value(value)
-
-
 def effective_arg_differences(
     servers: Mapping[str, Mapping[str, Any]], arms: Sequence[str], asked: Iterable[str] = ()
 ) -> list[ArgWarning]:
@@ -249,7 +172,28 @@ def effective_arg_differences(
     return out
 
 
-# ------------------------------------------------------------------------------ setup
+# ------------------------------------------------------------------------------ words
+
+
+CLIENT_WORDS = {
+    "builtin": "matrixrun's built-in streaming client (metric definitions as sglang.bench_serving)",
+    "bench_serving": "`python -m sglang.benchmark.serving` (its --output-file parsed)",
+    "vllm": "`vllm bench serve` (its --save-result JSON parsed; see docs/ingest.md)",
+    "guidellm": "guidellm (its JSON report parsed; see docs/ingest.md)",
+    "aiperf": "aiperf (its profile_export_aiperf.json parsed; see docs/ingest.md)",
+}
+
+
+def _value_of(text: str | None) -> str:
+    if text is None:
+        return "(unset)"
+    parts = text.split(" ", 1)
+    return parts[1] if len(parts) > 1 else "(set)"
+
+
+def _arg_value(dumped: str) -> str:
+    value = json.loads(dumped)
+    return "(absent)" if value is None else fmt.flag_value(value)
 
 
 def shell_words(argv: Sequence[str]) -> str:
@@ -269,6 +213,85 @@ def _hardware_line(group: ServerGroup, given: Mapping[str, str]) -> str:
         + (f" (compute capability {h.compute_capability})" if h.compute_capability else "")
         + (f", args `{args}`" if args else "")
     )
+
+
+def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
+    """What the run did about the server's prefix cache before each cell, from events.jsonl
+    (every arm gets the same prompts, so a warm cache would flatter whoever runs second)."""
+    flushes = [e for e in events if e.get("event") == "flush_cache"]
+    if not flushes:
+        return "no flush recorded"
+    done = sum(1 for e in flushes if e.get("ok"))
+    if done == len(flushes):
+        return f"flushed before every cell ({done} flushes)"
+    why = next((str(e["why"]) for e in flushes if not e.get("ok") and e.get("why")), "")
+    return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
+
+
+def warmup_text(warmup: int | str, client: str = "builtin") -> str:
+    """The workload table's warm-up row. bench_serving's warm-up is copies of the cell's first
+    request; matrixrun has it flush between warm-up and measurement (`--flush-cache`), so the
+    measured first request is no cache hit."""
+    if client == "bench_serving" and warmup not in (0, "cell"):
+        return (
+            f"{warmup} unmeasured copies of the cell's first request (bench_serving's warm-up), "
+            "then a cache flush"
+        )
+    if warmup == "cell":
+        return (
+            "an unmeasured copy of each cell before it (as many requests, at its concurrency "
+            "and lengths, other prompts)"
+        )
+    return f"{warmup} unmeasured request(s) before each cell"
+
+
+def workload(facts: SpecFacts) -> list[tuple[str, str]]:
+    w = facts.workload
+    if w.num_prompts is not None:
+        prompts = f"{w.num_prompts} per cell"
+    elif w.duration is not None:
+        prompts = f"as many as fit in {fmt.seconds(w.duration)} per cell"
+    else:
+        prompts = f"{w.prompts_per_concurrency} × concurrency per cell (at least {w.min_prompts})"
+    rate = "inf (all at once)" if w.request_rate is None else f"{fmt.x(w.request_rate)} req/s"
+    prompts_as = (
+        f"{w.dataset} text of exactly input_len tokens of the model's tokenizer (random token "
+        "ids decoded)"
+        if w.prompt_format == "text"
+        else f"{w.dataset} token ids"
+    )
+    rows = [
+        (
+            "dataset",
+            prompts_as + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
+        ),
+        ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
+        ("request rate", rate),
+        ("prompts", prompts),
+        ("warmup", warmup_text(w.warmup_requests, facts.client)),
+        ("seed", str(w.seed)),
+    ]
+    if w.strict_openai:
+        rows.append(
+            (
+                "requests",
+                "OpenAI completions fields only (no ignore_eos): outputs run to the asked "
+                "length only where the model does not stop; short ones are listed below",
+            )
+        )
+    return rows
+
+
+def compared(a: str, b: str, arms: Sequence[str], dirs: Sequence[str] = ()) -> str:
+    where = f" (`{a}` is {dirs[0]}, `{b}` is {dirs[1]})" if len(dirs) == 2 else ""
+    return (
+        f"Built with `matrixrun compare` from two run directories{where}: each arm of `{b}` is "
+        f"judged against the arm of the same name in `{a}` (the baseline), one slice per arm "
+        f"({', '.join(f'`{x}`' for x in arms)})."
+    )
+
+
+# ------------------------------------------------------------------------------ the section
 
 
 def setup_of(
@@ -294,10 +317,10 @@ def setup_of(
         engine=facts.engine,
         common_args=diffs.common,
         launch=shell_words(facts.launch) if facts.launch else None,
-        workload=wording.workload(facts),
+        workload=workload(facts),
         sweep=[f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
         or ["(a single point)"],
-        client="; ".join(wording.CLIENT_WORDS.get(c, c) for c in clients),
+        client="; ".join(CLIENT_WORDS.get(c, c) for c in clients),
         metrics=Metrics(a.primary, list(a.secondary)),
         arm_diff=diffs,
         cells=plan.cost.cells,
@@ -332,7 +355,41 @@ def ingested_setup(
             ("server version", seen("server_version")),
         ],
         client="; ".join(
-            wording.CLIENT_WORDS.get(c, c) for c in dict.fromkeys(m.client for m in measurements)
+            CLIENT_WORDS.get(c, c) for c in dict.fromkeys(m.client for m in measurements)
         ),
         metrics=Metrics(settings.primary, list(settings.secondary)),
     )
+
+
+def of(inputs: RunInputs, given: Mapping[str, dict[str, str]]) -> tuple[Setup, ArmDiff]:
+    """(setup, arm differences): from settings and plan, or for an ingested run from what its
+    files record (the arms' differences then from the servers' effective args)."""
+    verdict, ms = inputs.verdict, inputs.measurements
+    settings = verdict.settings
+    if inputs.settings.spec is not None and inputs.plan is not None:
+        setup = setup_of(inputs.settings, inputs.plan, ms, given)
+        setup.workload.append(("prefix cache", cache_flushes(inputs.events)))
+        assert setup.arm_diff is not None
+        return setup, setup.arm_diff
+    arms = [settings.baseline, *verdict.overall]
+    diffs = effective_arg_differences(inputs.env.get("servers") or {}, arms)
+    rows = [DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
+    return ingested_setup(ms, settings, inputs.ingest), arm_diff(arms, rows, "", settings.baseline)
+
+
+def warnings_of(inputs: RunInputs) -> list[ArgWarning]:
+    """Effective server args that differ between arms though the spec did not ask (none for
+    an ingested run: its arms are what the files hold)."""
+    facts = inputs.settings.spec
+    if facts is None:
+        return []
+    arms = [inputs.verdict.settings.baseline, *inputs.verdict.overall]
+    return effective_arg_differences(inputs.env.get("servers") or {}, arms, facts.asked)
+
+
+def compared_of(inputs: RunInputs) -> str | None:
+    """What a `matrixrun compare` directory compares, in place of the setup list."""
+    pair = compared_pair(inputs)
+    if pair is None:
+        return None
+    return compared(*pair, dirs=[str(f) for f in (inputs.ingest or {}).get("files", [])])

@@ -1,0 +1,132 @@
+"""What the verdict document is made from, read once from a run directory.
+
+`read_inputs` is the only function of the report that touches files. It reads what the
+earlier stages wrote — verdict.json, settings.json, plan.json, env.json, events.jsonl,
+results.jsonl (the failure list and the simulator's timing), ingest.json, jobs.json — and never
+the spec: a report renders from a run directory whose spec copy is gone. Everything after it
+(`context.context_from` and the sections) is pure."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from matrixrun.core.errors import InputError
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.verdict import (
+    VERDICT_SCHEMA,
+    Verdict,
+    check_schema_version,
+)
+from matrixrun.plan import Plan
+from matrixrun.report.chart_png import CHART_FILE
+from matrixrun.rundir.jobs import JobsFile, read_jobs
+from matrixrun.rundir.results import RunDir
+from matrixrun.rundir.settings import RunSettings, read_settings
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything the document is made from, read once from the run directory."""
+
+    run_dir: str
+    verdict: Verdict
+    settings: RunSettings
+    measurements: list[Measurement] = field(default_factory=list)
+    plan: Plan | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ingest: dict[str, Any] | None = None
+    #: A Slurm run's jobs.json (None for a local run or an ingest).
+    jobs: JobsFile | None = None
+    #: RUN_DIR/chart.png exists (written beside the report when matplotlib is installed).
+    chart_png: bool = False
+
+
+def _optional_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def display_path(path: Path) -> str:
+    """The run directory as a reader can use it: relative to the working directory when it
+    lies under it (`reports/runs/x` in this repository), else from `runs/` on when it lies
+    under one (so a report does not leak /home/...), else as given."""
+    with contextlib.suppress(ValueError, OSError):
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    parts = path.parts
+    if "runs" in parts:
+        index = len(parts) - 1 - parts[::-1].index("runs")
+        return str(Path(*parts[index:]))
+    return str(path)
+
+
+def read_inputs(rd: RunDir) -> RunInputs:
+    """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
+    settings = read_settings(rd)
+    if not (rd.path / "verdict.json").exists():
+        raise InputError(
+            f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"
+        )
+    data = rd.read_json("verdict.json")
+    check_schema_version(
+        data, VERDICT_SCHEMA, rd.path / "verdict.json", f"matrixrun analyse {rd.path}"
+    )
+    try:
+        verdict = Verdict.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"{rd.path / 'verdict.json'} is not the verdict of this matrixrun version "
+            f"({exc.error_count()} problem(s)); rewrite it with `matrixrun analyse {rd.path}`"
+        ) from exc
+    plan_file = rd.path / "plan.json"
+    env = _optional_json(rd.path / "env.json")
+    ingest = _optional_json(rd.path / "ingest.json")
+    return RunInputs(
+        run_dir=display_path(rd.path),
+        verdict=verdict,
+        settings=settings,
+        measurements=rd.measurements() if rd.results_file.exists() else [],
+        plan=Plan.model_validate(rd.read_json("plan.json")) if plan_file.exists() else None,
+        env=env if isinstance(env, dict) else {},
+        events=rd.events(),
+        jobs=read_jobs(rd.path / "jobs.json") if (rd.path / "jobs.json").exists() else None,
+        ingest=ingest if isinstance(ingest, dict) else None,
+        chart_png=(rd.path / CHART_FILE).exists(),
+    )
+
+
+def spec_stem(run_dir: str) -> str | None:
+    """The spec file's stem from the runs/<stem>/<id> layout the runner uses (wherever that
+    `runs/` lies), else None (never guessed from the experiment name)."""
+    parts = Path(run_dir).parts
+    if "runs" in parts:
+        index = len(parts) - 1 - parts[::-1].index("runs")
+        if len(parts) - index == 3:
+            return parts[index + 1].removesuffix(".rehearsal")
+    return None  # unknown: the caller points at the run directory's own copy instead
+
+
+def spec_path_of(inputs: RunInputs) -> str:
+    """The spec a command should name: the path `run` was given (settings.json), else the run
+    directory's own copy — never a guess from the directory's name (a spec in `myspec/` is
+    not `spec/x.yaml`)."""
+    facts = inputs.settings.spec
+    if facts is not None and facts.spec_path:
+        return facts.spec_path
+    return f"{inputs.run_dir}/spec.yaml"
+
+
+def compared_pair(inputs: RunInputs) -> tuple[str, str, list[str]] | None:
+    """(label A, label B, arms) of a `matrixrun compare` directory, else None."""
+    info = (inputs.ingest or {}).get("compare")
+    if not isinstance(info, dict):
+        return None
+    return str(info.get("a")), str(info.get("b")), [str(x) for x in info.get("arms", [])]

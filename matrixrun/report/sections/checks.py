@@ -1,0 +1,221 @@
+"""The first screen's checks line: which explanations of a surprising change the reruns tested
+and how they came out (warm-up, an odd server instance), whether the arms' outputs agree, and
+how many requests and measurements failed — counted once per (arm, point) over the primary
+metric's cells (`checks`), then said in one line of marks (`checks_line`).
+Template: `templates/sections/checks.md.j2`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from matrixrun.core.metrics import unit
+from matrixrun.core.verdict import (
+    CaveatKind,
+    CheckOutcome,
+    Explanation,
+    Rerun,
+    RerunKind,
+    Verdict,
+)
+from matrixrun.report import fmt
+from matrixrun.report.wording.counts import plural
+from matrixrun.rundir.settings import RunSettings
+
+
+@dataclass(frozen=True)
+class ExplanationCheck:
+    """What the reruns that tested one explanation (warm-up, odd instance) showed."""
+
+    explanation: Explanation
+    outcome: CheckOutcome  # falsified only when every test of it falsified it
+    reruns: list[Rerun]  # the tests, the one to cite first
+
+
+@dataclass(frozen=True)
+class Checks:
+    explanations: list[ExplanationCheck]
+    agreement: dict[str, float]  # candidate -> output agreement with the baseline
+    suspect: list[str]
+    failed_measurements: int
+    failed_requests: int
+    total_requests: int
+    replicates: list[Rerun] = field(default_factory=list)  # routine reruns, no explanation
+
+
+def checks(verdict: Verdict) -> Checks:
+    """The explanations the reruns tested and how they came out, the output agreement and the
+    failures, counted once per (arm, point) over the primary metric's cells."""
+    by_kind: dict[Explanation, list[Rerun]] = {}
+    replicates = []
+    for r in verdict.reruns:
+        if r.tests == Explanation.REPLICATE or r.outcome is None:
+            replicates.append(r)
+        else:
+            by_kind.setdefault(r.tests, []).append(r)
+    explanations = []
+    for kind, tests in by_kind.items():
+        outcomes = {r.outcome for r in tests}
+        if outcomes == {CheckOutcome.FALSIFIED}:
+            outcome = CheckOutcome.FALSIFIED
+        elif CheckOutcome.CONFIRMED in outcomes:
+            outcome = CheckOutcome.CONFIRMED
+        else:
+            outcome = CheckOutcome.NOT_SETTLED
+        # cite a test with the outcome, the first one run
+        cited = sorted(tests, key=lambda r: r.outcome != outcome)  # stable: run order
+        explanations.append(ExplanationCheck(kind, outcome, cited))
+    # The analysis's own warm-up finding (over all of an arm's repeats) outranks single
+    # reruns: a line saying "ruled out" beside a warm-up caveat would contradict it.
+    if any(c.kind == CaveatKind.WARMUP for c in verdict.caveats):
+        explanations = [e for e in explanations if e.explanation != Explanation.WARMUP]
+        warm = by_kind.get(Explanation.WARMUP, [])
+        explanations.insert(0, ExplanationCheck(Explanation.WARMUP, CheckOutcome.CONFIRMED, warm))
+    seen: dict[tuple[str, str, str], tuple[int, int, int]] = {}
+    for sl, _cand, cell in verdict.comparisons():
+        for arm in (cell.baseline, cell.candidate):
+            seen[(sl, arm.arm, cell.point_id)] = (
+                arm.failed_measurements,
+                arm.failed_requests,
+                arm.total_requests,
+            )
+    agreement: dict[str, float] = {}
+    suspect: list[str] = []
+    for sl_result in verdict.slices:
+        for c in sl_result.candidates:
+            if c.correctness is not None:
+                agreement[c.candidate] = min(agreement.get(c.candidate, 1.0), c.correctness)
+            if c.suspect and c.candidate not in suspect:
+                suspect.append(c.candidate)
+    return Checks(
+        explanations=explanations,
+        agreement=agreement,
+        suspect=suspect,
+        failed_measurements=sum(v[0] for v in seen.values()),
+        failed_requests=sum(v[1] for v in seen.values()),
+        total_requests=sum(v[2] for v in seen.values()),
+        replicates=replicates,
+    )
+
+
+def _fewest_launches(verdict: Verdict) -> int:
+    """The fewest server launches any arm of a primary cell ran on: what a fixed design's
+    checks line may say every cell had (a failed run or a trimmed round leaves fewer than
+    max_runs)."""
+    cells = [c for _, _, c in verdict.comparisons(verdict.settings.primary)]
+    return min((len(set(a.instances)) for c in cells for a in (c.baseline, c.candidate)), default=0)
+
+
+# ------------------------------------------------------------------------------ words
+
+EXPLANATION_WORDS = {Explanation.WARMUP: "warm-up", Explanation.INSTANCE: "an odd server instance"}
+
+
+OK, WARN, BAD = "✅", "⚠️", "❌"
+
+
+def _rerun_numbers(r: Rerun) -> str:
+    where = f" at {fmt.x(r.point.get('concurrency', r.point_id))}"
+    if r.value is None or r.first_value is None:
+        return "the rerun failed" + where
+    kind = "warm rerun" if r.kind == RerunKind.WARM else "fresh server"
+    u = unit(r.metric)
+    return (
+        f"{kind} {fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {u}{where}".replace(
+            "  ", " "
+        )
+    )
+
+
+def checks_line(
+    c: Checks,
+    simulated: bool,
+    ingested: bool,
+    axis: str,
+    copied: bool = False,
+    fixed: int | None = None,
+) -> str:
+    """'Ruled out: warm-up ✅ (…) · Ruled out: an odd server ✅ (…) · outputs agree ✅ (…) ·
+    failed requests 0 ✅'. `copied`: each cell ran after an unmeasured copy of itself
+    (`warmup_requests: cell`), which an untested warm-up says (it lowers a first pass's
+    warm-up, it does not rule it out: on the lent H200 a first pass stayed 10–15% slow).
+    `fixed`: in a fixed design (`verify.design: fixed`), which tests no explanation, the fewest
+    launches any cell ran on (measured: a failed run leaves fewer than max_runs); on two or
+    more an odd launch is in the launch noise."""
+    items = []
+    tested = {e.explanation for e in c.explanations}
+    for e in c.explanations:
+        words = EXPLANATION_WORDS.get(e.explanation, e.explanation.value)
+        if e.reruns:
+            cite = _rerun_numbers(e.reruns[0]).replace(" at ", f" at {axis} ", 1)
+            if len(e.reruns) > 1:
+                cite += f"; {len(e.reruns)} tests"
+        else:
+            cite = "later runs on a server beat the first: see the caveats"
+        if e.outcome == CheckOutcome.FALSIFIED:
+            items.append(f"Ruled out: {words} {OK} ({cite})")
+        elif e.outcome == CheckOutcome.CONFIRMED:
+            items.append(f"{words.capitalize()} confirmed {BAD} ({cite})")
+        else:
+            items.append(f"{words.capitalize()} not settled {WARN} ({cite})")
+    untested = [
+        EXPLANATION_WORDS[x] for x in (Explanation.WARMUP, Explanation.INSTANCE) if x not in tested
+    ]
+    if untested:
+        why = "one run per cell" if ingested else "no rerun tested it"
+        if fixed is not None:
+            why = (
+                f"a fixed design tests no explanation; every cell ran on {fixed} launches, so "
+                "an odd one is in the launch noise"
+                if fixed >= 2
+                else "a fixed design tests no explanation, and some cell ran on one launch only"
+            )
+        if copied and EXPLANATION_WORDS[Explanation.WARMUP] in untested:
+            why += "; each cell ran after an unmeasured copy of itself"
+        fresh = sum(1 for r in c.replicates if r.kind == RerunKind.FRESH_SERVER)
+        if fresh and fixed is None and EXPLANATION_WORDS[Explanation.INSTANCE] in untested:
+            # the rerun log below lists these: say what they were for, so the two agree
+            why += (
+                f"; the {plural(fresh, 'fresh-server replicate')} in the rerun log measured "
+                "the launch-to-launch noise, which an odd server is part of, but none "
+                "re-measured a surprising cell"
+            )
+        items.append(f"not tested: {' or '.join(untested)} {WARN} ({why})")
+    if c.suspect:
+        shares = [
+            f"`{s}` {fmt.share(c.agreement[s])}" if s in c.agreement else f"`{s}`"
+            for s in c.suspect
+        ]
+        items.append(f"outputs disagree {BAD} ({', '.join(shares)} agreement)")
+    elif c.agreement:
+        low = min(c.agreement.values())
+        tail = "; simulated: identical by construction" if simulated else ""
+        items.append(f"outputs agree {OK} ({fmt.share(low)}{tail})")
+    else:
+        items.append(f"outputs not checked {WARN}")
+    failed = c.failed_requests
+    mark = OK if failed == 0 and c.failed_measurements == 0 else WARN
+    text = f"{failed} failed requests"
+    if c.total_requests:
+        text += f" of {c.total_requests:,}"
+    if c.failed_measurements:
+        text += f", {c.failed_measurements} failed measurements"
+    items.append(f"{text} {mark}")
+    return " · ".join(items)
+
+
+# ------------------------------------------------------------------------------ the section
+
+
+def of(verdict: Verdict, settings: RunSettings, simulated: bool) -> str:
+    """The checks line of a run: a fixed design says how many launches every cell had, a
+    spec whose cells each ran after an unmeasured copy of themselves says so."""
+    facts = settings.spec
+    s = verdict.settings
+    return checks_line(
+        checks(verdict),
+        simulated,
+        facts is None,
+        s.axis,
+        copied=facts is not None and facts.workload.warmup_requests == "cell",
+        fixed=_fewest_launches(verdict) if s.design == "fixed" else None,
+    )

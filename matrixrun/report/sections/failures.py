@@ -1,0 +1,155 @@
+"""The failures section: measurements that failed (kept; they count against their arm), requests
+that failed inside a measurement, and measurements kept but not at face value (a capped cell,
+outputs that ended short, a load client that fell behind, a Slurm job that did not complete).
+The measurements carry the numbers; every row and sentence is written here.
+Template: `templates/sections/failures.md.j2`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from matrixrun.core.measurement import Measurement
+from matrixrun.report import fmt, wording
+from matrixrun.report.inputs import RunInputs
+from matrixrun.rundir.jobs import JobsFile
+
+# ------------------------------------------------------------------------------ words
+
+
+def failed_requests(arm: str, where: str, attempt: int, failed: int, total: int) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: {failed} of {total} requests failed "
+        f"({fmt.share(failed / total)}); its metrics are over the successful ones"
+    )
+
+
+def capped_cell(
+    arm: str, where: str, attempt: int, after_s: float, completed: int, cut: int
+) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: capped at {fmt.seconds(after_s)} "
+        f"(limits.cell_timeout): {completed} of {completed + cut} requests finished, {cut} cut; "
+        "its metrics are over the finished ones (throughput over their span, latency without "
+        "the requests that waited longest)"
+    )
+
+
+def short_outputs(arm: str, where: str, attempt: int, short: int) -> str:
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: {short} request(s) ended before the asked "
+        "output length (the model stopped; ignore_eos was not sent)"
+    )
+
+
+def client_bound(
+    arm: str, where: str, attempt: int, check: dict[str, Any], processes: int = 1
+) -> str:
+    from matrixrun.load.selfcheck import worst
+
+    named = ", ".join(
+        f"{k} by up to {fmt.share(v)}" for k, v in worst(check.get("affected", {}), 3)
+    )
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: the load client"
+        + (f" ({processes} processes)" if processes > 1 else "")
+        + " fell behind (loop lag p99 "
+        f"{fmt.x(check.get('lag_p99_ms', 0))} ms, {fmt.share(check.get('coalesced_share', 0))}"
+        f" of token gaps read together): {named} may be the client's, not the server's"
+    )
+
+
+def never_shared_node(candidate: str, baseline: str) -> str:
+    return (
+        f"`{candidate}` never ran on a node `{baseline}` ran on (the Slurm jobs landed apart): "
+        "its change includes the nodes' differences as well as the flags'"
+    )
+
+
+def job_not_completed(job_id: str, arm: str, round_no: int, state: str, reason: str | None) -> str:
+    stage = "stage 1" if round_no == 0 else f"stage-2 round {round_no}"
+    return f"Slurm job {job_id} (`{arm}`, {stage}) ended {state}" + (
+        f": {reason}" if reason else ""
+    )
+
+
+# ------------------------------------------------------------------------------ the section
+
+
+@dataclass
+class Failures:
+    measurements: list[list[str]]
+    requests: list[str]
+    #: Measurements kept but limited: capped cells, outputs that ended short, a client that
+    #: fell behind (one sentence each).
+    limited: list[str] = field(default_factory=list)
+
+
+def failures_of(
+    measurements: Sequence[Measurement], axis: str, extra_limits: Sequence[str] = ()
+) -> Failures:
+    """Failed measurements (cell, arm, attempt, error) and cells with failed requests."""
+    failed = []
+    partial = []
+    for m in measurements:
+        where = wording.measured_at(axis, m.point, m.slice)
+        if not m.ok:
+            failed.append(
+                [
+                    where,
+                    f"`{m.arm}`",
+                    str(m.attempt),
+                    f"`{m.instance}`",
+                    wording.REASON_WORDS.get(m.reason, m.reason),
+                    fmt.table_cell(fmt.shorten(m.error or "no request completed")),
+                ]
+            )
+        if m.metrics is not None and m.metrics.failed:
+            # also for a failed measurement: the checks line counts its failed requests, so
+            # the list must not then say "none"
+            total = m.metrics.failed + m.metrics.completed
+            partial.append(failed_requests(m.arm, where, m.attempt, m.metrics.failed, total))
+    limited = [*limits_of(measurements, axis), *extra_limits]
+    return Failures(measurements=failed, requests=partial, limited=limited)
+
+
+def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:
+    """One sentence per measurement the harness kept but could not take at face value."""
+    out = []
+    for m in measurements:
+        where = wording.measured_at(axis, m.point, m.slice)
+        capped = m.extra.get("capped")
+        if isinstance(capped, dict):
+            out.append(
+                capped_cell(
+                    m.arm, where, m.attempt, float(capped.get("after_s", 0)),
+                    int(capped.get("completed", 0)), int(capped.get("cut_requests", 0)),
+                )
+            )  # fmt: skip
+        if m.extra.get("short_outputs"):
+            out.append(short_outputs(m.arm, where, m.attempt, int(m.extra["short_outputs"])))
+        check = m.extra.get("client_check")
+        if isinstance(check, dict) and check.get("client_bound"):
+            processes = int(m.extra.get("client_processes") or 1)
+            out.append(client_bound(m.arm, where, m.attempt, check, processes))
+    return out
+
+
+def jobs_limits(jobs: JobsFile | None, baseline: str) -> list[str]:
+    """What a Slurm run's jobs.json says a reader must know: candidates that never shared a
+    node with the baseline (their change includes the nodes'), and jobs that did not complete
+    (a stage-2 job's missing reruns show nowhere else)."""
+    if jobs is None:
+        return []
+    out = [never_shared_node(c, baseline) for c in jobs.never_shared_node]
+    for j in jobs.jobs:
+        if j.failed:
+            out.append(job_not_completed(j.job_id, j.arm, j.round, j.state, j.reason))
+    return out
+
+
+def of(inputs: RunInputs) -> Failures:
+    settings = inputs.verdict.settings
+    limits = jobs_limits(inputs.jobs, settings.baseline)
+    return failures_of(inputs.measurements, settings.axis, limits)

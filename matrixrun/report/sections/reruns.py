@@ -1,0 +1,290 @@
+"""The rerun log: every rerun kept beside its first run — why the verify policy asked for it (the
+verify event's reason, as data), on which server, what it showed, and for a rerun that tested
+an explanation (warm-up, an odd server) whether it ruled it out; routine replicates in one
+line; and why the log is empty when it is. Template: `templates/sections/reruns.md.j2`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from matrixrun.core.metrics import higher_is_better, unit
+from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.verdict import (
+    AnalysisSettings,
+    CheckOutcome,
+    Comparison,
+    Explanation,
+    Rerun,
+    RerunKind,
+    Verdict,
+)
+from matrixrun.report import fmt, wording
+from matrixrun.report.inputs import RunInputs
+from matrixrun.report.wording.counts import plural
+from matrixrun.report.wording.verdicts import cell_text
+
+# ------------------------------------------------------------------------------ words
+
+
+def _effect(cell: Comparison | None, metric: str) -> str:
+    d = cell.d if cell is not None else None
+    if d is None:
+        return "change"
+    if higher_is_better(metric):
+        return "speed-up" if d > 0 else "slowdown"
+    return "improvement" if d > 0 else "regression"
+
+
+def rerun_server(r: Rerun) -> str:
+    return (
+        "same warm server " if r.kind == RerunKind.WARM else "fresh server "
+    ) + f"`{r.instance}`"
+
+
+def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSettings) -> str:
+    """'the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run 515.58
+    tok/s (+0.04%, within ±3%) — the JIT/warmup explanation is falsified.'"""
+    if r.value is None or r.first_value is None:
+        failed = "the rerun failed" if r.value is None else "the first run failed"
+        return f"{failed}, so it shows nothing about the explanation."
+    margin = f"±{fmt.setting_percent(s.margin)}"
+    numbers = (
+        f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
+    )
+    delta = fmt.change(r.change_vs_first or 0.0, 2)
+    band = f"±{fmt.percent(r.noise_band)}" if r.noise_band is not None else margin
+    within = f"within noise, {band}" if r.matches_first else f"beyond noise, {band}"
+    effect = f"the {_effect(cell, r.metric)} at {where}"
+    alone = (
+        f"; on its own the rerun gives {fmt.change(r.alone)} vs `{s.baseline}`"
+        if r.alone is not None
+        else ""
+    )
+    if r.tests == Explanation.WARMUP:
+        rerun = f"warm rerun {numbers} ({delta}, {within}{alone})"
+        if r.outcome == CheckOutcome.CONFIRMED:
+            return (
+                f"the first run at {where} was held back: {rerun}, better than the first run "
+                "beyond what noise explains — the JIT/warmup explanation is confirmed for that "
+                "first run; both runs are kept and counted (whether a verdict rests on cold "
+                "first runs is judged over all of the arm's repeats: see the caveats)."
+            )
+        if r.outcome == CheckOutcome.NOT_SETTLED:
+            return (
+                f"the first run at {where} may have been held back: {rerun}, better than the "
+                "first run but within what the noise σ explains for one pair — the JIT/warmup "
+                "explanation is neither confirmed nor falsified."
+            )
+        if r.matches_first:
+            return f"{effect} is not warmup: {rerun} — the JIT/warmup explanation is falsified."
+        return (
+            f"{effect} is not warmup: {rerun}, worse than the first run — the JIT/warmup "
+            "explanation is falsified; the server drifts."
+        )
+    if r.tests == Explanation.INSTANCE:
+        rerun = f"fresh server {numbers} ({delta}{alone})"
+        if r.outcome == CheckOutcome.FALSIFIED:
+            return (
+                f"{effect} is not an odd server instance: {rerun}, so the fresh server "
+                "reproduces it — the odd-instance explanation is falsified."
+            )
+        if r.outcome == CheckOutcome.CONFIRMED:
+            return (
+                f"{effect} does not reproduce on a fresh server: {rerun} — the odd-instance "
+                "explanation is confirmed."
+            )
+        return (
+            f"{effect} reproduces only in part on a fresh server: {rerun} — the odd-instance "
+            "explanation is neither confirmed nor falsified."
+        )
+    kind = "on the same server" if r.kind == RerunKind.WARM else "on a fresh server"
+    return f"replicate {kind}: {numbers} ({delta}, {within})."
+
+
+def rerun_why(w: RerunWhy) -> str:
+    """Why the verify policy asked for a rerun (from the verify event's numbers)."""
+    if w.kind == WhyKind.WARM_CHECK:
+        return (
+            f"first-run change {fmt.change(w.change or 0.0)} vs {w.baseline} exceeds the surprise "
+            f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
+            "tests first-run JIT compile/warmup"
+        )
+    if w.kind == WhyKind.AA:
+        return "A/A: the baseline again on a fresh server measures the server-to-server spread"
+    if w.kind == WhyKind.UNDECIDED:
+        cell = f"undecided ({cell_text(w.cell)}); " if w.cell is not None else ""
+        if w.no_sigma:
+            return (
+                f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
+                "needed to measure it"
+            )
+        return (
+            f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
+            f"runs per arm a {w.chance or 0.0:.0%} chance to settle it (the futility rule's "
+            "input, not a prediction)"
+        )
+    if w.kind == WhyKind.INSTANCE_CHECK:
+        return (
+            f"first-run change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
+            "launched server tests whether the first server was odd"
+        )
+    if w.kind == WhyKind.SIGMA_REPLICATE:
+        return (
+            f"a fresh-server replicate so the pooled σ has {w.target_df} degrees of freedom "
+            "(the analysis prefers fresh-server σ once one exists)"
+        )
+    if w.kind == WhyKind.UNSTABLE_LAUNCH:
+        return (
+            f"launches of `{fmt.user_plain(w.arm or '')}` disagree here by "
+            f"{fmt.percent(w.change or 0.0)}, beyond run noise: one more launch tells which "
+            "was odd"
+        )
+    if w.kind == WhyKind.FIXED_DESIGN:
+        return (
+            f"fixed design (verify.design: fixed): every cell {w.max_runs} times, each run on "
+            "its own launch, whatever the data say"
+        )
+    if w.kind == WhyKind.BISECTION and w.bracket is not None:
+        return (
+            f"the geometric midpoint of the crossover bracket {w.axis} {fmt.x(w.bracket[0])}–"
+            f"{fmt.x(w.bracket[1])}: a new cell at {fmt.x(w.x)} to narrow it"
+        )
+    return (
+        f"brackets the crossover at {w.axis} {w.x or 0.0:g}: a second run so the bracket rests "
+        "on more than one"
+    )
+
+
+def no_reruns(v: Verdict, max_runs: int | None, ingested: bool) -> str:
+    """Why the log is empty, said plainly."""
+    if ingested:
+        return "The input files hold one run per cell and arm; nothing was rerun."
+    if max_runs is not None and max_runs < 2:
+        return "The spec allows one run per cell (verify.max_runs: 1), so the policy reran nothing."
+    flagged = [c for _, _, c in v.comparisons() if c.surprise or c.verdict == "inconclusive"]
+    if not flagged:
+        return (
+            "No cell was surprising (|change| above the surprise threshold) or "
+            "undecided, so the verify policy had nothing to rerun."
+        )
+    return (
+        f"{plural(len(flagged), 'cell')} {'was' if len(flagged) == 1 else 'were'} surprising "
+        "or undecided, but no rerun was "
+        "recorded (reruns disabled, budget spent, or the run stopped before stage 2)."
+    )
+
+
+def rerun_summary(replicates: Sequence[Rerun]) -> str:
+    """Routine replicates in one line: how many, where, and how far from their first runs —
+    counted against the same noise band each replicate's own line uses (`Rerun.matches_first`,
+    z·√2·σ for its kind of pair), not against the margin (a real run showed "2 of 2 within ±5%"
+    beside changes of −18.5% and +30.4%)."""
+    ok = [r for r in replicates if r.change_vs_first is not None]
+    if not ok:
+        return f"{plural(len(replicates), 'routine replicate')}; none has both values."
+    ch = sorted(r.change_vs_first or 0.0 for r in ok)
+    judged = [r for r in ok if r.matches_first is not None]
+    within = sum(1 for r in judged if r.matches_first)
+    fresh = sum(1 for r in ok if r.kind == RerunKind.FRESH_SERVER)
+    spread = (
+        fmt.change(ch[0], 2)
+        if ch[0] == ch[-1]
+        else f"{fmt.change(ch[0], 2)} to {fmt.change(ch[-1], 2)}"
+    )
+    head = (
+        f"{plural(len(replicates), 'routine replicate')} ({fresh} on fresh servers) to narrow "
+        "intervals and bracket the crossover"
+    )
+    if all(r.reason == "fixed" for r in replicates):
+        head = f"{plural(len(replicates), 'replicate')} of the fixed design, each on its own launch"
+    if not judged:
+        return f"{head}: changes from their first runs {spread} (no noise estimate to judge them)."
+    return (
+        f"{head}: {within} of {len(judged)} within the noise of their first run (95% band for "
+        f"a pair); changes {spread}."
+    )
+
+
+# ------------------------------------------------------------------------------ the section
+
+
+@dataclass
+class RerunEntry:
+    where: str
+    arm: str
+    attempt: int
+    reason: str
+    reason_text: str
+    server: str
+    why: str
+    showed: str
+    outcome: str | None
+    cell_now: str
+    error: str
+
+
+def verify_whys(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
+    """(cell id, attempt) → why the verify event that asked for that rerun asked, in words
+    (the runner records the attempt the rerun will have, and the reason as data)."""
+    out: dict[tuple[str, int], str] = {}
+    for e in events:
+        if e.get("event") == "verify" and e.get("cell") and isinstance(e.get("attempt"), int):
+            why = e.get("why")
+            try:
+                text = rerun_why(RerunWhy.model_validate(why))
+            except ValidationError:  # not a reason this version records: shown as written
+                text = str(why or "")
+            out[(str(e["cell"]), int(e["attempt"]))] = text
+    return out
+
+
+def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list[RerunEntry]:
+    """Every rerun of the primary metric, with why it was run and what it showed."""
+    settings = verdict.settings
+    axis = settings.axis
+    whys = verify_whys(events)
+    cells: dict[tuple[str, str, str], Comparison] = {
+        (s, c, cell.point_id): cell for s, c, cell in verdict.comparisons()
+    }
+    out = []
+    for r in verdict.reruns:
+        cell = cells.get((r.slice, r.candidate, r.point_id))
+        where = wording.measured_at(axis, r.point, r.slice)
+        out.append(
+            RerunEntry(
+                where=where,
+                arm=r.arm,
+                attempt=r.attempt,
+                reason=r.reason,
+                reason_text=wording.REASON_WORDS.get(r.reason, r.reason),
+                server=rerun_server(r),
+                why=fmt.shorten(whys.get((r.cell_id, r.attempt), "")),
+                showed=rerun_showed(r, cell, where, settings),
+                outcome=r.outcome.value if r.outcome is not None else None,
+                cell_now=wording.cell_text(cell) if cell is not None else "",
+                error=fmt.shorten(r.error) if r.error else "",
+            )
+        )
+    return out
+
+
+def of(inputs: RunInputs) -> tuple[list[RerunEntry], list[RerunEntry], str | None, str | None]:
+    """(every rerun, the reruns that tested an explanation, the routine replicates in one line,
+    why the log is empty)."""
+    verdict, facts = inputs.verdict, inputs.settings.spec
+    entries = rerun_entries(verdict, inputs.events)
+    tested = [i for i, r in enumerate(verdict.reruns) if r.outcome is not None]
+    routine = [r for r in verdict.reruns if r.outcome is None]
+    empty = (
+        None if entries else no_reruns(verdict, facts.max_runs if facts else None, facts is None)
+    )
+    return (
+        entries,
+        [entries[i] for i in tested if i < len(entries)],
+        rerun_summary(routine) if routine else None,
+        empty,
+    )
