@@ -1,5 +1,5 @@
-"""The chart numbers alone (report.sections.charts, pure): plain decimals at every magnitude, and the
-change axis's cut rule. What they look like drawn is tests/test_charts_render.py."""
+"""The chart numbers alone (report.sections.charts, pure): plain decimals at every magnitude,
+and the change axis's cut rule. What they look like drawn is tests/test_charts_render.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Why the verify policy asked for a rerun, as data: the kind of check and the numbers behind
-it. The policy decides (`verify.policy`), the runner records it in the verify event of
-events.jsonl beside the attempt it asked for, and `report.sections.reruns.rerun_why` words it — so the
-policy writes no sentences and the report pairs a rerun with its reason by data, not order."""
+"""Why the verify policy asked for a rerun, as data: the kind of check and the numbers behind it.
+The policy decides (`verify.policy`), the runner records it in the verify event of events.jsonl
+beside the attempt it asked for, and `report.sections.reruns.rerun_why` words it — so the policy
+writes no sentences and the report pairs a rerun with its reason by data, not order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The document's Mermaid charts as plain data for `templates/sections/charts.md.j2`: per (candidate, series), the
-change at each point and the primary metric per arm, drawn by GitHub's `xychart-beta`.
+"""The document's Mermaid charts as plain data for `templates/sections/charts.md.j2`: per
+(candidate, series), the change at each point and the primary metric per arm, drawn by GitHub's
+`xychart-beta`.
 
 Why the shapes are what they are (each was checked in real Mermaid, tests/test_charts_render.py):
 
