@@ -100,8 +100,9 @@ def bench_verdicts(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def reports(session: nox.Session) -> None:
     """Re-analyse and re-render the committed example reports (reports/*.md, and chart.png
-    beside each run) from their run directories under reports/runs/; `-- --check` only
-    says which are stale."""
+    beside each run) from their run directories under reports/runs/, and re-render every other
+    run directory's report.md from its committed verdict.json; `-- --check` only says which
+    are stale."""
     session.install("-e", ".[plot]")
     session.run("python", "scripts/example_reports.py", *session.posargs)
 

@@ -7,6 +7,11 @@ one differs from what this would write.
 
     python scripts/example_reports.py            # rewrite them
     python scripts/example_reports.py --check    # exit 1 when one is stale
+
+It also re-renders every other committed run directory's report.md from its committed
+verdict.json (not analysed again: `tests/test_committed_runs.py` guards the numbers), so each
+report.md under reports/runs/ is what the report code renders today from the files beside it
+(`tests/test_committed_reports.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,25 @@ def rendered(run_dir: Path) -> str:
         return outputs.report_text(copy)
 
 
+#: every committed run directory that has a verdict (the examples among them)
+RUN_DIRS = sorted(
+    p.parent.relative_to(ROOT).as_posix()
+    for p in (ROOT / "reports" / "runs").glob("**/verdict.json")
+)
+
+
+def rendered_as_committed(run_dir: Path) -> str:
+    """The document `run_dir`'s committed files give today, analysed as they are (its
+    verdict.json as committed), rendered as `rendered` lays it out."""
+    from matrixrun.run import outputs
+
+    tail = run_dir.relative_to(ROOT).parts
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        copy = Path(tmp).joinpath(*tail)
+        shutil.copytree(run_dir, copy)
+        return outputs.report_text(copy)
+
+
 def main(argv: list[str] | None = None) -> int:
     from matrixrun.run import outputs
 
@@ -64,6 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         outputs.render_run(run_dir)  # RUN_DIR/report.md and chart.png beside it
         (ROOT / report).write_text((run_dir / "report.md").read_text())
         print(f"wrote {report} from {run}")
+    for run in RUN_DIRS:
+        if run in EXAMPLES.values():
+            continue  # written above
+        target = ROOT / run / "report.md"
+        text = rendered_as_committed(ROOT / run)
+        if args.check:
+            if not target.exists() or target.read_text() != text:
+                stale.append(str(target.relative_to(ROOT)))
+            continue
+        target.write_text(text)
+        print(f"wrote {run}/report.md")
     for report in stale:
         print(f"{report} is stale: run `nox -s reports` and commit it", file=sys.stderr)
     return 1 if stale else 0
