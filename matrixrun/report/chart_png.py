@@ -7,7 +7,7 @@ Mermaid charts' rules (`report.sections.charts`): bars grow from zero, the chang
 `change_axis` cuts it (true values written at the cut bars), the arms are named in full in a
 legend, baseline blue and candidates orange first. matplotlib is an optional extra
 (`pip install matrixrun[plot]`); without it nothing is written and nothing fails. Reads the
-typed `Verdict` only; the words of its titles come from `wording.charts`.
+typed `Verdict` only; the words of its titles come from `sections.charts`.
 """
 
 from __future__ import annotations
