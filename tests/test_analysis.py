@@ -42,6 +42,7 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt, wording
+from matrixrun.report.sections import noise
 
 BASE, CAND = "cutlass", "cutedsl"
 X = [1, 10, 64, 256, 1024]
@@ -117,7 +118,7 @@ def sentence(v: Verdict, cand: str = "") -> str:
 
 
 def warnings(v: Verdict) -> list[str]:
-    return [wording.caveat(c, v) for c in v.caveats]
+    return [noise.caveat(c, v) for c in v.caveats]
 
 
 def notes(c: Comparison) -> list[str]:
@@ -141,8 +142,8 @@ def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
     sigma = v.sigma[0]
     assert sigma.source == "warm" and sigma.df == 1
     assert sigma.value == pytest.approx(abs(math.log(515.77 / 515.58)) / math.sqrt(2))
-    assert wording.sigma_text(sigma, short=True) == "σ ≈ 0.026% on only 1 df"
-    assert wording.sigma_text(sigma).startswith(
+    assert noise.sigma_text(sigma, short=True) == "σ ≈ 0.026% on only 1 df"
+    assert noise.sigma_text(sigma).startswith(
         "σ ≈ 0.026% on only 1 df (warm repeats on the same server: within-instance only, may "
         "understate): too few to know the noise"
     )
@@ -705,11 +706,11 @@ def test_multiplicity_is_stated_with_many_cells() -> None:
     cands = {x: 100.0 for x in range(1, 13)}
     v = analyse(repeated(100.0, cands, noise=0.01), settings())
     assert v.cells_judged == 12
-    assert "about 0.6 may flag by chance" in wording.multiplicity(v)
-    assert wording.multiplicity(v) in warnings(v)
+    assert "about 0.6 may flag by chance" in noise.multiplicity(v)
+    assert noise.multiplicity(v) in warnings(v)
     few = analyse(writeup(), settings())
     assert "multiplicity" not in [c.kind for c in few.caveats]
-    assert wording.multiplicity(few) not in warnings(few)
+    assert noise.multiplicity(few) not in warnings(few)
 
 
 # --------------------------------------------------------------------------- verify helpers
@@ -765,7 +766,7 @@ def test_cell_text_matches_verdicts_md() -> None:
 
 def test_sigma_text() -> None:
     def words(value: float | None, df: float | None, source: str) -> str:
-        return wording.sigma_text(Sigma(metric="m", value=value, df=df, source=source))
+        return noise.sigma_text(Sigma(metric="m", value=value, df=df, source=source))
 
     assert words(0.012, 4, "fresh_server") == "σ = 1.2% (df = 4, fresh-server replicates)"
     assert words(0.02, None, "prior") == "σ = 2.0% (declared prior, not measured)"

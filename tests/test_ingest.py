@@ -13,6 +13,7 @@ from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
 from matrixrun.ingest.records import DEFAULT_SECONDARY, measurements_from_files
 from matrixrun.report import wording
+from matrixrun.report.sections import noise
 
 GOLDEN = Path(__file__).parent / "golden" / "bench_serving"
 FILES = [GOLDEN / f"{n}.jsonl" for n in ("fast_prefill", "fast_decode", "steady")]
@@ -77,7 +78,7 @@ def test_golden_files_to_verdict_with_a_prior() -> None:
     tpot = [c.change for s in by_metric["median_tpot_ms"].series for c in s.cells]
     assert tpot == pytest.approx([-0.25] * 3, abs=0.01)
     assert v.overall["steady"].verdict == "inconclusive"
-    assert any("steady shares no measured point" in wording.caveat(c, v) for c in v.caveats)
+    assert any("steady shares no measured point" in noise.caveat(c, v) for c in v.caveats)
 
 
 def test_without_a_prior_single_runs_are_inconclusive() -> None:

@@ -98,6 +98,33 @@ def slice_labels_of(
 # ------------------------------------------------------------------------------ words
 
 
+#: Beside the sweep value of a point the verify policy added (a table row's note).
+BISECTED = "added by bisection"
+
+
+def bisected_text(xs: Sequence[str], axis: str) -> str:
+    """Under a table with points the spec did not ask for: why they are there."""
+    one = len(xs) == 1
+    return (
+        f"{'The point' if one else 'The points'} at {axis} {fmt.join_words(list(xs))} "
+        f"{'is' if one else 'are'} not in the spec's grid: the verify policy added "
+        f"{'it' if one else 'them'} by bisection (the geometric midpoint of a crossover "
+        "bracket, measured to narrow the bracket and to check the straight line in log "
+        f"{axis} the crossover is interpolated on)."
+    )
+
+
+def half_measured_text(x: str, axis: str, measured: Sequence[str], missing: Sequence[str]) -> str:
+    """An added midpoint with no row: which arms were measured there and which not."""
+    got = ", ".join(f"`{fmt.user_plain(a)}`" for a in measured)
+    lack = ", ".join(f"`{fmt.user_plain(a)}`" for a in missing)
+    return (
+        f"{axis} {x} (added by bisection): only {got} was measured there — {lack} has no "
+        "successful run of it (its run failed, or the run's last round ended first) — so the "
+        "point has no row and compares nothing."
+    )
+
+
 def _sample_text(sample: ArmSample) -> str:
     if sample.n == 0:
         text = "failed" if sample.failed_measurements else "n/a"
@@ -197,7 +224,7 @@ def metric_tables(
                     shown = x
                     if (sl.slice, c.point_id) in added:
                         bisected.append(x)
-                        shown += f" ({wording.BISECTED})"
+                        shown += f" ({BISECTED})"
                     change = "n/a" if c.change is None else fmt.change(c.change)
                     if c.change_lo is not None and c.change_hi is not None:
                         change += " " + fmt.change_interval(c.change_lo, c.change_hi, c.df)
@@ -228,7 +255,7 @@ def metric_tables(
                         ],
                         rows=[[fmt.table_cell(v) for v in row] for row in rows],
                         regimes=wording.regimes(series, axis, settings.margin_for(mr.metric))
-                        + (" " + wording.bisected(bisected, axis) if bisected else ""),
+                        + (" " + bisected_text(bisected, axis) if bisected else ""),
                         undecided=[
                             f"at {axis} {fmt.join_words(xs)}: {words}"
                             for words, xs in undecided.items()
@@ -289,6 +316,6 @@ def unmatched_of(inputs: RunInputs, added: Collection[tuple[str, str]]) -> list[
     """The bisection midpoints some arm was never measured at, said under the table."""
     axis, baseline = inputs.verdict.settings.axis, inputs.verdict.settings.baseline
     return [
-        wording.half_measured(h.x, axis, h.measured, h.missing)
+        half_measured_text(h.x, axis, h.measured, h.missing)
         for h in half_measured(inputs.plan, inputs.measurements, added, baseline)
     ]
