@@ -1055,3 +1055,25 @@ def test_a_launch_command_is_shown_as_a_shell_would_need_it_typed() -> None:
     shown = shell_words(argv)
     assert shlex.split(shown) == argv
     assert "serve {model} --x" in shown
+
+
+def test_an_unfinished_slurm_run_is_resumed_through_slurm_wherever_it_is_rendered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume line of a Slurm run names the Slurm executor, known from the run
+    directory's own jobs.json — not from a path relative to where `report` runs (rendered
+    from elsewhere, the document prints the directory from `runs/` on)."""
+    from matrixrun.rundir.jobs import JobsFile
+
+    rd = writeup_run(tmp_path)
+    with (rd.path / "events.jsonl").open("a") as f:
+        f.write(json.dumps({"event": "run_start"}) + "\n")  # a session that never ended
+    (rd.path / "jobs.json").write_text(JobsFile(jobs=[]).model_dump_json())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    doc = render_run_dir(rd)
+    assert "**This run did not finish**" in doc
+    assert "--executor slurm --resume" in doc
+    (rd.path / "jobs.json").unlink()
+    assert "--executor slurm" not in render_run_dir(rd)

@@ -209,7 +209,7 @@ def resume_of(inputs: RunInputs) -> str | None:
     if not did_not_finish(inputs.events):
         return None
     rehearse = " --rehearse" if inputs.settings.rehearsal else ""
-    slurm = " --executor slurm" if Path(inputs.run_dir, "jobs.json").exists() else ""
+    slurm = " --executor slurm" if inputs.jobs is not None else ""  # a Slurm run has jobs.json
     return f"matrixrun run {inputs.run_dir}/spec.yaml{rehearse}{slurm} --resume {inputs.run_dir}"
 
 
