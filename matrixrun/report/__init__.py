@@ -24,19 +24,18 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from matrixrun.report.markdown_check import COMMENT_LIMIT, check_markdown, table_cells
 
+if TYPE_CHECKING:  # the context is imported when a document is rendered, not with the package
+    from matrixrun.report.context import Context
+    from matrixrun.rundir.results import RunDir
+
 __all__ = ["COMMENT_LIMIT", "check_markdown", "render", "render_run_dir", "table_cells"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"  # shipped in the wheel
-
-if TYPE_CHECKING:  # the context imports this package's modules; only types are needed here
-    from matrixrun.report.context import Context
-    from matrixrun.rundir.results import RunDir
 
 
 def template_dirs(extra: str | Path | None = None) -> list[Path]:
@@ -49,6 +48,8 @@ def template_dirs(extra: str | Path | None = None) -> list[Path]:
 
 def render_run_dir(rd: RunDir, templates: str | Path | None = None) -> str:
     """The document of a run directory that has its verdict.json."""
+    # imported here: `report.wording.counts` (progress lines, `validate`) must not load the
+    # whole report with the package
     from matrixrun.report.context import build_context
 
     return render(build_context(rd), templates)
@@ -75,6 +76,8 @@ def render(
 ) -> str:
     """Render within `limit` characters (trimming detail in `TRIM_STEPS` order), then check
     the Markdown and append any problem as a visible note."""
+    from matrixrun.report.budget import TRIM_STEPS
+
     context = copy.deepcopy(context)
     context.limit = limit
     text = render_template(context, templates)
@@ -106,84 +109,3 @@ def render(
         )
         text = text + note
     return text
-
-
-# --------------------------------------------------------------------------- size budget
-#
-# Each step removes one piece of detail and returns a phrase for the closing note, or None when
-# it has nothing left to remove. Order (least decision-relevant first): the per-instance
-# server table, the latency tables (their one-sentence verdicts stay), the per-cell
-# "undecided" notes, the rerun log beyond its first 20 entries, then the comparison tables of
-# the last slices (their regime sentence and verdict stay).
-
-
-def _drop_servers(ctx: Context) -> str | None:
-    servers = ctx.environment.servers
-    if not servers:
-        return None
-    ctx.environment.servers = []
-    from matrixrun.report.sections.environment import servers_dropped
-
-    ctx.environment.servers_note = servers_dropped(len(servers))
-    return "the per-instance server table"
-
-
-def _drop_latency(ctx: Context) -> str | None:
-    if not ctx.latency:
-        return None
-    lat = ctx.latency.pop()
-    from matrixrun.report.sections.latency import LatencySummary
-
-    summary = [
-        LatencySummary(metric=lat.metric, slice=t.slice, candidate=t.candidate, sentence=t.overall)
-        for sl in lat.slices
-        for t in sl.tables
-        if t.overall
-    ]
-    ctx.latency_summary = summary + ctx.latency_summary
-    return f"the `{lat.metric}` tables (their verdicts are listed)"
-
-
-def _drop_undecided(ctx: Context) -> str | None:
-    dropped = False
-    for section in [ctx.comparison] + [x.slices for x in ctx.latency]:
-        for sl in section:
-            for t in sl.tables:
-                if t.undecided:
-                    t.undecided = []
-                    dropped = True
-    return "the per-cell notes on what would settle undecided cells" if dropped else None
-
-
-def _drop_charts(ctx: Context, keep: int = 2) -> str | None:
-    if len(ctx.charts) <= keep:
-        return None
-    ctx.charts = ctx.charts[:keep]
-    return f"the charts after the first {keep}"
-
-
-def _trim_reruns(ctx: Context, keep: int = 20) -> str | None:
-    if len(ctx.reruns) <= keep:
-        return None
-    total = len(ctx.reruns)
-    ctx.reruns = ctx.reruns[:keep]
-    return f"the rerun log after its first {keep} of {total} entries"
-
-
-def _drop_last_slice_tables(ctx: Context) -> str | None:
-    for sl in reversed(ctx.comparison[1:]):
-        for t in sl.tables:
-            if t.rows:
-                t.rows = []
-                return f"the comparison table rows of {sl.label or 'a slice'}"
-    return None
-
-
-TRIM_STEPS: list[Callable[[Context], str | None]] = [
-    _drop_servers,
-    _drop_latency,
-    _drop_undecided,
-    _drop_charts,
-    _trim_reruns,
-    _drop_last_slice_tables,
-]

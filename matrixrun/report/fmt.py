@@ -8,6 +8,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from matrixrun.core.markdown_safe import md_heading, md_text
+from matrixrun.core.redact import redact_text
+
 MINUS = "\u2212"
 
 
@@ -159,9 +162,6 @@ def shorten(text: str, limit: int = 400) -> str:
 def user(text: str) -> str:
     """A user- or server-supplied string in prose (hypothesis, notes): secrets redacted, then
     made inert Markdown (`markdown_safe.md_text`: no HTML, no new lines, no emphasis)."""
-    from matrixrun.core.markdown_safe import md_text
-    from matrixrun.core.redact import redact_text
-
     return md_text(redact_text(text))
 
 
@@ -169,24 +169,17 @@ def user_block(text: str) -> str:
     """The author's own Markdown (spec `notes:`), rendered as written: secrets redacted and raw
     HTML made text (`&`, `<`, `>` as entities), so it cannot fold or hide the rest of a comment;
     its paragraphs, lists and emphasis are kept."""
-    from matrixrun.core.redact import redact_text
-
     text = redact_text(text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def user_heading(text: str) -> str:
     """A user-supplied string as a heading's text (the title)."""
-    from matrixrun.core.markdown_safe import md_heading
-    from matrixrun.core.redact import redact_text
-
     return md_heading(redact_text(text))
 
 
 def user_plain(text: str) -> str:
     """A user-supplied string where Markdown escapes would show (inside a code span, a Mermaid
     chart): secrets redacted, one line, no backticks or double quotes to break out with."""
-    from matrixrun.core.redact import redact_text
-
     one = " ".join(redact_text(text).split())
     return one.replace("`", "'").replace('"', "'")
