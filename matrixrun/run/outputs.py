@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matrixrun.analysis import analyse
 from matrixrun.core.errors import InputError
 from matrixrun.core.verdict import Verdict
 from matrixrun.report import chart_png, render_run_dir
@@ -25,6 +24,10 @@ def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
 
 def analyse_run(run_dir: str | Path | RunDir) -> Path:
     """Judge results.jsonl by settings.json; write verdict.json and return its path."""
+    # Imported here, not at the top: rendering (`matrixrun report`, `post`) reads verdict.json
+    # and must not load the analysis (tests/test_report.py checks that it does not).
+    from matrixrun.analysis import analyse
+
     rd = _run_dir(run_dir)
     if not rd.results_file.exists():
         raise InputError(
