@@ -4,10 +4,10 @@ Why: an import inside a function hides an edge of the module graph from a reader
 tools that read only the top of a file); it belongs there only to keep `matrixrun` start-up
 light (the CLI's one dispatch table, `cli/main.py`), to keep an optional dependency optional
 (matplotlib, submitit, uvloop, tokenizers, psycopg), or to keep one stage from loading another
-(rendering a report never imports the analysis: `run/outputs.analyse_run`). This counts, over every module of the
-package, the import statements that import the package itself (`matrixrun…` or relative) and
-how many of them are inside a function body; with `--all`, every import statement (standard
-library and third party too). `--list` names each function-level one, file:line.
+(rendering a report never imports the analysis: `run/outputs.analyse_run`). This counts, over
+every module of the package, the import statements that import the package itself (`matrixrun…`
+or relative) and how many of them are inside a function body; with `--all`, every import
+statement (standard library and third party too). `--list` names each function-level one, file:line.
 
     python scripts/import_count.py            # internal: inside functions / all
     python scripts/import_count.py --all --list
