@@ -499,11 +499,11 @@ _TRUE_SIGMA: list[float] = []
 
 def apply_what_if(names: list[str]) -> None:
     """Patch the analysis for the what-ifs named (this process only)."""
-    from matrixrun import analysis
+    from matrixrun.analysis import noise
     from matrixrun.core.verdict import AnalysisSettings
 
     if "sigma-known" in names:
-        real = analysis.estimate_sigma
+        real = noise.estimate_sigma  # what the noise stage calls for this run's own σ
 
         def known(ms: Any, metric: str, prior: float | None = None, axis: str = "") -> Any:
             s = real(ms, metric, prior, axis or "concurrency")
@@ -521,7 +521,7 @@ def apply_what_if(names: list[str]) -> None:
                 }
             )
 
-        analysis.estimate_sigma = known  # type: ignore[assignment]
+        noise.estimate_sigma = known  # type: ignore[assignment]
     if "no-look-correction" in names:
         AnalysisSettings.level_at = lambda self, look: self.confidence  # type: ignore[method-assign]
 

@@ -13,6 +13,7 @@ import pytest
 
 from matrixrun.analysis import (
     AnalysisSettings,
+    NoiseModel,
     analyse,
     arm_sample,
     compare,
@@ -260,6 +261,12 @@ def sig(value: float | None, df: float | None = 10) -> Any:
                  launch=value, launch_df=int(df) or 1)  # fmt: skip
 
 
+def warm(value: float) -> Sigma:
+    """A σ of warm repeats only: one run's noise `value`, no launch part."""
+    return Sigma(metric="output_throughput", value=value, df=10, source="warm",
+                 run=value, run_df=10)  # fmt: skip
+
+
 def cell(
     base: list[float],
     cand: list[float],
@@ -270,12 +277,12 @@ def cell(
     # every run on a server of its own (the fresh-server σ counts them all)
     bs = [meas(BASE, 8, v, metric=metric, instance=f"{BASE}#{i}") for i, v in enumerate(base)]
     cs = [meas(CAND, 8, v, metric=metric, instance=f"{CAND}#{i}") for i, v in enumerate(cand)]
+    s = settings(**kw)
     return compare(
         arm_sample(BASE, bs, metric),
         arm_sample(CAND, cs, metric),
-        metric=metric,
-        sigma=sig(sigma),
-        settings=settings(**kw),
+        NoiseModel.of(sig(sigma), s, metric=metric),
+        s,
     )
 
 
@@ -305,17 +312,17 @@ def test_warm_repeats_do_not_narrow_a_fresh_server_interval() -> None:
     bs = [meas(BASE, 8, 100.0, attempt=i + 1) for i in range(2)]
     cs = [meas(CAND, 8, 110.0, attempt=i + 1) for i in range(2)]
     fresh = compare(arm_sample(BASE, bs, "output_throughput"),
-                    arm_sample(CAND, cs, "output_throughput"), metric="output_throughput",
-                    sigma=sig(0.02), settings=settings())  # fmt: skip
+                    arm_sample(CAND, cs, "output_throughput"),
+                    NoiseModel.of(sig(0.02), settings()), settings())  # fmt: skip
     half = quantile(0.95, 10) * 0.02 * math.sqrt(2)
     assert fresh.d_hi - fresh.d_lo == pytest.approx(2 * half)
     assert CellNote.ONE_SERVER in fresh.notes
     assert any("count once" in n for n in notes(fresh))
+    warm_sigma = Sigma(metric="output_throughput", value=0.02, df=10, source="warm",
+                       run=0.02, run_df=10)  # fmt: skip
     warm = compare(arm_sample(BASE, bs, "output_throughput"),
-                   arm_sample(CAND, cs, "output_throughput"), metric="output_throughput",
-                   sigma=Sigma(metric="output_throughput", value=0.02, df=10, source="warm",
-                               run=0.02, run_df=10),
-                   settings=settings())  # fmt: skip
+                   arm_sample(CAND, cs, "output_throughput"),
+                   NoiseModel.of(warm_sigma, settings()), settings())  # fmt: skip
     assert warm.d_hi - warm.d_lo == pytest.approx(2 * half / math.sqrt(2))
 
 
@@ -451,9 +458,8 @@ def test_failure_rate_rule(
     c = compare(
         arm_sample(BASE, bs, "output_throughput"),
         arm_sample(CAND, cs, "output_throughput"),
-        metric="output_throughput",
-        sigma=sig(0.01),
-        settings=settings(),
+        NoiseModel.of(sig(0.01), settings()),
+        settings(),
     )
     assert c.verdict == verdict
     if verdict == "inconclusive":
@@ -644,14 +650,16 @@ def test_runs_needed_estimate() -> None:
     z = quantile(0.95, None)
     sig = math.log1p(0.01)
     expect = math.ceil(2 * (z * sig / (m - 0.01)) ** 2)
-    assert runs_needed(0.01, prior, None, ["b1"], ["c1"], 0.03, s) == max(expect, 2)
-    assert runs_needed(m, prior, None, ["b1"], ["c1"], 0.03, s) is None  # on the margin
+    assert s.margin_for("x") == 0.03
+    assert runs_needed(0.01, NoiseModel.of(prior, s), None, ["b1"], ["c1"]) == max(expect, 2)
+    on_margin = runs_needed(m, NoiseModel.of(prior, s), None, ["b1"], ["c1"])
+    assert on_margin is None
     none = Sigma(metric="x", value=None, df=None, source="none")
-    assert runs_needed(0.01, none, None, ["b1"], ["c1"], 0.03, s) is None
+    assert runs_needed(0.01, NoiseModel.of(none, s), None, ["b1"], ["c1"]) is None
     # a launch-only σ with 2/2 runs on one server each: more runs on that server would not
     # help, so the estimate counts fresh launches and exceeds the 2 runs already there
     fresh = Sigma(metric="x", value=0.01, df=4, source="fresh_server", launch=0.01, launch_df=4)
-    n = runs_needed(0.06, fresh, None, ["b1", "b1"], ["c1", "c1"], 0.03, s)
+    n = runs_needed(0.06, NoiseModel.of(fresh, s), None, ["b1", "b1"], ["c1", "c1"])
     assert n is not None and n > 2
 
 
@@ -805,15 +813,16 @@ def test_rerun_is_judged_against_its_noise_not_the_margin() -> None:
 
     first = meas("cand", 1, 250.83, instance="g#1")
     again = meas("cand", 1, 242.88, instance="g#2", attempt=2, reason="fresh_server")
-    kw: dict[str, Any] = {"baseline": BASE, "margin": 0.03, "surprise": 0.1, "cells": {}}
-    (r,) = reruns([first, again], "output_throughput", sigma=None, **kw)
+    s = settings(margin=0.03)
+    kw: dict[str, Any] = {"baseline": BASE, "surprise": 0.1}
+    (r,) = reruns([first, again], NoiseModel.of(sig(None), s), {}, **kw)
     assert r.change_vs_first == pytest.approx(-0.0317, abs=1e-4)
     assert r.matches_first is None and r.noise_band is None
     prior = Sigma(metric="output_throughput", value=None, df=None, source="prior", prior=0.02)
-    (r,) = reruns([first, again], "output_throughput", sigma=None, noise=prior, **kw)
+    (r,) = reruns([first, again], NoiseModel.of(prior, s), {}, **kw)
     assert r.noise_band == pytest.approx(math.expm1(1.96 * math.sqrt(2) * math.log1p(0.02)))
     assert r.matches_first is True
-    (r,) = reruns([first, again], "output_throughput", sigma=0.005, **kw)
+    (r,) = reruns([first, again], NoiseModel.of(warm(0.005), s), {}, **kw)
     assert r.matches_first is False
 
 
@@ -826,7 +835,7 @@ def limited_cell(metric: str, cand_values: list[float], **extra: Any) -> Compari
     ]
     return compare(
         arm_sample(BASE, bs, metric), arm_sample(CAND, cs, metric),
-        metric=metric, sigma=sig(0.01), settings=settings(),
+        NoiseModel.of(sig(0.01), settings(), metric=metric), settings(),
     )  # fmt: skip
 
 
@@ -916,7 +925,16 @@ def test_information_spending_sums_to_alpha_over_every_state() -> None:
     alphas = [1 - s.level_at(k) for k in range(1, s.states + 1)]
     assert s.states == 5 and sum(alphas) == pytest.approx(0.05)
     assert alphas == sorted(alphas)  # O'Brien–Fleming shape: later states get more
-    assert s.level_for(1, 1) == s.level_at(1) and s.level_for(3, 3) == s.level
+    # a cell's level, read off the noise stage's table of state levels: its state is its runs
+    none = Sigma(metric="x", value=None, df=None, source="none")
+    model = NoiseModel.of(none, s)
+    assert model.level_for(1, 1) == s.level_at(1) and model.level_for(2, 1) == s.level_at(2)
+    assert model.level_for(3, 3) == s.level == model.level
+    assert model.level_for(9, 9) == s.level  # past the last state: the last state's level
+    equal = AnalysisSettings(baseline="b", looks=3)  # `equal` spending: the look decides
+    by_look = NoiseModel.of(none, equal)
+    assert [by_look.level_for(5, 5, k) for k in (1, 2, 3)] == [equal.level_at(k) for k in (1, 2, 3)]
+    assert by_look.level_for(1, 1) == equal.level
 
 
 def test_calibration_at_the_margin_in_a_launch_dominant_world() -> None:
@@ -965,8 +983,10 @@ def test_a_fresh_server_rerun_of_an_ordinary_cell_tests_no_odd_server() -> None:
     ms = ordinary + surprising
     s = settings(margin=0.05, surprise=0.2, noise=0.14)
     cells = {("", CAND, c.point_id): c for c in primary_cells(analyse(ms, s))}
-    kw: dict[str, Any] = {"baseline": BASE, "margin": 0.05, "surprise": 0.2, "sigma": 0.14}
-    by_x = {r.point["concurrency"]: r for r in reruns(ms, "output_throughput", cells=cells, **kw)}
+    noise = NoiseModel.of(warm(0.14), s)
+    by_x = {
+        r.point["concurrency"]: r for r in reruns(ms, noise, cells, baseline=BASE, surprise=0.2)
+    }
     assert by_x[1].tests == Explanation.REPLICATE and by_x[1].outcome is None
     assert by_x[8].tests == Explanation.INSTANCE and by_x[8].outcome == CheckOutcome.FALSIFIED
 
@@ -989,3 +1009,53 @@ def test_the_routine_replicates_line_counts_against_the_noise_it_names() -> None
     assert "2 of 3 within the noise of their first run" in line
     assert "±" not in line and "changes −18.53% to +90.00%" in line
     assert "no noise estimate" in rerun_summary([rep(0.02, None)])
+
+
+def test_the_noise_is_estimated_once_and_every_cell_is_judged_with_that_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One pass (docs/architecture.md): per metric, σ, the warm-up gaps and (primary) the
+    launch check are computed once, before any cell; every cell of the metric is compared
+    with that one `NoiseModel`, and the reruns are set against the primary's."""
+    from matrixrun import analysis
+    from matrixrun.analysis import noise
+
+    calls: list[str] = []
+
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kw: Any) -> Any:
+            calls.append(name)
+            return real(*args, **kw)
+
+        return call
+
+    for name in ("estimate_sigma", "warmup_gaps", "launch_check"):
+        monkeypatch.setattr(noise, name, counted(name, getattr(noise, name)))
+    seen: dict[str, set[int]] = {}
+    real_compare, real_reruns = analysis.compare, analysis.reruns
+
+    def compare(*args: Any, **kw: Any) -> Comparison:
+        model: NoiseModel = args[2]
+        calls.append("compare")
+        seen.setdefault(model.metric, set()).add(id(model))
+        return real_compare(*args, **kw)
+
+    def reruns(*args: Any, **kw: Any) -> Any:
+        model: NoiseModel = args[1]
+        calls.append("reruns")
+        seen.setdefault("reruns", set()).add(id(model))
+        return real_reruns(*args, **kw)
+
+    monkeypatch.setattr(analysis, "compare", compare)
+    monkeypatch.setattr(analysis, "reruns", reruns)
+    s = settings(secondary=["median_ttft_ms"])
+    v = analyse(writeup(), s)
+    metrics = 2
+    assert calls.count("estimate_sigma") == calls.count("warmup_gaps") == metrics
+    assert calls.count("launch_check") == 1
+    first_cell = calls.index("compare")
+    assert all(c == "compare" for c in calls[first_cell:-1]) and calls[-1] == "reruns"
+    assert calls.count("compare") == 2 * len(X)  # every point, on both metrics
+    assert all(len(ids) == 1 for ids in seen.values())  # one model per metric, never rebuilt
+    assert seen["reruns"] == seen["output_throughput"]
+    assert [s.metric for s in v.sigma] == ["output_throughput", "median_ttft_ms"]

@@ -13,11 +13,11 @@ import numpy as np
 from test_analysis import BASE, CAND, meas, settings
 
 from matrixrun.analysis import analyse, estimate_sigma
-from matrixrun.analysis.components import cell_variance
 from matrixrun.analysis.moderation import (
     _centre,
     trend_uncertainty,
 )
+from matrixrun.analysis.variance import cell_variance
 from matrixrun.core.measurement import Measurement
 
 XS = [1, 4, 16, 64, 256, 1024]

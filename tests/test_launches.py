@@ -16,8 +16,8 @@ import numpy as np
 from test_analysis import BASE, CAND, meas, settings
 
 from matrixrun.analysis import analyse, estimate_sigma
-from matrixrun.analysis.components import cell_variance
 from matrixrun.analysis.launches import launch_check
+from matrixrun.analysis.variance import cell_variance
 from matrixrun.core.measurement import Measurement
 from matrixrun.report.sections.launches import unstable_launches, untested
 from matrixrun.run.outputs import _run_dir

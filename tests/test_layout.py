@@ -187,3 +187,126 @@ def test_core_imports_nothing_else(package: str) -> None:
         if _package_of(t) != package and t != "matrixrun"
     ]
     assert not leaks, leaks
+
+
+#: Where tuning constants must not be defined: they live in `core/tuning.py` (issue 31).
+NO_TUNING_HERE = ("matrixrun.analysis", "matrixrun.verify", "matrixrun.spec.design")
+
+
+def _numeric_constants(path: Path) -> list[tuple[str, int]]:
+    """Module-level `UPPER_CASE = <number>` assignments: (name, line)."""
+    out = []
+    for node in ast.parse(path.read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.UnaryOp):
+            value = value.operand
+        if (
+            isinstance(target, ast.Name)
+            and target.id.isupper()
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, int | float)
+            and not isinstance(value.value, bool)
+        ):
+            out.append((target.id, node.lineno))
+    return out
+
+
+def test_tuning_constants_live_in_one_module() -> None:
+    """The analysis's and the policy's numbers are read in one place, each with its why."""
+    scattered = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} defines {name}"
+        for m in MODULES
+        if m.startswith(NO_TUNING_HERE)
+        for name, line in _numeric_constants(MODULES[m])
+    ]
+    assert not scattered, "tuning constants outside core/tuning.py:\n" + "\n".join(scattered)
+    path = MODULES["matrixrun.core.tuning"]
+    lines = path.read_text().splitlines()
+    found = _numeric_constants(path)
+    assert len(found) >= 20, found
+    names = {n for n, _ in found}
+    for name, line in found:
+        above = lines[line - 2].strip()  # the line before it (lines are 1-based)
+        grouped = above.split(" =")[0] in names
+        assert above.startswith("#:") or grouped, f"core/tuning.py:{line} {name} says no why"
+
+
+def test_the_tuning_check_sees_a_scattered_constant(tmp_path: Path) -> None:
+    stray = tmp_path / "stray.py"
+    stray.write_text('"""x"""\n\nLEVEL = 0.95\nZ: float = -1.96\nNAME = "a"\nFLAG = True\n')
+    assert _numeric_constants(stray) == [("LEVEL", 3), ("Z", 4)]
+
+
+#: The analysis in the order a run directory goes through it (docs/architecture.md, "The
+#: analysis: one pass"): primitives, a cell's samples, the noise stage's parts, the noise stage
+#: (`noise.NoiseModel`, one typed value per metric), then one cell compared with it, the axis
+#: over the compared cells, the reruns last, and the package that runs them in that order. A
+#: module imports only modules before it.
+ANALYSIS_ORDER = [
+    "stats",
+    "samples",
+    "moderation",
+    "components",
+    "variance",
+    "prior",
+    "launches",
+    "noise",
+    "comparison",
+    "axis",
+    "reruns",
+    "",  # matrixrun.analysis: `analyse`
+]
+#: What the stages after the noise stage must not reach behind it to: they receive its
+#: `NoiseModel` and use nothing else of the noise model's estimation.
+NOISE_STAGE_PARTS = {"moderation", "components", "variance", "prior", "launches"}
+
+
+def _analysis_name(module: str) -> str | None:
+    if module == "matrixrun.analysis":
+        return ""
+    prefix = "matrixrun.analysis."
+    return module[len(prefix) :] if module.startswith(prefix) else None
+
+
+def test_every_analysis_module_has_its_place_in_the_pass() -> None:
+    names = {_analysis_name(m) for m in MODULES} - {None}
+    assert names == set(ANALYSIS_ORDER), "place the module in ANALYSIS_ORDER"
+
+
+def _against_the_pass(edges: dict[str, list[tuple[str, list[str], int]]]) -> list[str]:
+    against = []
+    for m, found in edges.items():
+        here = _analysis_name(m)
+        if here is None:
+            continue
+        for t, _, line in found:
+            there = _analysis_name(t)
+            if there is None:
+                continue
+            if ANALYSIS_ORDER.index(there) >= ANALYSIS_ORDER.index(here):
+                against.append(f"{MODULES[m].relative_to(ROOT.parent)}:{line} imports {t}")
+            late = ANALYSIS_ORDER.index(here) > ANALYSIS_ORDER.index("noise") and here != ""
+            if late and there in NOISE_STAGE_PARTS:
+                against.append(
+                    f"{MODULES[m].relative_to(ROOT.parent)}:{line} reaches behind the noise "
+                    f"stage to {t}: take it from the NoiseModel"
+                )
+    return against
+
+
+def test_the_analysis_imports_follow_its_pass() -> None:
+    against = _against_the_pass(EDGES)
+    assert not against, "analysis imports against its pass:\n" + "\n".join(against)
+
+
+def test_the_pass_check_sees_a_step_back() -> None:
+    """A comparison that reached into the noise model's estimate, or a noise stage that
+    called the comparison, would fail the test above."""
+    back: dict[str, list[tuple[str, list[str], int]]] = {
+        "matrixrun.analysis.comparison": [("matrixrun.analysis.components", [], 1)],
+        "matrixrun.analysis.noise": [("matrixrun.analysis.comparison", [], 2)],
+    }
+    assert len(_against_the_pass(back)) == 2

@@ -3,9 +3,13 @@
 Pure functions only: no files, clocks, printing or words (the report's `wording` module says
 what the numbers mean). The verify policy calls `analyse` between stages, `stages.analyse_run`
 writes its result as verdict.json, and `ingest` feeds it measurements built from bench_serving
-files. Submodules: `stats` (primitives), `components` (the noise model), `noise` (arm samples,
-σ and warmup), `comparison` (one cell),
-`axis` (series, regimes, crossovers, overall), `reruns`.
+files. One pass, each step entered once (docs/architecture.md, "The analysis: one pass";
+`tests/test_layout.py` keeps the imports in this order): `stats` (primitives), `samples` (a
+cell's measurements as numbers); the noise stage — `moderation` and `components` (the
+variance-components fit), `variance` (a noise record applied to a cell), `prior` (an earlier
+run's noise), `launches` (unstable launches) — gathered by `noise` into one `NoiseModel` per
+metric; then `comparison` (one cell, from its samples and that model), `axis` (series,
+regimes, crossovers, overall, from the compared cells) and `reruns`.
 
 Why it is built this way: n per cell is 1 to 5, so rank tests and bootstraps cannot decide.
 Every comparison is a log ratio d = ln(candidate / baseline) of geometric means, signed so + is
@@ -30,18 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from matrixrun.analysis.axis import crossovers, overall, regimes, series_key, x_of
-from matrixrun.analysis.comparison import compare
-from matrixrun.analysis.launches import launch_check
+from matrixrun.analysis.comparison import compare, runs_needed
 from matrixrun.analysis.noise import (
+    NoiseModel,
     WarmupGap,
-    arm_sample,
     confirmed_warmup,
+    estimate_noise,
     estimate_sigma,
-    value_of,
     warmup_gaps,
 )
-from matrixrun.analysis.prior import with_history
 from matrixrun.analysis.reruns import reruns
+from matrixrun.analysis.samples import arm_sample, value_of
 from matrixrun.analysis.stats import (
     crossover_estimate,
     effective_n,
@@ -51,8 +54,8 @@ from matrixrun.analysis.stats import (
     look_of,
     pooled_sigma,
     quantile,
-    runs_needed,
 )
+from matrixrun.analysis.variance import one_run_sigma
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better, unit
 from matrixrun.core.verdict import (
@@ -66,7 +69,6 @@ from matrixrun.core.verdict import (
     MetricResult,
     Overall,
     Series,
-    Sigma,
     SigmaSource,
     SliceResult,
     SliceVerdict,
@@ -75,6 +77,7 @@ from matrixrun.core.verdict import (
 
 __all__ = [
     "AnalysisSettings",
+    "NoiseModel",
     "Verdict",
     "WarmupGap",
     "analyse",
@@ -83,11 +86,13 @@ __all__ = [
     "confirmed_warmup",
     "crossover_estimate",
     "effective_n",
+    "estimate_noise",
     "estimate_sigma",
     "interval",
     "judge",
     "limiting_arm",
     "look_of",
+    "one_run_sigma",
     "pooled_sigma",
     "quantile",
     "runs_needed",
@@ -102,13 +107,12 @@ def _first_seen(items: Sequence[str]) -> list[str]:
 
 @dataclass
 class _Run:
-    """What every slice of one analysis shares: the measurements indexed, σ and warmup gaps
-    per metric, and what the run-level verdict collects as the slices are judged."""
+    """What every slice of one analysis shares: the measurements indexed, the noise stage's
+    model per metric, and what the run-level verdict collects as the slices are judged."""
 
     settings: AnalysisSettings
     candidates: list[str]
-    sigmas: dict[str, Sigma]
-    gaps: dict[str, dict[str, WarmupGap]]
+    noise: dict[str, NoiseModel]
     by_key: dict[tuple[str, str, str], list[Measurement]] = field(default_factory=dict)
     points: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     caveats: list[Caveat] = field(default_factory=list)
@@ -116,9 +120,10 @@ class _Run:
     per_slice: dict[str, list[tuple[str, Overall]]] = field(default_factory=dict)
 
 
-def _sigma_caveats(sigmas: Sequence[Sigma], settings: AnalysisSettings) -> list[Caveat]:
+def _sigma_caveats(models: Sequence[NoiseModel]) -> list[Caveat]:
     out = []
-    for s in sigmas:
+    for model in models:
+        s = model.sigma
         if s.source == SigmaSource.WARM:
             out.append(Caveat(kind=CaveatKind.WARM_SIGMA, metric=s.metric))
         elif s.source == SigmaSource.NONE:
@@ -136,52 +141,39 @@ def _sigma_caveats(sigmas: Sequence[Sigma], settings: AnalysisSettings) -> list[
                 )
         if s.df == 1:
             out.append(
-                Caveat(
-                    kind=CaveatKind.SIGMA_DF1, metric=s.metric, value=quantile(settings.level, 1)
-                )
+                Caveat(kind=CaveatKind.SIGMA_DF1, metric=s.metric, value=quantile(model.level, 1))
             )
     return out
 
 
-def _own_sigma(
-    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
-) -> Sigma:
-    """This run's own noise estimate, marked as a fixed design's where it is one and has a
-    launch part of its own (what a later run's `verify.noise_from` may then pool)."""
-    sigma = estimate_sigma(measurements, metric, settings.noise, settings.axis)
-    if settings.design == "fixed" and sigma.launch_df > 0:
-        return sigma.model_copy(update={"fixed_design": True})
-    return sigma
-
-
-def _start(measurements: Sequence[Measurement], settings: AnalysisSettings) -> _Run:
-    """σ, warmup and the run-level caveats that come before any cell is judged."""
+def _start(
+    measurements: Sequence[Measurement], settings: AnalysisSettings, noise: dict[str, NoiseModel]
+) -> _Run:
+    """The measurements indexed, and the run-level caveats that come before any cell is
+    judged (from the noise stage's models)."""
     arms = _first_seen([m.arm for m in measurements])
     candidates = settings.candidates or [a for a in arms if a != settings.baseline]
-    sigmas = {
-        m: with_history(
-            _own_sigma(measurements, m, settings),
-            settings.noise_history.get(m),
-            settings.noise_from or "",
-        )
-        for m in settings.metrics
-    }
     run = _Run(
         settings=settings,
         candidates=candidates,
-        sigmas=sigmas,
-        gaps={m: warmup_gaps(measurements, m) for m in settings.metrics},
+        noise=noise,
         primary_cells={c: [] for c in candidates},
         per_slice={c: [] for c in candidates},
     )
     if measurements and settings.baseline not in arms:
         run.caveats.append(Caveat(kind=CaveatKind.NO_BASELINE, arm=settings.baseline, arms=arms))
-    run.caveats += _sigma_caveats(list(sigmas.values()), settings)
-    primary = settings.primary
-    for arm, w in run.gaps[primary].items():
-        if confirmed_warmup(w, settings.margin, sigmas[primary].value):
+    run.caveats += _sigma_caveats(list(noise.values()))
+    primary = noise[settings.primary]
+    for arm, w in primary.warmup.items():
+        if confirmed_warmup(w, settings.margin, primary.sigma.value):
             run.caveats.append(
-                Caveat(kind=CaveatKind.WARMUP, arm=arm, metric=primary, value=w.gap, count=w.pairs)
+                Caveat(
+                    kind=CaveatKind.WARMUP,
+                    arm=arm,
+                    metric=primary.metric,
+                    value=w.gap,
+                    count=w.pairs,
+                )
             )
     for m in measurements:
         run.by_key.setdefault((m.slice, m.point_id, m.arm), []).append(m)
@@ -205,13 +197,11 @@ def _series(
             compare(
                 arm_sample(settings.baseline, base_ms, metric),
                 arm_sample(cand, cand_ms, metric),
-                metric=metric,
-                sigma=run.sigmas[metric],
-                settings=settings,
+                run.noise[metric],
+                settings,
                 point_id=pid,
                 point=point,
                 x=x_of(point, settings.axis),
-                warmup=run.gaps[metric],
             )
         )
     cells.sort(key=lambda c: (c.x is None, c.x or 0.0))
@@ -229,7 +219,7 @@ def _metric(
         found = _series(run, slice_name, cand, metric, pids)
         if not found:
             continue
-        cross, nm = crossovers(found, run.sigmas[metric])
+        cross, nm = crossovers(found, run.noise[metric].sigma)
         series_list.append(
             Series(
                 fixed=json.loads(key),
@@ -245,7 +235,7 @@ def _metric(
     ov = overall(
         cells,
         metric=metric,
-        sigma=run.sigmas[metric],
+        sigma=run.noise[metric].sigma,
         axis=run.settings.axis,
         crossovers=crosses,
         non_monotone=non_mono,
@@ -255,7 +245,7 @@ def _metric(
         higher_is_better=higher_is_better(metric),
         unit=unit(metric),
         primary=metric == run.settings.primary,
-        sigma=run.sigmas[metric],
+        sigma=run.noise[metric].sigma,
         series=series_list,
         overall=ov,
     )
@@ -324,7 +314,7 @@ def _across_slices(run: _Run, cand: str) -> Overall:
         ov = overall(
             run.primary_cells[cand],
             metric=settings.primary,
-            sigma=run.sigmas[settings.primary],
+            sigma=run.noise[settings.primary].sigma,
             axis=settings.axis,
         )
         ov.by_slice = [SliceVerdict(slice=s, verdict=o.verdict) for s, o in per]
@@ -339,8 +329,13 @@ def _across_slices(run: _Run, cand: str) -> Overall:
 
 
 def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> Verdict:
-    """Judge every candidate against the baseline, per slice, metric and sweep point."""
-    run = _start(measurements, settings)
+    """Judge every candidate against the baseline, per slice, metric and sweep point, in one
+    pass: the noise of every metric estimated once (`noise.estimate_noise`), then each cell
+    compared with it (`comparison`), then each series along the axis (`axis`), then the
+    reruns set against their first runs (`reruns`)."""
+    noise = estimate_noise(measurements, settings)
+    primary = noise[settings.primary]
+    run = _start(measurements, settings, noise)
     slices = [_slice(run, name) for name in run.points]
     overall_by_cand = {cand: _across_slices(run, cand) for cand in run.candidates}
     cells = [c for found in run.primary_cells.values() for c in found]
@@ -351,7 +346,7 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
     one_server = sum(1 for c in cells if CellNote.ONE_SERVER in c.notes)
     if one_server:
         run.caveats.append(Caveat(kind=CaveatKind.ONE_SERVER, count=one_server, total=judged))
-    if judged * (1 - settings.level) >= 0.5:
+    if judged * (1 - primary.level) >= 0.5:
         run.caveats.append(Caveat(kind=CaveatKind.MULTIPLICITY, count=judged))
     by_cell = {
         (s.slice, c.candidate, cell.point_id): cell
@@ -362,27 +357,19 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
     }
     return Verdict(
         settings=settings,
-        level=settings.level,
-        sigma=list(run.sigmas.values()),
+        level=primary.level,
+        sigma=[model.sigma for model in noise.values()],
         slices=slices,
         overall=overall_by_cand,
         cells_judged=judged,
         reruns=reruns(
             measurements,
-            settings.primary,
+            primary,
+            by_cell,
             baseline=settings.baseline,
-            margin=settings.margin_for(settings.primary),
             surprise=settings.surprise,
-            sigma=run.sigmas[settings.primary].value,
-            cells=by_cell,
-            noise=run.sigmas[settings.primary],
             axis=settings.axis,
         ),
         caveats=run.caveats,
-        launch_check=launch_check(
-            measurements,
-            settings.primary,
-            margin=settings.margin_for(settings.primary),
-            axis=settings.axis,
-        ),
+        launch_check=primary.launches,
     )

@@ -11,6 +11,14 @@ from typing import Any
 import numpy as np
 
 from matrixrun.analysis.stats import crossover_estimate
+from matrixrun.core.tuning import (
+    CROSSOVER_DRAWS,
+    CROSSOVER_LEVEL,
+    CROSSOVER_MAX_CORRELATION,
+    CROSSOVER_MIN_DRAWS,
+    CROSSOVER_SEED,
+    MIN_T_DF,
+)
 from matrixrun.core.verdict import (
     CellVerdict,
     Comparison,
@@ -44,12 +52,6 @@ def regimes(cells: Sequence[Comparison]) -> list[Regime]:
     return out
 
 
-#: Parametric-bootstrap draws for a crossover's interval, and the seed (fixed: the same
-#: measurements always give the same report).
-BOOT_DRAWS = 4000
-BOOT_SEED = 20261201
-
-
 def _shared(a: Sequence[str], b: Sequence[str]) -> float:
     """Σᵢ (nᵢᵃ/nᵃ)(nᵢᵇ/nᵇ): how much launch variance two cells' arm means share."""
     if not a or not b:
@@ -58,7 +60,7 @@ def _shared(a: Sequence[str], b: Sequence[str]) -> float:
 
 
 def crossover_interval(
-    a: Comparison, b: Comparison, sigma: Sigma | None, level: float = 0.95
+    a: Comparison, b: Comparison, sigma: Sigma | None, level: float = CROSSOVER_LEVEL
 ) -> tuple[float | None, float | None, float | None]:
     """A model-conditional interval for the interpolated crossover between cells a and b (x
     ascending): draw (d_a, d_b) from their joint normal under the noise model — correlated,
@@ -79,17 +81,17 @@ def crossover_interval(
             _shared(a.baseline.instances, b.baseline.instances)
             + _shared(a.candidate.instances, b.candidate.instances)
         )
-    cov = min(cov, 0.999 * a.se * b.se)
-    rng = np.random.default_rng(BOOT_SEED)
-    z = rng.multivariate_normal([0.0, 0.0], [[a.se**2, cov], [cov, b.se**2]], BOOT_DRAWS)
+    cov = min(cov, CROSSOVER_MAX_CORRELATION * a.se * b.se)
+    rng = np.random.default_rng(CROSSOVER_SEED)
+    z = rng.multivariate_normal([0.0, 0.0], [[a.se**2, cov], [cov, b.se**2]], CROSSOVER_DRAWS)
     dfs = [df for df in (a.df, b.df) if df is not None]
     if dfs:
-        df = max(min(dfs), 0.25)
-        z *= np.sqrt(df / rng.chisquare(df, BOOT_DRAWS))[:, None]
+        df = max(min(dfs), MIN_T_DF)
+        z *= np.sqrt(df / rng.chisquare(df, CROSSOVER_DRAWS))[:, None]
     da, db = a.d + z[:, 0], b.d + z[:, 1]
     keep = (np.sign(da) == np.sign(a.d)) & (np.sign(db) == np.sign(b.d))
     share = float(keep.mean())
-    if keep.sum() < 20:
+    if keep.sum() < CROSSOVER_MIN_DRAWS:
         return None, None, share
     la, lb = math.log(a.x), math.log(b.x)
     cx = np.exp(la + (lb - la) * da[keep] / (da[keep] - db[keep]))

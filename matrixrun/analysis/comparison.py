@@ -1,33 +1,25 @@
-"""One cell judged: candidate against baseline on one metric (VERDICTS.md §1, 4, 5, 7)."""
+"""One cell judged: candidate against baseline on one metric (VERDICTS.md §1, 4, 5, 7), from
+the cell's two samples and the noise stage's `NoiseModel` of the metric, and nothing else of
+the noise model: its variance, level, margin and warm-up gaps are the model's."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
-from matrixrun.analysis.components import cell_variance
-from matrixrun.analysis.noise import WarmupGap, confirmed_warmup
-from matrixrun.analysis.stats import (
-    judge,
-    limiting_arm,
-    look_of,
-    quantile,
-    runs_needed,
-)
+from matrixrun.analysis.noise import NoiseModel
+from matrixrun.analysis.stats import judge, limiting_arm, look_of, quantile
 from matrixrun.core.metrics import higher_is_better
+from matrixrun.core.tuning import MAX_HALF, MAX_RUNS_ESTIMATE
 from matrixrun.core.verdict import (
     AnalysisSettings,
     ArmSample,
     CellNote,
     CellVerdict,
     Comparison,
-    Sigma,
     WarmupShift,
 )
-
-#: Largest half-width kept on the log scale (e^5 ≈ ×150: every verdict is inconclusive long
-#: before; beyond it an interval says nothing more and only prints absurd numbers).
-MAX_HALF = 5.0
 
 _FAILED_RUNS = {
     "baseline": CellNote.BASELINE_FAILED_RUNS,
@@ -40,11 +32,7 @@ _FAILED_REQUESTS = {
 
 
 def warmup_shift(
-    baseline: ArmSample,
-    candidate: ArmSample,
-    warmup: dict[str, WarmupGap],
-    margin: float,
-    sigma: float | None = None,
+    baseline: ArmSample, candidate: ArmSample, noise: NoiseModel
 ) -> tuple[float, list[WarmupShift]]:
     """How far first-run warmup may have moved d, and the evidence. Each server's first run of
     an arm is its cold one, so an arm with a confirmed gap g (`confirmed_warmup`) looks worse
@@ -54,8 +42,8 @@ def warmup_shift(
     shift = 0.0
     evidence = []
     for role, a in ((1.0, candidate), (-1.0, baseline)):
-        w = warmup.get(a.arm)
-        if w is None or not a.n or not confirmed_warmup(w, margin, sigma):
+        w = noise.warmup.get(a.arm)
+        if w is None or not a.n or not noise.confirmed(w):
             continue
         cold = len(set(a.instances))
         shift += role * w.gap * cold / a.n
@@ -76,18 +64,19 @@ def _failure_notes(baseline: ArmSample, candidate: ArmSample, limit: float) -> l
 def compare(
     baseline: ArmSample,
     candidate: ArmSample,
-    *,
-    metric: str,
-    sigma: Sigma,
+    noise: NoiseModel,
     settings: AnalysisSettings,
+    *,
     point_id: str = "",
     point: dict[str, Any] | None = None,
     x: float | None = None,
-    warmup: dict[str, WarmupGap] | None = None,
 ) -> Comparison:
-    """Judge one cell. `warmup` (from `noise.warmup_gaps`): for an arm with confirmed first-run
-    warmup (`confirmed_warmup`), a verdict that its cold first runs could account for is not
-    confident (`warmup_shift`), and the cell's first note is `CellNote.WARMUP`."""
+    """Judge one cell on `noise.metric`. For an arm with confirmed first-run warmup (the
+    model's `warmup`, `NoiseModel.confirmed`), a verdict that its cold first runs could
+    account for is not confident (`warmup_shift`), and the cell's first note is
+    `CellNote.WARMUP`. Of `settings` only the fixed rules are read (failure limit, surprise
+    threshold, looks)."""
+    metric = noise.metric
     notes = _failure_notes(baseline, candidate, settings.failure_limit)
     notes += _capped_notes(baseline, candidate)
     common: dict[str, Any] = {
@@ -118,7 +107,7 @@ def compare(
         provisional=n_b == 1 or n_c == 1,
         surprise=abs(math.expm1(raw)) > settings.surprise,
     )
-    if sigma.value is None:
+    if noise.sigma.value is None:
         return Comparison(
             **common,
             verdict=CellVerdict.INCONCLUSIVE,
@@ -126,7 +115,7 @@ def compare(
             limiting_arm=limiting_arm(n_b, n_c),
             notes=[CellNote.NO_NOISE, *notes],
         )
-    return _judged(common, sign, sigma, settings, notes, warmup or {}, metric)
+    return _judged(common, sign, noise, settings, notes)
 
 
 def _capped_notes(baseline: ArmSample, candidate: ArmSample) -> list[CellNote]:
@@ -153,10 +142,8 @@ def _downgraded(
     baseline: ArmSample,
     candidate: ArmSample,
     sign: float,
-    margin: float,
+    noise: NoiseModel,
     settings: AnalysisSettings,
-    warmup: dict[str, WarmupGap],
-    sigma: Sigma,
 ) -> tuple[CellVerdict, bool, CellNote | None, list[WarmupShift]]:
     """What may take a verdict's confidence away, in order: a failing arm (§7), confirmed
     first-run warmup, the client's own lag, a capped arm's flattered latency. Returns the
@@ -164,6 +151,7 @@ def _downgraded(
     d_lo, d_hi = bounds
     lead: CellNote | None = None
     limit = settings.failure_limit
+    margin = noise.margin
 
     def failing(a: ArmSample) -> bool:
         return a.failure_rate > limit or a.failed_measurements > 0
@@ -172,7 +160,7 @@ def _downgraded(
         verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
     elif verdict == CellVerdict.WORSE and failing(baseline):
         verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
-    shift, evidence = warmup_shift(baseline, candidate, warmup, margin, sigma.value)
+    shift, evidence = warmup_shift(baseline, candidate, noise)
     if shift and verdict != CellVerdict.INCONCLUSIVE:
         moved, _ = judge(d_lo + shift, d_hi + shift, margin)
         if moved != verdict:
@@ -190,11 +178,9 @@ def _downgraded(
 def _judged(
     common: dict[str, Any],
     sign: float,
-    sigma: Sigma,
+    noise: NoiseModel,
     settings: AnalysisSettings,
     notes: list[CellNote],
-    warmup: dict[str, WarmupGap],
-    metric: str,
 ) -> Comparison:
     """A cell with σ: its interval at its look's level, the verdict, and what may take the
     verdict's confidence away (§7 failing arms, confirmed warmup)."""
@@ -203,21 +189,21 @@ def _judged(
     d: float = common["d"]
     n_b, n_c = baseline.n, candidate.n
     look = look_of(baseline, candidate, settings.looks)
-    level = settings.level_for(n_b, n_c, look)
-    margin = settings.margin_for(metric)
-    noise = cell_variance(sigma, common["x"], baseline.instances, candidate.instances)
-    assert noise is not None
-    if noise.launch > 0 and (
+    level = noise.level_for(n_b, n_c, look)
+    margin = noise.margin
+    cell = noise.cell(common["x"], baseline.instances, candidate.instances)
+    assert cell is not None
+    if cell.launch > 0 and (
         len(set(baseline.instances)) < n_b or len(set(candidate.instances)) < n_c
     ):
         notes.append(CellNote.ONE_SERVER)
-    se = math.sqrt(noise.var)
+    se = math.sqrt(cell.var)
     # an interval wider than e^±5 says nothing more; capped so it stays a finite number
-    half = min(quantile(level, noise.df) * se, MAX_HALF)
+    half = min(quantile(level, cell.df) * se, MAX_HALF)
     d_lo, d_hi = d - half, d + half
     verdict, small = judge(d_lo, d_hi, margin)
     verdict, small, lead, evidence = _downgraded(
-        verdict, small, (d_lo, d_hi), baseline, candidate, sign, margin, settings, warmup, sigma
+        verdict, small, (d_lo, d_hi), baseline, candidate, sign, noise, settings
     )
     if small:
         notes.append(CellNote.SMALL_CHANGE)
@@ -239,15 +225,61 @@ def _judged(
         small_change=small,
         limiting_arm=None if confident or verdict == CellVerdict.SAME else limiting_arm(n_b, n_c),
         runs_needed=(
-            runs_needed(
-                d, sigma, common["x"], baseline.instances, candidate.instances, margin, settings
-            )
+            runs_needed(d, noise, common["x"], baseline.instances, candidate.instances)
             if undecided and lead not in (CellNote.CLIENT_BOUND, CellNote.CAPPED)
             else None
         ),
         se=se,
-        df=noise.df,
-        floored=noise.floored,
+        df=cell.df,
+        floored=cell.floored,
         notes=notes,
         warmup=evidence if lead == CellNote.WARMUP else [],
     )
+
+
+def runs_needed(
+    d: float,
+    noise: NoiseModel,
+    x: float | None,
+    baseline: Sequence[str],
+    candidate: Sequence[str],
+) -> int | None:
+    """Runs per arm in all — the ones it has plus extra ones, each on a fresh launch — at which
+    the cell's interval would decide, if the observed change were the true one and the noise
+    model held: Student's t at the level of that state, on the df the cell would then have
+    (its Satterthwaite df now plus one per extra run). Counted with the instances the arms
+    really have, so repeats on one server are not taken for independent runs. None when there
+    is no noise estimate, the change sits (practically) on the margin, or it would take more
+    than `MAX_RUNS_ESTIMATE`."""
+    gap = abs(abs(d) - math.log1p(noise.margin))
+    now = noise.cell(x, baseline, candidate)
+    if now is None or gap <= 0:
+        return None
+    start = max(len(baseline), len(candidate))
+
+    def decides(n: int) -> bool:
+        extra_b = [f"+{k}" for k in range(n - len(baseline))]
+        extra_c = [f"+{k}" for k in range(n - len(candidate))]
+        cell = noise.cell(x, [*baseline, *extra_b], [*candidate, *extra_c])
+        assert cell is not None
+        df = (
+            None
+            if cell.df is None or now.df is None
+            else now.df + 2 * n - len(baseline) - len(candidate)
+        )
+        q = quantile(noise.level_for(n, n), df)
+        return q * math.sqrt(cell.var) < gap
+
+    hi = start + 1
+    while not decides(hi):
+        hi *= 2
+        if hi > MAX_RUNS_ESTIMATE:
+            return None
+    lo = max(start, hi // 2)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if decides(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

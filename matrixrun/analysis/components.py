@@ -23,7 +23,7 @@ Estimation (Henderson's method III, moments, no iteration; pure numpy):
    σ_b²·tr(Z'(I − P_C)Z), solved for σ_b² (clamped at 0), with df = launches − groups (the
    rank the launch effects add: the number of launches, not of cells).
 
-A cell's variance and its Satterthwaite df are then `cell_variance`.
+A cell's variance and its Satterthwaite df are then `variance.cell_variance`.
 """
 
 from __future__ import annotations
@@ -35,31 +35,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from matrixrun.analysis.moderation import run_noise
+from matrixrun.analysis.moderation import RunNoise, run_noise
+from matrixrun.analysis.samples import value_of
+from matrixrun.analysis.stats import satterthwaite
 from matrixrun.core.measurement import Measurement
+from matrixrun.core.tuning import ODD_ALPHA, REWEIGHT_PASSES
 from matrixrun.core.verdict import OddGroup, Sigma, SigmaAt, SigmaSource
-
-#: Passes of the fit: the first unweighted, each later one weighted by the run noise per point
-#: the one before found (iterated weighted least squares). Not converged at 3 when noise grows
-#: ×48 along the axis (the quiet end's raw σ² reads 100× its truth unweighted, 13× after one
-#: reweighting, 3× after two: tests/test_components.py), but each pass costs a fit.
-REWEIGHT_PASSES = 3
-#: One-sided level of the upper confidence limit a declared prior is floored at.
-FLOOR_LEVEL = 0.95
-#: Family-wise level (Bonferroni over the groups tested) at which one group's launch spread
-#: is called larger than the others' and the group gets a launch variance of its own.
-ODD_ALPHA = 0.01
-
-
-def value_of(m: Measurement, metric: str) -> float | None:
-    """The metric of a successful measurement, when it is a positive finite number (the
-    analysis works on logs); None otherwise."""
-    if not m.ok or m.metrics is None:
-        return None
-    v = m.metrics.get(metric)
-    if v is None or not math.isfinite(v) or v <= 0:
-        return None
-    return v
 
 
 @dataclass
@@ -150,21 +131,24 @@ def _fit(g: _Group, scale: dict[float | None, float] | None = None) -> _Fit:
     )
 
 
-def estimate_components(
-    measurements: Iterable[Measurement],
-    metric: str,
-    *,
-    axis: str = "concurrency",
-    prior: float | None = None,
-) -> Sigma:
-    """The noise model for `metric` (module docstring): run noise per point, moderated; the
-    launch variance with df = launches − groups; the declared prior, if any, kept beside them
-    (applied per cell by `cell_variance`, where it is a floor)."""
-    groups: dict[str, _Group] = {}
+@dataclass
+class _Data:
+    """A metric's log values laid out for the fit: the groups' cell-by-launch means, the
+    within-launch sums of squares and df per point, and the points in axis order."""
+
+    groups: dict[str, _Group]
+    within_ss: dict[float | None, float]
+    within_df: dict[float | None, float]
+    points: list[float | None]
+
+
+def _collect(measurements: Iterable[Measurement], metric: str, axis: str) -> _Data:
+    """Every successful run's log value, by (group, slice, cell, launch), laid out per group
+    (`_Group`: its cells, its launches, the runs of each pair) with the within-launch repeats'
+    sums of squares per point."""
+    data = _Data(groups={}, within_ss={}, within_df={}, points=[])
     cell_index: dict[str, dict[str, int]] = {}
     launch_index: dict[str, dict[str, int]] = {}
-    within_ss: dict[float | None, float] = {}
-    within_df: dict[float | None, float] = {}
     per_cell: dict[tuple[str, str, str, str], list[float]] = {}
     xs_of: dict[tuple[str, str, str, str], float | None] = {}
     arms_of: dict[tuple[str, str, str, str], str] = {}
@@ -180,7 +164,7 @@ def estimate_components(
         arms_of[key] = m.arm
     for (gid, sl, cid, inst), vals in per_cell.items():
         gkey = f"{sl}/{gid}"
-        g = groups.setdefault(gkey, _Group(arm=arms_of[(gid, sl, cid, inst)]))
+        g = data.groups.setdefault(gkey, _Group(arm=arms_of[(gid, sl, cid, inst)]))
         ci = cell_index.setdefault(gkey, {})
         if cid not in ci:
             ci[cid] = len(g.cells)
@@ -193,22 +177,45 @@ def estimate_components(
         x = xs_of[(gid, sl, cid, inst)]
         if len(vals) > 1:
             mean = sum(vals) / len(vals)
-            within_ss[x] = within_ss.get(x, 0.0) + sum((u - mean) ** 2 for u in vals)
-            within_df[x] = within_df.get(x, 0.0) + len(vals) - 1
-    points = sorted({x for x in xs_of.values()}, key=lambda v: (v is None, v or 0.0))
-    found = [g for g in groups.values() if g.runs]
+            data.within_ss[x] = data.within_ss.get(x, 0.0) + sum((u - mean) ** 2 for u in vals)
+            data.within_df[x] = data.within_df.get(x, 0.0) + len(vals) - 1
+    data.points = sorted({x for x in xs_of.values()}, key=lambda v: (v is None, v or 0.0))
+    return data
+
+
+def _reweighted(
+    found: list[_Group], data: _Data, metric: str
+) -> tuple[list[_Fit], RunNoise | None]:
+    """The groups' fits and the run noise they give, reweighted `REWEIGHT_PASSES` times by the
+    run noise per point the pass before found (`_fit`)."""
     scale: dict[float | None, float] | None = None
     for _ in range(REWEIGHT_PASSES):
         fits = [_fit(g, scale) for g in found]
-        run = run_noise(fits, within_ss, within_df, points, metric)
+        run = run_noise(fits, data.within_ss, data.within_df, data.points, metric)
         if run is None or not any(f.resid_ss for f in fits):
             break
         scale = {x: v for x, (v, _) in run.at.items() if v > 0}
+    return fits, run
+
+
+def estimate_components(
+    measurements: Iterable[Measurement],
+    metric: str,
+    *,
+    axis: str = "concurrency",
+    prior: float | None = None,
+) -> Sigma:
+    """The noise model for `metric` (module docstring): run noise per point, moderated; the
+    launch variance with df = launches − groups; the declared prior, if any, kept beside them
+    (applied per cell by `variance.cell_variance`, where it is a floor)."""
+    data = _collect(measurements, metric, axis)
+    found = [g for g in data.groups.values() if g.runs]
+    fits, run = _reweighted(found, data, metric)
     pooled = run.pooled if run is not None else None
     run_df_total = run.df if run is not None else 0.0
     by_x = run.by_x if run is not None else []
     run_at = run.at if run is not None else {}
-    keys = [k for k, g in groups.items() if g.runs]
+    keys = [k for k, g in data.groups.items() if g.runs]
     odd = odd_groups(fits)
     regular = [f for i, f in enumerate(fits) if i not in odd]
     launch_df = sum(f.launch_df for f in regular)
@@ -353,138 +360,3 @@ def _round_df(df: float | None) -> float | None:
     if df is None or not math.isfinite(df):
         return None
     return round(df, 2)
-
-
-def satterthwaite(parts: Sequence[tuple[float, float | None]]) -> float | None:
-    """Welch–Satterthwaite df of a sum of variance estimates, each (value, df); df None is a
-    known part (infinite df). None when every part is known (or the sum is 0)."""
-    total = sum(v for v, _ in parts)
-    denom = sum(v * v / df for v, df in parts if df is not None and df > 0 and v > 0)
-    if total <= 0:
-        return None
-    if denom == 0:
-        return None if all(df is None for v, df in parts if v > 0) else 0.0
-    return total * total / denom
-
-
-@dataclass(frozen=True)
-class CellNoise:
-    """A cell's variance of d, its df, and the parts (for the report and the bootstrap)."""
-
-    var: float
-    df: float | None
-    launch: float
-    run: float
-    floored: bool
-
-
-def run_noise_at(sigma: Sigma, x: float | None) -> tuple[float, float | None] | None:
-    """Run-noise variance and df at point x (the moderated estimate), or the pooled one."""
-    for at in sigma.by_x:
-        if at.x == x:
-            return at.run**2, at.run_df
-    if sigma.run is not None:
-        return sigma.run**2, sigma.run_df
-    return None
-
-
-def _odd_of(sigma: Sigma, instances: Sequence[str]) -> OddGroup | None:
-    """The odd group (`Sigma.odd_groups`) an arm's runs were measured on, if any."""
-    for og in sigma.odd_groups:
-        if any(i in og.instances for i in instances):
-            return og
-    return None
-
-
-def _weights(instances: Sequence[str]) -> tuple[float, float]:
-    """(Σ (nᵢ/n)², 1/n): how much of the launch variance and of the run variance an arm's mean
-    keeps. Repeats on one server do not average its offset away."""
-    n = len(instances)
-    counts: dict[str, int] = {}
-    for i in instances:
-        counts[i] = counts.get(i, 0) + 1
-    return sum((c / n) ** 2 for c in counts.values()), 1 / n
-
-
-def cell_variance(
-    sigma: Sigma, x: float | None, baseline: Sequence[str], candidate: Sequence[str]
-) -> CellNoise | None:
-    """Var(d) for arms measured on these instances (one entry per run), its Satterthwaite df,
-    and whether the declared prior's floor raised it.
-
-    The prior (`Sigma.prior`, one run's relative σ) is a floor on one run's total variance
-    σ_b² + σ_w²(x): with no launch estimate the launch part is whatever the prior leaves above
-    the run noise (taken as known); with one, the estimate may undercut the prior only as far
-    as its own 95% upper confidence limit on its df allows (`FLOOR_LEVEL`) — a few df of warm
-    repeats cannot show the noise is small."""
-    if not baseline or not candidate:
-        return None
-    run = run_noise_at(sigma, x)
-    prior = math.log1p(sigma.prior) ** 2 if sigma.prior is not None else None
-    if run is None and prior is None and sigma.launch is None:
-        return None
-    vw, df_w = run if run is not None else (0.0, None)
-    vb: float = sigma.launch**2 if sigma.launch is not None else 0.0
-    df_b: float | None = float(sigma.launch_df) if sigma.launch is not None else None
-    floored = False
-    if prior is not None:
-        if sigma.launch is None:
-            if vw < prior:
-                vb, df_b, floored = prior - vw, None, True
-        else:
-            one = vb + vw
-            df_one = satterthwaite([(vb, df_b), (vw, df_w)])
-            ucl = one if not df_one else one * df_one / stats.chi2.ppf(1 - FLOOR_LEVEL, df_one)
-            floor = min(prior, ucl)
-            if one < floor:
-                scale = floor / one if one > 0 else 0.0
-                if one > 0:
-                    vb, vw = vb * scale, vw * scale
-                else:
-                    vb = floor
-                floored = True
-    ab_b, aw_b = _weights(baseline)
-    ab_c, aw_c = _weights(candidate)
-    runv = (aw_b + aw_c) * vw
-    odd = [(a, _odd_of(sigma, inst)) for a, inst in ((ab_b, baseline), (ab_c, candidate))]
-    if any(og is not None for _, og in odd):
-        # an odd group's arm carries its own launch variance on its own df; the other arm
-        # the pooled one of the regular groups (`odd_groups`)
-        pooled = sum(a for a, og in odd if og is None) * vb
-        parts: list[tuple[float, float | None]] = [(pooled, df_b)] if pooled > 0 else []
-        for a, og in odd:
-            if og is not None:
-                parts.append((a * og.launch**2, float(og.launch_df)))
-        launch = sum(v for v, _ in parts)
-        df = satterthwaite([*parts, (runv, df_w)])
-        return CellNoise(var=launch + runv, df=df, launch=launch, run=runv, floored=floored)
-    launch = (ab_b + ab_c) * vb
-    df = satterthwaite([(launch, df_b), (runv, df_w)])
-    if not floored and sigma.launch_var_sd is not None and ab_b + ab_c > 0:
-        df = _moment_df(launch + runv, (ab_b + ab_c) * sigma.launch_var_sd, runv, df_w, df)
-    return CellNoise(var=launch + runv, df=df, launch=launch, run=runv, floored=floored)
-
-
-def _moment_df(
-    total: float, launch_sd: float, runv: float, df_w: float | None, df: float | None
-) -> float | None:
-    """Satterthwaite's df, 2·V²/Var(V̂), with the launch part's variance taken from the
-    spread of its estimate (`_launch_variance`) rather than from σ̂_b⁴ and launches − groups:
-    a launch variance estimated near 0 still carries its uncertainty into the cell's df. Never
-    more than the df from the launch count (`df`)."""
-    denom = launch_sd * launch_sd / 2 + (runv * runv / df_w if df_w else 0.0)
-    if total <= 0 or denom <= 0:
-        return df
-    moment = total * total / denom
-    return moment if df is None else min(moment, df)
-
-
-def one_run_sigma(sigma: Sigma, x: float | None, *, fresh: bool = True) -> float | None:
-    """σ of one run at point x as the cells there are judged (floor applied): run noise plus,
-    for a run on a fresh launch, the launch part. What one replicate's difference from
-    another is set against (×√2) in the rerun log and the warmup check."""
-    one = cell_variance(sigma, x, ["a"], ["b"])
-    if one is None:
-        return None
-    launch = one.launch / 2 if fresh else 0.0
-    return math.sqrt(launch + one.run / 2)

@@ -15,7 +15,7 @@ variance s²(x),
     F = [Σ nᵢ (ȳᵢ − ȳ)² / (k − 1)] / s²(x)   ~   F(k − 1, df(x))   if the launches agree,
 
 one-way ANOVA. s²(x) is pure error: repeats of one cell on one launch, pooled over every
-group's cells at x (at least `MIN_DF_AT_X` df there, else pooled over all points). Not the
+group's cells at x (at least `LAUNCH_MIN_DF_AT_X` df there, else pooled over all points). Not the
 noise model's run noise: that also holds the fit's residuals, and a residual at x is exactly a
 launch disagreeing with the others at x — on a fixed design with one run per launch it is
 nothing else — so testing launches against it would test them against themselves. No repeat
@@ -24,7 +24,7 @@ other configurations at their points stand in (`other_launches`): under the mode
 by σ_b² + σ_w² like this one's, so a configuration whose launches disagree far more than the
 others' do is the odd one (conservative: that denominator holds the launch part too). Neither:
 nothing is tested, and the document says so. Bonferroni over every (group,
-point) tested holds the chance of naming any launch falsely to `ALPHA` per run, and a finding
+point) tested holds the chance of naming any launch falsely to `LAUNCH_ALPHA` per run, and a finding
 must also spread more than the margin (largest launch mean / smallest − 1): a disagreement too
 small to move a verdict is not worth the first line.
 
@@ -38,15 +38,10 @@ from collections.abc import Sequence
 
 from scipy import stats
 
-from matrixrun.analysis.components import value_of
+from matrixrun.analysis.samples import value_of
 from matrixrun.core.measurement import Measurement
+from matrixrun.core.tuning import LAUNCH_ALPHA, LAUNCH_MIN_DF_AT_X
 from matrixrun.core.verdict import LaunchCheck, LaunchSpread, LaunchValue
-
-#: Family-wise chance, per run, of naming a configuration's launches unstable when its
-#: launches agree (Bonferroni over the (group, point) pairs tested).
-ALPHA = 0.05
-#: Pure-error df at a point below which the within-launch variance is pooled over all points.
-MIN_DF_AT_X = 2
 
 
 def _x(point: dict[str, object], axis: str) -> float | None:
@@ -124,7 +119,7 @@ def launch_check(
     *,
     margin: float,
     axis: str = "concurrency",
-    alpha: float = ALPHA,
+    alpha: float = LAUNCH_ALPHA,
 ) -> LaunchCheck:
     """Every (group, point) measured on two or more launches, tested (module docstring);
     the ones that disagree beyond within-launch noise and by more than `margin`, named."""
@@ -140,7 +135,7 @@ def launch_check(
     tests: list[tuple[tuple[str, str, str], float, int, int, float, str]] = []
     for key in multi:
         ss, df = at.get(xs[key], (0.0, 0))
-        if df < MIN_DF_AT_X or ss <= 0:
+        if df < LAUNCH_MIN_DF_AT_X or ss <= 0:
             ss, df = ss_all, df_all
         against = "repeats"
         if df == 0 or ss <= 0:

@@ -19,30 +19,18 @@ from typing import Protocol
 import numpy as np
 from scipy import special
 
+from matrixrun.core.tuning import (
+    CENTRE_FLOOR_DF,
+    CRUMB_DF,
+    D0,
+    D0_MIN,
+    D0_TAIL,
+    EXTRAPOLATE,
+    TREND_MIN_DF,
+    TREND_MIN_POINTS,
+    TREND_POINT_DF,
+)
 from matrixrun.core.verdict import SigmaAt
-
-#: Prior df of the moderation: how many runs' worth the trend (or pooled value) counts for at
-#: one point. Small on purpose: noise on real GPUs changes with concurrency by more than 10×.
-D0 = 4.0
-#: Tail-latency metrics (p95/p99/max) borrow less: at low concurrency a p99 is the maximum of
-#: a few requests and behaves unlike the same metric at high concurrency.
-D0_TAIL = 1.0
-#: A trend in log x is fitted only on at least three points with half a df each and this many df
-#: in all; it costs the points it lends to one df (its slope).
-TREND_MIN_DF = 4.0
-TREND_MIN_POINTS = 3
-#: The least d₀ (what a known trend would lend a point), however much the points disagree with
-#: it; what the centre does lend is less where its own few df place it poorly (`_centre`).
-D0_MIN = 1.0
-#: A point with fewer df of its own than this is never put below its centre: its s² on one or
-#: two df is as likely a chance low as a real quiet point (one-sided on purpose; with `hetero`'s
-#: noise ×12 along the axis, seed 3, 1500 matrices: ties called better/worse at 256–1024 went
-#: from 1.5% to 0.6%). Above it, the point's own data may take it below.
-CENTRE_FLOOR_DF = 3.0
-#: How far beyond the range of the variances it was fitted on a trend may be read (×4 in
-#: variance, ×2 in σ): enough for spread that grows along the axis, not a line through two
-#: chance values taken to any length.
-EXTRAPOLATE = 4.0
 
 
 def is_tail(metric: str) -> bool:
@@ -96,7 +84,11 @@ class _TrendFit:
 
 
 def _trend_fit(raw: dict[float | None, tuple[float, float]]) -> _TrendFit | None:
-    pts = [(x, s2, df) for x, (s2, df) in raw.items() if x is not None and x > 0 and df >= 0.5]
+    pts = [
+        (x, s2, df)
+        for x, (s2, df) in raw.items()
+        if x is not None and x > 0 and df >= TREND_POINT_DF
+    ]
     if len(pts) < TREND_MIN_POINTS or sum(p[2] for p in pts) < TREND_MIN_DF:
         return None
     if any(p[1] <= 0 for p in pts):
@@ -219,7 +211,7 @@ def run_noise(
             raw_ss[x] = raw_ss.get(x, 0.0) + ss
             raw_df[x] = raw_df.get(x, 0.0) + f.resid_df[x]
     # residual df below a tenth are numerical crumbs of leverage, not information
-    raw = {x: (raw_ss[x] / df, df) for x, df in raw_df.items() if df > 0.1}
+    raw = {x: (raw_ss[x] / df, df) for x, df in raw_df.items() if df > CRUMB_DF}
     total = sum(df for _, df in raw.values())
     if total <= 0:
         return None

@@ -1,28 +1,35 @@
-"""Noise: each arm's sample at a point, σ pooled over the run by the best source available,
-and first-run warmup (VERDICTS.md §2). Pure functions of measurements."""
+"""The noise stage (VERDICTS.md §2; docs/architecture.md, "The analysis: one pass"): every
+metric's noise estimated once, from every measurement of the run, into one typed value, the
+`NoiseModel` — the variance components (`components`, moderated along the axis by
+`moderation`), an earlier run's noise pooled in (`prior`), first-run warm-up, the launch check
+(`launches`) and the level of each data state. The later stages (a cell's comparison, the
+axis, the reruns) receive it and never re-estimate or look behind it. Pure."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from matrixrun.analysis.components import estimate_components, value_of
+from matrixrun.analysis.components import estimate_components
+from matrixrun.analysis.launches import launch_check
+from matrixrun.analysis.prior import with_history
+from matrixrun.analysis.samples import value_of
+from matrixrun.analysis.variance import CellNoise, cell_variance, one_run_sigma
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.metrics import higher_is_better
+from matrixrun.core.tuning import WARMUP_Z
+from matrixrun.core.verdict import AnalysisSettings, LaunchCheck, Sigma
 
 __all__ = [
+    "NoiseModel",
     "WarmupGap",
-    "arm_sample",
     "confirmed_warmup",
+    "estimate_noise",
     "estimate_sigma",
-    "value_of",
     "warmup_gaps",
 ]
-from matrixrun.core.measurement import Measurement, superseded
-from matrixrun.core.metrics import higher_is_better
-from matrixrun.core.verdict import ArmSample, Sigma
-
-#: One-sided 95% normal quantile: a warmup gap must exceed what noise explains at this level.
-WARMUP_Z = 1.645
 
 
 class WarmupGap(NamedTuple):
@@ -30,51 +37,6 @@ class WarmupGap(NamedTuple):
 
     gap: float
     pairs: int
-
-
-def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> ArmSample:
-    """One arm's measurements at one point: successful values, failures, failure rate.
-    Failed measurements are kept in the counts (a rerun never replaces anything)."""
-    values: list[float] = []
-    instances: list[str] = []
-    errors: list[str] = []
-    failed_measurements = failed_requests = total_requests = capped = 0
-    client_bound = 0.0
-    gone = superseded(measurements)  # failed runs a --retry-failed run replaced
-    for m in measurements:
-        if (m.cell_id, m.attempt) in gone:
-            continue
-        check = m.extra.get("client_check")
-        if isinstance(check, dict) and isinstance(check.get("affected"), dict):
-            client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))
-        capped += "capped" in m.extra
-        if m.metrics is not None:
-            failed_requests += m.metrics.failed
-            total_requests += m.metrics.completed + m.metrics.failed
-        if not m.ok:
-            failed_measurements += 1
-            errors.append(m.error or "no request completed")
-            continue
-        v = value_of(m, metric)
-        if v is not None:
-            values.append(v)
-            instances.append(m.instance)
-    mean = math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-    return ArmSample(
-        arm=arm,
-        values=values,
-        n=len(values),
-        mean=mean,
-        instances=instances,
-        reasons=[m.reason for m in measurements],
-        failed_measurements=failed_measurements,
-        errors=errors,
-        failed_requests=failed_requests,
-        total_requests=total_requests,
-        failure_rate=failed_requests / total_requests if total_requests else 0.0,
-        client_bound=client_bound,
-        capped=capped,
-    )
 
 
 def estimate_sigma(
@@ -119,3 +81,112 @@ def confirmed_warmup(w: WarmupGap, margin: float, sigma: float | None) -> bool:
     keeps that from passing for warmup."""
     floor = WARMUP_Z * math.sqrt(2) * sigma / math.sqrt(w.pairs) if sigma else 0.0
     return w.gap > max(math.log1p(margin), floor)
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Everything the later stages know of one metric's noise, estimated once (`estimate_noise`)
+    and passed to them as it is: the comparison of a cell, the axis, the reruns receive it and
+    never look behind it (docs/architecture.md, "The analysis: one pass").
+
+    `sigma` is the record verdict.json keeps (the variance components after an earlier run's
+    noise is pooled in, `prior.with_history`); `cell` and `one_run` apply it to a cell
+    (`variance`). `levels` are the confidence levels of a cell's data states, 1 to the last,
+    fixed before the run by α's spending (`AnalysisSettings.level_at`); `warmup` the
+    first-run warm-up gaps (`warmup_gaps`), judged against `margin`, the metric's practical
+    margin; `launches` the launch-stability check (the primary metric's only)."""
+
+    metric: str
+    sigma: Sigma
+    margin: float
+    levels: tuple[float, ...]
+    by_runs: bool
+    warmup: Mapping[str, WarmupGap] = field(default_factory=dict)
+    launches: LaunchCheck | None = None
+
+    @classmethod
+    def of(
+        cls,
+        sigma: Sigma,
+        settings: AnalysisSettings,
+        *,
+        metric: str | None = None,
+        warmup: Mapping[str, WarmupGap] | None = None,
+        launches: LaunchCheck | None = None,
+    ) -> NoiseModel:
+        """The model of a noise record under `settings` (its margin and levels)."""
+        name = metric or sigma.metric
+        return cls(
+            metric=name,
+            sigma=sigma,
+            margin=settings.margin_for(name),
+            levels=tuple(settings.level_at(k) for k in range(1, settings.states + 1)),
+            by_runs=settings.spending == "information",
+            warmup=dict(warmup or {}),
+            launches=launches,
+        )
+
+    @property
+    def level(self) -> float:
+        """The level of the last data state (the widest a cell can be judged at)."""
+        return self.levels[-1]
+
+    def level_for(self, n_baseline: int, n_candidate: int, look: int | None = None) -> float:
+        """The level of a cell with these runs per arm: by `information` spending its state is
+        its runs n_b + n_c − 1; by `equal` spending its look (None: the last)."""
+        if self.by_runs:
+            state = max(n_baseline + n_candidate - 1, 1)
+        else:
+            state = look if look is not None else len(self.levels)
+        return self.levels[min(max(state, 1), len(self.levels)) - 1]
+
+    def cell(
+        self, x: float | None, baseline: Sequence[str], candidate: Sequence[str]
+    ) -> CellNoise | None:
+        """Var(d) of a cell whose arms ran on these launches (one entry per run)."""
+        return cell_variance(self.sigma, x, baseline, candidate)
+
+    def one_run(self, x: float | None, *, fresh: bool = True) -> float | None:
+        """σ of one run at x, with the launch part for a run on a fresh launch."""
+        return one_run_sigma(self.sigma, x, fresh=fresh)
+
+    def confirmed(self, w: WarmupGap) -> bool:
+        """Whether a warm-up gap is confirmed at this metric's margin and σ."""
+        return confirmed_warmup(w, self.margin, self.sigma.value)
+
+
+def _own_sigma(
+    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
+) -> Sigma:
+    """This run's own noise estimate, marked as a fixed design's where it is one and has a
+    launch part of its own (what a later run's `verify.noise_from` may then pool)."""
+    sigma = estimate_sigma(measurements, metric, settings.noise, settings.axis)
+    if settings.design == "fixed" and sigma.launch_df > 0:
+        return sigma.model_copy(update={"fixed_design": True})
+    return sigma
+
+
+def _noise_of(
+    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
+) -> NoiseModel:
+    sigma = with_history(
+        _own_sigma(measurements, metric, settings),
+        settings.noise_history.get(metric),
+        settings.noise_from or "",
+    )
+    launches = None
+    if metric == settings.primary:
+        launches = launch_check(
+            measurements, metric, margin=settings.margin_for(metric), axis=settings.axis
+        )
+    return NoiseModel.of(
+        sigma, settings, metric=metric, warmup=warmup_gaps(measurements, metric), launches=launches
+    )
+
+
+def estimate_noise(
+    measurements: Sequence[Measurement], settings: AnalysisSettings
+) -> dict[str, NoiseModel]:
+    """The noise stage: every metric's `NoiseModel` (primary first), each estimated once from
+    all of the run's measurements."""
+    return {metric: _noise_of(measurements, metric, settings) for metric in settings.metrics}

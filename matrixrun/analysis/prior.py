@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from matrixrun.analysis.components import satterthwaite
+from matrixrun.analysis.stats import satterthwaite
 from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from matrixrun.analysis.components import one_run_sigma
-from matrixrun.analysis.noise import WarmupGap, confirmed_warmup, value_of
+from matrixrun.analysis.noise import NoiseModel, WarmupGap, confirmed_warmup
+from matrixrun.analysis.samples import value_of
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better
-from matrixrun.core.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind, Sigma
+from matrixrun.core.tuning import BAND_Z
+from matrixrun.core.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind
 
 #: Reasons whose rerun tests a named explanation; the others are replicates.
 _CHECKS = ("surprise", "fresh_server", "manual")
@@ -64,45 +65,34 @@ def judge_rerun(
     return Explanation.INSTANCE, CheckOutcome.NOT_SETTLED
 
 
-#: Two-sided 95% normal quantile of the rerun log's noise band.
-BAND_Z = 1.96
-
-
 def _pair_sigma(
-    noise: Sigma | None,
-    point: Mapping[str, object],
-    axis: str,
-    kind: RerunKind,
-    sigma: float | None,
+    noise: NoiseModel, point: Mapping[str, object], axis: str, kind: RerunKind
 ) -> float | None:
     """σ of one run at this point as a pair of this kind sees it: run noise for a warm pair,
     run + launch noise for a fresh one (None: no noise estimate)."""
     raw = point.get(axis)
     x = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
-    if noise is None:
-        return sigma
-    return one_run_sigma(noise, x, fresh=kind == RerunKind.FRESH_SERVER)
+    return noise.one_run(x, fresh=kind == RerunKind.FRESH_SERVER)
 
 
 def reruns(
     measurements: Sequence[Measurement],
-    metric: str,
+    noise: NoiseModel,
+    cells: Mapping[tuple[str, str, str], Comparison],
     *,
     baseline: str,
-    margin: float,
     surprise: float,
-    sigma: float | None,
-    cells: Mapping[tuple[str, str, str], Comparison],
-    noise: Sigma | None = None,
     axis: str = "concurrency",
 ) -> list[Rerun]:
-    """Every repeat (attempt > first) of a cell on `metric`, against that cell's first run.
-    `cells` maps (slice, candidate, point id) to the comparison on `metric` a rerun belongs to
-    (a baseline rerun belongs to every candidate's cell at its point: the first is taken).
-    Nothing is replaced: this only says what each rerun showed. `matches_first` sets the
-    difference against what noise explains for one pair, z·√2·σ at the point (`noise`: run
-    noise for a warm rerun, run + launch noise for a fresh one), not against the margin: a
-    replicate 3.2% off its first run is unremarkable where σ is 4%."""
+    """Every repeat (attempt > first) of a cell on the noise model's metric, against that
+    cell's first run. `cells` maps (slice, candidate, point id) to the comparison on that
+    metric a rerun belongs to (a baseline rerun belongs to every candidate's cell at its
+    point: the first is taken). Nothing is replaced: this only says what each rerun showed.
+    `matches_first` sets the difference against what noise explains for one pair, z·√2·σ at
+    the point (`noise`: run noise for a warm rerun, run + launch noise for a fresh one), not
+    against the margin: a replicate 3.2% off its first run is unremarkable where σ is 4%; a
+    check is judged against the metric's margin (`NoiseModel.margin`)."""
+    metric, margin = noise.metric, noise.margin
     groups: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in measurements:
         groups.setdefault((m.slice, m.point_id, m.arm), []).append(m)
@@ -121,7 +111,7 @@ def reruns(
             if value is not None and first_value is not None:
                 change = math.expm1(math.log(value / first_value))
             kind = RerunKind.WARM if m.instance == first.instance else RerunKind.FRESH_SERVER
-            pair = _pair_sigma(noise, m.point, axis, kind, sigma)
+            pair = _pair_sigma(noise, m.point, axis, kind)
             band = None if pair is None else math.expm1(BAND_Z * math.sqrt(2) * pair)
             r = Rerun(
                 slice=slice_name,

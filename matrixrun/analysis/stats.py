@@ -9,10 +9,8 @@ from collections.abc import Iterable, Sequence
 
 from scipy import stats
 
-from matrixrun.core.verdict import AnalysisSettings, ArmSample, CellVerdict, LimitingArm, Sigma
-
-#: Beyond this many runs per arm a cell is "at the margin": more runs are not the answer.
-MAX_RUNS_ESTIMATE = 1000
+from matrixrun.core.tuning import MIN_T_DF
+from matrixrun.core.verdict import ArmSample, CellVerdict, LimitingArm
 
 
 def quantile(level: float, df: float | None) -> float:
@@ -21,7 +19,7 @@ def quantile(level: float, df: float | None) -> float:
     p = 1 - (1 - level) / 2
     if df is None:
         return float(stats.norm.ppf(p))
-    return float(stats.t.ppf(p, max(df, 0.25)))
+    return float(stats.t.ppf(p, max(df, MIN_T_DF)))
 
 
 def pooled_sigma(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
@@ -96,61 +94,21 @@ def limiting_arm(n_baseline: int, n_candidate: int) -> LimitingArm:
     return "both"
 
 
-def runs_needed(
-    d: float,
-    sigma: Sigma,
-    x: float | None,
-    baseline: Sequence[str],
-    candidate: Sequence[str],
-    margin: float,
-    settings: AnalysisSettings,
-) -> int | None:
-    """Runs per arm in all — the ones it has plus extra ones, each on a fresh launch — at which
-    the cell's interval would decide, if the observed change were the true one and the noise
-    model held: Student's t at the level of that state, on the df the cell would then have
-    (its Satterthwaite df now plus one per extra run). Counted with the instances the arms
-    really have, so repeats on one server are not taken for independent runs. None when there
-    is no noise estimate, the change sits (practically) on the margin, or it would take more
-    than `MAX_RUNS_ESTIMATE`."""
-    from matrixrun.analysis.components import cell_variance
-
-    gap = abs(abs(d) - math.log1p(margin))
-    now = cell_variance(sigma, x, baseline, candidate)
-    if now is None or gap <= 0:
-        return None
-    start = max(len(baseline), len(candidate))
-
-    def decides(n: int) -> bool:
-        extra_b = [f"+{k}" for k in range(n - len(baseline))]
-        extra_c = [f"+{k}" for k in range(n - len(candidate))]
-        noise = cell_variance(sigma, x, [*baseline, *extra_b], [*candidate, *extra_c])
-        assert noise is not None
-        df = (
-            None
-            if noise.df is None or now.df is None
-            else now.df + 2 * n - len(baseline) - len(candidate)
-        )
-        q = quantile(settings.level_for(n, n, settings.looks), df)
-        return q * math.sqrt(noise.var) < gap
-
-    hi = start + 1
-    while not decides(hi):
-        hi *= 2
-        if hi > MAX_RUNS_ESTIMATE:
-            return None
-    lo = max(start, hi // 2)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if decides(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def crossover_estimate(x1: float, x2: float, d1: float, d2: float) -> float | None:
     """Where d crosses zero between (x1, d1) and (x2, d2), interpolating linearly in log x:
     c* = x1·(x2/x1)^(d1/(d1 − d2)). None when x is not positive or d does not change sign."""
     if x1 <= 0 or x2 <= 0 or d1 == d2 or (d1 > 0) == (d2 > 0):
         return None
     return float(x1 * (x2 / x1) ** (d1 / (d1 - d2)))
+
+
+def satterthwaite(parts: Sequence[tuple[float, float | None]]) -> float | None:
+    """Welch–Satterthwaite df of a sum of variance estimates, each (value, df); df None is a
+    known part (infinite df). None when every part is known (or the sum is 0)."""
+    total = sum(v for v, _ in parts)
+    denom = sum(v * v / df for v, df in parts if df is not None and df > 0 and v > 0)
+    if total <= 0:
+        return None
+    if denom == 0:
+        return None if all(df is None for v, df in parts if v > 0) else 0.0
+    return total * total / denom

@@ -221,15 +221,10 @@ class AnalysisSettings(_Model):
         """Confidence level at the last state (the widest a cell can be judged at)."""
         return self.level_at(self.states)
 
-    def level_for(self, n_baseline: int, n_candidate: int, look: int = 1) -> float:
-        """The level of a cell with these runs per arm (`equal`: at this look): the state it is
-        in decides."""
-        if self.spending == "information":
-            return self.level_at(max(n_baseline + n_candidate - 1, 1))
-        return self.level_at(look)
-
     def level_at(self, look: int) -> float:
-        """Confidence level for a cell in its `look`-th data state.
+        """Confidence level for a cell in its `look`-th data state (the analysis's noise stage
+        reads every state's once, `analysis.noise.NoiseModel.levels`, and a cell's state off
+        its runs or its look there).
 
         `information` (what the spec-driven runs use): state k is a cell with n_b + n_c =
         k + 1 runs, whichever rounds, reruns or re-analyses brought them; its share of α is

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from matrixrun.core.tuning import MIN_FRESH_DF
 from matrixrun.core.units import format_duration
 from matrixrun.plan import Plan
 from matrixrun.plan.rehearsal import (
@@ -16,7 +17,6 @@ from matrixrun.plan.rehearsal import (
     wall_seconds,
 )
 from matrixrun.spec import Spec
-from matrixrun.spec.design import MIN_FRESH_DF
 
 if TYPE_CHECKING:
     from matrixrun.plan.history import NoiseHistory

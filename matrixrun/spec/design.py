@@ -24,10 +24,6 @@ class _Verify(Protocol):
 
 _V = TypeVar("_V", bound=_Verify)
 
-#: Fresh-server σ degrees of freedom an adaptive design tops up to before it judges a cell on
-#: launch noise (`verify.policy`); the plan prices the same number (`plan.render`).
-MIN_FRESH_DF = 6
-
 #: The verify settings a fixed design implies.
 DESIGN = {"bisect": 0, "aa": False, "warm_rerun": False, "fresh_server": True}
 

@@ -30,12 +30,12 @@ as work items: the runner, Slurm jobs and the scoring benchmark consume it alike
 (the futility rule's prediction), `bisect` (crossover bisection).
 """
 
+from matrixrun.core.tuning import FUTILITY, MIN_FRESH_DF
 from matrixrun.plan import Plan
 from matrixrun.spec import Spec
-from matrixrun.spec.design import MIN_FRESH_DF
 from matrixrun.verify.chance import decide_chance
 from matrixrun.verify.fixed import FixedDesign
-from matrixrun.verify.policy import FUTILITY, Pick, Policy
+from matrixrun.verify.policy import Pick, Policy
 from matrixrun.verify.schedule import (
     Journal,
     Launch,

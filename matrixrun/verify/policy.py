@@ -7,15 +7,14 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from matrixrun.analysis import analyse, quantile
-from matrixrun.analysis.components import one_run_sigma
+from matrixrun.analysis import analyse, one_run_sigma, quantile
 from matrixrun.core.measurement import Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.tuning import FUTILITY, MIN_FRESH_DF
 from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.plan import BISECTION_RUNS, Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rundir.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
-from matrixrun.spec.design import MIN_FRESH_DF
 from matrixrun.verify import bisect
 from matrixrun.verify.chance import decide_chance
 
@@ -30,19 +29,6 @@ class Pick:
     #: Seconds one run will take when the cell has no run yet (a bisection cell), else None.
     cost: float | None = None
 
-
-#: A rerun is planned only if it has at least this predicted chance of settling the cell by
-#: `max_runs` (a futility rule fixed before the run, like the number of looks): an interval
-#: that cannot shrink inside ±margin, or past it, in the runs allowed buys nothing. 0.25, not
-#: 0.10: the prediction is optimistic (normal quantile), and on the scoring benchmark (seed 2)
-#: the runs between 0.10 and 0.25 were mostly spent on exact ties that no n ≤ 5 settles.
-#: Futility only stops reruns, it never decides a cell, so it cannot make a verdict overclaim.
-FUTILITY = 0.25
-
-#: Fresh-server replicates a round tops up to (or every cell, in a small matrix). Under the
-#: noise model a relaunch adds one launch df however many cells it replicates; the replicates
-#: beyond the first add run-noise df (the fit's residuals) at their points, which is what the
-#: per-point run noise needs.
 
 #: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
 _PRIORITY: dict[str, int] = {
