@@ -165,6 +165,8 @@ def _start(
     run.caveats += _sigma_caveats(list(noise.values()))
     primary = noise[settings.primary]
     for arm, w in primary.warmup.items():
+        # judged at the run's common margin, as this caveat always was (a cell's own warm-up
+        # check uses its metric's margin: `NoiseModel.confirmed`)
         if confirmed_warmup(w, settings.margin, primary.sigma.value):
             run.caveats.append(
                 Caveat(
