@@ -100,7 +100,7 @@ LAUNCH_ALPHA = 0.05
 #: Pure-error df at a point below which the within-launch variance is pooled over all points.
 LAUNCH_MIN_DF_AT_X = 2
 
-# -- the verify policy (verify/policy.py, spec/design.py, plan/render.py) ---------------------
+# -- the verify policy (verify/, spec/design.py, plan/) ----------------------------------------
 
 #: A rerun is planned only if it has at least this predicted chance of settling the cell by
 #: `max_runs` (a futility rule fixed before the run, like the number of looks): an interval
@@ -115,3 +115,7 @@ FUTILITY = 0.25
 #: cells it replicates; the replicates beyond the first add run-noise df (the fit's
 #: residuals) at their points, which is what the per-point run noise needs.
 MIN_FRESH_DF = 6
+#: Runs a cell bisection adds gets on the launch that first measures it (`verify.bisect`: a
+#: second, warm, gives its point run-noise df of its own — a point with none borrows only a
+#: few df from the trend, and one run there is almost never decided).
+BISECTION_RUNS = 2

@@ -2,8 +2,8 @@
 cost from earlier runs (`history`), and the plan's text form (`render`). The expansion's names
 are the package's interface."""
 
+from matrixrun.core.tuning import BISECTION_RUNS
 from matrixrun.plan.expansion import (
-    BISECTION_RUNS,
     Cell,
     Cost,
     Plan,

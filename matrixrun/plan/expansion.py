@@ -20,11 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from matrixrun.spec import CLIENT_AXES, FlagValue, HardwareSpec, ModelSpec, Spec
 from matrixrun.spec.points import combinations
 
-#: Runs a cell bisection adds gets on the launch that first measures it (`verify.bisect`: a
-#: second, warm, gives its point run-noise df of its own — a point with none borrows only a
-#: few df from the trend, and one run there is almost never decided).
-BISECTION_RUNS = 2
-
 
 class Cell(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from matrixrun.analysis import analyse, one_run_sigma, quantile
 from matrixrun.core.measurement import Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
-from matrixrun.core.tuning import FUTILITY, MIN_FRESH_DF
+from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, MIN_FRESH_DF
 from matrixrun.core.verdict import Comparison, Verdict
-from matrixrun.plan import BISECTION_RUNS, Cell, Plan, ServerGroup, sweep_order
+from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rundir.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
 from matrixrun.verify import bisect
