@@ -119,9 +119,9 @@ def _moment_df(
     total: float, launch_sd: float, runv: float, df_w: float | None, df: float | None
 ) -> float | None:
     """Satterthwaite's df, 2·V²/Var(V̂), with the launch part's variance taken from the
-    spread of its estimate (`_launch_variance`) rather than from σ̂_b⁴ and launches − groups:
-    a launch variance estimated near 0 still carries its uncertainty into the cell's df. Never
-    more than the df from the launch count (`df`)."""
+    spread of its estimate (`Sigma.launch_var_sd`, from `components`) rather than from σ̂_b⁴
+    and launches − groups: a launch variance estimated near 0 still carries its uncertainty
+    into the cell's df. Never more than the df from the launch count (`df`)."""
     denom = launch_sd * launch_sd / 2 + (runv * runv / df_w if df_w else 0.0)
     if total <= 0 or denom <= 0:
         return df
