@@ -197,7 +197,7 @@ def _change(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> 
                     xytext=(0, -3 if v > 0 else 3),
                     textcoords="offset points",
                 )
-    margin = f"±{fmt.setting_percent(s.margin)}"
+    margin = fmt.margin(s.margin)
     ax.axhspan(-m, m, color="grey", alpha=0.2, label=words.png_margin(margin))
     ax.axhline(0, color=ZERO_COLOUR, linewidth=0.8)
     ax.set_ylim(axis.lo - below, axis.hi + above)

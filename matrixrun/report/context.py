@@ -133,7 +133,7 @@ def context_from(inputs: RunInputs) -> Context:
         baseline=s.baseline,
         several_candidates=len(verdict.overall) > 1,
         axis=s.axis,
-        margin=f"±{fmt.setting_percent(s.margin)}",
+        margin=fmt.margin(s.margin),
         primary=MetricHeading.of(s.primary),
         comparison=comparison.of(verdict, labels, added),
         folded=comparison.folded_lines(verdict),

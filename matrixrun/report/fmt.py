@@ -76,6 +76,11 @@ def setting_percent(fraction: float) -> str:
     return f"{100 * fraction:g}%"
 
 
+def margin(fraction: float) -> str:
+    """A practical margin as every line states it: 0.03 → '±3%'."""
+    return f"±{setting_percent(fraction)}"
+
+
 def value(v: float | None) -> str:
     """4 significant digits, thousands separated, never scientific: 1603.04 → '1,603',
     515.58 → '515.6', 0.01234 → '0.01234'."""

@@ -212,7 +212,7 @@ def change_chart(
         legend=change_legend(
             candidate=fmt.user_plain(candidate),
             baseline=fmt.user_plain(baseline),
-            margin=f"±{fmt.setting_percent(margin)}",
+            margin=fmt.margin(margin),
             axis=fmt.user_plain(axis),
             bracket=bracket,
             cut=cut,

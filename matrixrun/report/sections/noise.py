@@ -216,7 +216,7 @@ def of(verdict: Verdict) -> NoiseSection:
             for x in verdict.sigma
         ],
         level=level_text(s),
-        margin=f"±{fmt.setting_percent(s.margin)}",
+        margin=fmt.margin(s.margin),
         multiplicity=multiplicity(verdict),
         warnings=[caveat(c, verdict) for c in verdict.caveats],
     )

@@ -51,7 +51,7 @@ def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSetti
     if r.value is None or r.first_value is None:
         failed = "the rerun failed" if r.value is None else "the first run failed"
         return f"{failed}, so it shows nothing about the explanation."
-    margin = f"±{fmt.setting_percent(s.margin)}"
+    margin = fmt.margin(s.margin)
     numbers = (
         f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
     )
