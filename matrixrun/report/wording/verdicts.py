@@ -232,9 +232,7 @@ def regimes(series: Series, axis: str, margin: float) -> str:
     for r in series.regimes:
         xs = fmt.join_words([fmt.x(x_of[p]) for p in r.point_ids if x_of.get(p) is not None])
         word = (
-            f"the same within {fmt.margin(margin)}"
-            if r.verdict == "same"
-            else outcome(r.verdict)
+            f"the same within {fmt.margin(margin)}" if r.verdict == "same" else outcome(r.verdict)
         )
         parts.append(f"{word} at {xs}" if xs else f"{word} at {plural(len(r.point_ids), 'point')}")
     text = f"Along {axis}: " + ", ".join(parts)
