@@ -286,18 +286,18 @@ def test_a_warmup_the_analysis_confirmed_is_never_ruled_out() -> None:
 
 
 def test_the_settle_line_does_not_let_one_near_tie_hide_the_easy_points() -> None:
-    from matrixrun.report.sections import headline as wording
+    from matrixrun.report.sections.headline import settle
 
     cmd = "nox -s matrix -- spec/x.yaml"
     # the H200 run: 2-3 runs decide three points, the near tie at concurrency 1 takes 163
-    line = wording.settle(cmd, [3, 163, 2, 3], 4)
+    line = settle(cmd, [3, 163, 2, 3], 4)
     assert "about 3 runs per arm would decide 3 of the 4 undecided points" in line
     # past 20 runs per arm a count is no advice (issue 33): said as not worth running
     assert "1 more would need over 20, not worth running" in line and "163" not in line
-    assert wording.settle(cmd, [5, 5], 2) == f"Settle it (about 5 runs per arm): `{cmd}`."
-    assert "every one with an estimate about 9" in wording.settle(cmd, [4, 9], 3)
-    assert wording.settle(cmd, [], 2) == f"Settle it (more runs): `{cmd}`."
-    assert wording.settle(None, [3], 1) == ""
+    assert settle(cmd, [5, 5], 2) == f"Settle it (about 5 runs per arm): `{cmd}`."
+    assert "every one with an estimate about 9" in settle(cmd, [4, 9], 3)
+    assert settle(cmd, [], 2) == f"Settle it (more runs): `{cmd}`."
+    assert settle(None, [3], 1) == ""
 
 
 def test_an_untested_warmup_says_when_each_cell_ran_after_an_unmeasured_copy() -> None:
