@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from scripts_module import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "example_reports", ROOT / "scripts" / "example_reports.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["example_reports"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-SCRIPT = _script()
+SCRIPT = load_script("example_reports")
 
 
 def committed_text(report: str) -> str:
