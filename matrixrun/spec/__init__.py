@@ -1,20 +1,21 @@
-"""The experiment spec: models (`models.py`), the line-numbered loader (`loader.py`), checks
-across fields (`checks.py`), error sentences (`messages.py`) and the JSON Schema export
-(`schema.py`). Import from here: `from matrixrun.spec import Spec, load_spec, SpecError`."""
+"""The experiment spec: models (`models.py`; the engine block in `engine.py`, their base in
+`base.py`), the line-numbered loader (`loader.py`), checks across fields (`checks.py`), error
+sentences (`messages.py`) and the JSON Schema export (`schema.py`). Import from here:
+`from matrixrun.spec import Spec, load_spec, SpecError`."""
 
 from __future__ import annotations
 
 from matrixrun.core.errors import SpecError, SpecIssue
+from matrixrun.spec.base import FlagValue
 from matrixrun.spec.checks import semantic_issues
+from matrixrun.spec.engine import EngineSpec
 from matrixrun.spec.loader import load_spec, parse_spec, spec_hash
 from matrixrun.spec.models import (
     CLIENT_AXES,
     ArmSpec,
     Combination,
     CorrectnessSpec,
-    EngineSpec,
     EstimateSpec,
-    FlagValue,
     HardwareSpec,
     LimitsSpec,
     MetricsSpec,

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -30,17 +29,14 @@ from pydantic import (
 from matrixrun.core.metrics import MetricName
 from matrixrun.core.units import Duration, Percent, Rate
 from matrixrun.sim.profile import Profile
+from matrixrun.spec.base import FlagValue, StrictModel
 from matrixrun.spec.design import fixed_design_rules
+from matrixrun.spec.engine import EngineSpec
 
-FlagValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 Slug = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)]
 
 #: Client-side sweep axes, in the order they nest (the first swept one is the table's rows).
 CLIENT_AXES = ("concurrency", "input_len", "output_len", "request_rate")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _one_or_list(value: Any) -> Any:
@@ -48,7 +44,7 @@ def _one_or_list(value: Any) -> Any:
     return [value] if isinstance(value, dict) else value
 
 
-class ModelSpec(_Model):
+class ModelSpec(StrictModel):
     """The served model. Several models make a model axis (each another launch)."""
 
     path: str = Field(description="--model-path: a local directory or a hub id.")
@@ -65,7 +61,7 @@ class ModelSpec(_Model):
         return self.name or Path(self.path.rstrip("/")).name or self.path
 
 
-class HardwareSpec(_Model):
+class HardwareSpec(StrictModel):
     """A hardware configuration. Several make a hardware axis (each another launch)."""
 
     gpu: str = Field(description="GPU name as nvidia-smi prints it, e.g. NVIDIA H200.")
@@ -83,113 +79,7 @@ class HardwareSpec(_Model):
         return self.name or f"{self.count}x {self.gpu}"
 
 
-class EngineSpec(_Model):
-    """Which serving engine runs the arms, how to launch it, and which client measures."""
-
-    kind: Literal["sglang", "vllm", "openai", "command"] = Field(
-        "sglang",
-        description="sglang | vllm: launched with their CLIs; openai: an endpoint that is "
-        "already running; command: any OpenAI-compatible server started from `launch` "
-        "(placeholders {model}, {host}, {port}, {tokenizer}), e.g. transformers serve, TGI, "
-        "llama.cpp's llama-server.",
-    )
-    args: dict[str, FlagValue] = Field(
-        default_factory=dict,
-        description="Server flags common to every arm, snake_case: {tp: 8} -> --tp 8; true -> "
-        "bare flag; false -> omitted; lists -> repeated values; dicts -> JSON.",
-    )
-    launch: list[str] | None = Field(
-        None,
-        description="Command prefix that starts the server, replacing the engine default "
-        "(e.g. [/opt/venv/bin/python, -m, sglang.launch_server] or a docker run prefix).",
-    )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
-    version: str | None = Field(
-        None,
-        description="Engine version the spec targets (e.g. 0.5.23): `matrixrun validate` checks "
-        "the flags against matrixrun's shipped flag list for it; default: the installed "
-        "engine's --help, else the newest shipped list.",
-    )
-    help_command: list[str] | None = Field(
-        None,
-        min_length=1,
-        description="argv that prints the server's argparse --help, to check the flags against "
-        "(e.g. [llama-server, --help]; kind command has no other flag list).",
-    )
-    ready_path: str = Field(
-        "/health",
-        pattern=r"^/",
-        description="kind=command: GET path that answers 200 once the server can serve.",
-    )
-    version_command: list[str] | None = Field(
-        None,
-        min_length=1,
-        description="kind=command: argv whose first output line is the engine version "
-        "(e.g. [python3, -c, 'import transformers; print(transformers.__version__)']).",
-    )
-    version_path: str | None = Field(
-        None,
-        pattern=r"^/",
-        description="kind=command: GET path whose JSON `version` (or whole text) is the "
-        "engine version, when the server has one.",
-    )
-    flush_path: str | None = Field(
-        None,
-        pattern=r"^/",
-        description="kind=command: POST path that empties the prefix cache; none: not flushed "
-        "(recorded).",
-    )
-    prompt_format: Literal["token_ids", "text"] = Field(
-        "token_ids",
-        description="token_ids: prompts are random token ids (exact lengths, no tokenizer "
-        "needed); text: decoded with the model's tokenizer.json to text of the same token "
-        "count, for servers that take text prompts only (needs the `tokenizers` package).",
-    )
-    strict_openai: bool = Field(
-        False,
-        description="Send only fields of the OpenAI completions API (no ignore_eos, "
-        "return_token_ids or logprobs), for servers that refuse unknown fields (transformers "
-        "serve). Outputs then end where the model stops: make it run to max_tokens (clear "
-        "its EOS token) and the client counts requests that ended short.",
-    )
-    base_url: str | None = Field(None, description="kind=openai: the running endpoint.")
-    api_key_env: str | None = Field(
-        None, description="Name of the environment variable holding the API key (never the key)."
-    )
-    api: Literal["sglang", "openai"] | None = Field(
-        None, description="Request API the client speaks; default: the engine's own."
-    )
-    client: Literal["builtin", "bench_serving"] = Field(
-        "builtin",
-        description="builtin: matrixrun's streaming client; bench_serving: run "
-        "python -m sglang.benchmark.serving per cell and parse its output file.",
-    )
-    client_launch: list[str] | None = Field(
-        None,
-        description="Command prefix for bench_serving (default: [python, -m, "
-        "sglang.benchmark.serving] with the harness's python).",
-    )
-    flush_cache: bool = Field(True, description="POST /flush_cache between cells.")
-    check_hardware: bool = Field(
-        True,
-        description="Compare nvidia-smi with `hardware` before any launch; false records "
-        "the override in the report.",
-    )
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _not_sim(cls, value: Any) -> Any:
-        """`kind: sim` used to launch SGLang silently; the simulator is a way to run, not an
-        engine, so say how to reach it instead."""
-        if value == "sim":
-            raise ValueError(
-                "sim is not an engine: keep the engine the arms are for (e.g. sglang) and "
-                "rehearse on the simulator with `matrixrun run SPEC --rehearse`"
-            )
-        return value
-
-
-class ArmSpec(_Model):
+class ArmSpec(StrictModel):
     """One compared configuration. Written either as a plain mapping of server flags, or with
     `flags:` plus `launch`/`env` when arms differ by build (another venv or image)."""
 
@@ -208,7 +98,7 @@ class ArmSpec(_Model):
         return data
 
 
-class SweepSpec(_Model):
+class SweepSpec(StrictModel):
     """Sweep axes. Client-side axes vary the load on one server; `server.<flag>` axes vary a
     server flag, each value another launch. Write server axes as `server.chunked_prefill_size:
     [4096, 8192]` or nested under `server:`."""
@@ -258,7 +148,7 @@ class SweepSpec(_Model):
         return values
 
 
-class WorkloadSpec(_Model):
+class WorkloadSpec(StrictModel):
     """What each cell sends. Sizing: `prompts_per_concurrency` (with `min_prompts`), or
     `num_prompts`, or `duration` — exactly one."""
 
@@ -322,7 +212,7 @@ class WorkloadSpec(_Model):
         return max(per * concurrency, self.min_prompts)
 
 
-class MetricOptions(_Model):
+class MetricOptions(StrictModel):
     """Per-metric settings (issue 13): tail latencies need a wider margin than throughput."""
 
     margin: Percent | None = Field(
@@ -345,7 +235,7 @@ def _metric_keys_schema(schema: dict[str, Any]) -> None:
             props["secondary"] = {"anyOf": [secondary, {"type": "object"}]}
 
 
-class MetricsSpec(_Model):
+class MetricsSpec(StrictModel):
     """Primary and secondary metrics. Per-metric options may be given three ways: `options:
     {p99_ttft_ms: {margin: 10%}}`, `secondary` as a mapping instead of a list, or directly
     as a key, `metrics: {p99_ttft_ms: {margin: 10%}}` (such a metric is also a secondary
@@ -386,7 +276,7 @@ class MetricsSpec(_Model):
         return {k: o.margin for k, o in self.options.items() if o.margin is not None}
 
 
-class VerifySpec(_Model):
+class VerifySpec(StrictModel):
     """Repeat-to-verify policy (VERDICTS.md). Fixed before the run; never moved after it."""
 
     threshold: Percent = Field(0.03, description="Practical margin: smaller changes are 'same'.")
@@ -447,20 +337,20 @@ class VerifySpec(_Model):
         return None if self.noise_from in (None, "auto", "none") else self.noise_from
 
 
-class LimitsSpec(_Model):
+class LimitsSpec(StrictModel):
     startup_timeout: Duration = Field(1800.0, gt=0)
     cell_timeout: Duration = Field(1200.0, gt=0)
     request_timeout: Duration = Field(600.0, gt=0)
 
 
-class EstimateSpec(_Model):
+class EstimateSpec(StrictModel):
     """Optional time estimates for the plan's cost line."""
 
     launch: Duration | None = Field(None, description="Server start to healthy.")
     cell: Duration | None = Field(None, description="One cell measured once.")
 
 
-class CorrectnessSpec(_Model):
+class CorrectnessSpec(StrictModel):
     """Before measuring, every arm answers the same seeded prompts greedily; agreement with the
     baseline below `floor` marks the arm suspect."""
 
@@ -471,7 +361,7 @@ class CorrectnessSpec(_Model):
     floor: Percent = Field(0.9, description="Share of identical tokens required.")
 
 
-class RehearsalSpec(_Model):
+class RehearsalSpec(StrictModel):
     """How `--rehearse` simulates this experiment."""
 
     profile: Profile | str | None = Field(
@@ -498,7 +388,7 @@ class RehearsalSpec(_Model):
     )
 
 
-class SloSpec(_Model):
+class SloSpec(StrictModel):
     """A service-level bound: the report gives each arm's best throughput at the points where
     its mean meets every bound (e.g. mean_tpot_ms max 200 is 5 tok/s per user)."""
 
@@ -516,7 +406,7 @@ class SloSpec(_Model):
 Combination = dict[str, Any]
 
 
-class Spec(_Model):
+class Spec(StrictModel):
     """An experiment proposal."""
 
     model_config = ConfigDict(extra="forbid", title="matrixrun experiment spec")
