@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 from pydantic import SecretStr
 from simserver import start_sim
 
+from matrixrun.core import interrupt
 from matrixrun.core.errors import LoadError
 from matrixrun.load.aggregate import compute_metrics
 from matrixrun.load.bench_serving import read_file
@@ -125,6 +129,21 @@ def test_timeout_kills_the_client(tmp_path: Path) -> None:
         run_bench_serving(config(), tmp_path, PREFIX, timeout_s=3,
                           env={**FAKE_ENV, "FAKE_BENCH_SERVING": "hang"})  # fmt: skip
     assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_stops_the_client_and_is_an_interrupt_not_a_failed_cell(tmp_path: Path) -> None:
+    """While the runner handles SIGINT (core/interrupt.py), bench_serving runs in a session of
+    its own, so a Ctrl-C reaches only matrixrun: the handler sends the client SIGTERM, and the
+    cell ends as an interrupt (nothing recorded), not as a LoadError the run would record."""
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), interrupt.handling(), interrupt.measurement():
+        timer.start()
+        run_bench_serving(config(), tmp_path, PREFIX, timeout_s=300,
+                          env={**FAKE_ENV, "FAKE_BENCH_SERVING": "hang"})  # fmt: skip
+    timer.join()
+    assert time.monotonic() - t0 < 30  # not the 600 s the stand-in sleeps
 
 
 def test_missing_client(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ arrival), and each ITL entry is one token, the first chunk carrying the rest.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -52,6 +53,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from matrixrun.core import interrupt
 from matrixrun.core.errors import InputError, LoadError
 from matrixrun.core.metrics import Metrics
 from matrixrun.load.bench_serving import BenchServingRecord, RequestDetails, read_file
@@ -162,6 +164,13 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+def _terminate_group(proc: subprocess.Popen[bytes]) -> None:
+    """Ask bench_serving to stop (a Ctrl-C's doing: called from the signal handler, so it
+    only signals; `proc.wait` then returns)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -213,7 +222,8 @@ def run_bench_serving(
             ) from exc
         started = time.monotonic()
         try:
-            code = proc.wait(timeout_s)
+            with interrupt.load(lambda: _terminate_group(proc)):
+                code = proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise LoadError(
@@ -224,6 +234,8 @@ def run_bench_serving(
         finally:
             if proc.poll() is None:
                 _kill_group(proc)
+    if code != 0 and interrupt.requested():
+        raise KeyboardInterrupt  # a Ctrl-C stopped it: the cell in flight is not kept
     if code != 0:
         raise LoadError(
             f"bench_serving exited with code {code} after "

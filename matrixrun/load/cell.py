@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from matrixrun.core import interrupt
 from matrixrun.core.errors import LoadError
 from matrixrun.core.measurement import Failure
 from matrixrun.core.metrics import Metrics
@@ -101,7 +102,8 @@ def measure_cell(
             # `warmup_requests: cell`, its share of another cell) and a request's timeout
             copy = min(config.warmup_requests / config.num_prompts, 1.0) * cell_timeout_s
             bound = scale.server_seconds(cell_timeout_s + copy + config.request_timeout_s) + 30.0
-            result = asyncio.run(_bounded(run_load(server_config), bound))
+            # stopped by a Ctrl-C while the runner handles SIGINT (core/interrupt.py)
+            result = interrupt.run(_bounded(run_load(server_config), bound))
             metrics, records = result.metrics, result.records
             extra = _client_extras(result, config.output_len, cell_timeout_s)
     except TimeoutError:

@@ -9,11 +9,11 @@ and never stops the measurements (a diverging arm is marked suspect by the analy
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from pydantic import SecretStr
 
+from matrixrun.core import interrupt
 from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.load.apis import Api
 from matrixrun.plan import ServerGroup
@@ -65,7 +65,7 @@ def correctness_gate(
         "error": None,
     }
     try:
-        record["answers"] = asyncio.run(
+        record["answers"] = interrupt.run(
             collect(
                 base_url,
                 api,

@@ -155,5 +155,8 @@ class RichObserver:
         self.progress.stop()
 
 
-def observer_for(stream: TextIO = sys.stderr) -> PlainObserver | RichObserver:
+def observer_for(stream: TextIO | None = None) -> PlainObserver | RichObserver:
+    """Progress on `stream`, sys.stderr as it is at the call (not at import: a CLI run
+    in-process, as the tests do, writes to the stderr of its time)."""
+    stream = stream if stream is not None else sys.stderr
     return RichObserver() if stream.isatty() else PlainObserver(stream)

@@ -7,6 +7,12 @@ results.jsonl the moment it completes, so an interrupted run loses at most the c
 and `--resume` continues from what is there (a resumed run replays the same policy over the
 same measurements, so it asks for the same reruns).
 
+Ctrl-C: while `run` measures, SIGINT is `core/interrupt.py`'s. It stops the load in flight (that
+cell is not kept), never the recording of a load that has ended (the run stops once it is on
+file), and is checked at each measurement's end and each launch's start, so an interrupt can
+neither be lost (a finalizer swallowing the KeyboardInterrupt, a load that absorbed the
+cancellation) nor cost a measurement. The CLI exits 130 with the resume sentence.
+
 Failure handling: a failing cell (timeout, errors, a server that died under it) is recorded as
 a failed measurement with its reason and the run goes on; a server that died is relaunched for
 the group's remaining cells; a server that will not start marks the group's cells failed.
@@ -24,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun import verify
+from matrixrun.core import interrupt
 from matrixrun.core.errors import EngineError
 from matrixrun.core.measurement import (
     Failure,
@@ -200,8 +207,10 @@ class Runner:
             argv=redact_argv(launch.argv),
             port=launch.port,
         )
-        server.start()
+        with interrupt.held():  # a Ctrl-C now waits for the pid file and the try that stops it
+            server.start()
         try:
+            interrupt.check()
             startup = server.wait_healthy(
                 self.engine.health_path,
                 self.engine.time_scale.server_seconds(self.spec.limits.startup_timeout),
@@ -408,22 +417,31 @@ class Runner:
         server starts for a launch with nothing to do."""
         queue = launch.next()
         while queue:
+            interrupt.check()
             try:
                 with self.launched(launch.group) as inst:
                     while queue:
                         w = queue.pop(0)
-                        if w.why is not None:
-                            self.verify_event(w.stage, w.round_no, w.cell, w.reason, w.why, **event)
-                        m = self.measure(inst, w.cell, w.reason)
-                        self.record(m, round_no=w.round_no if w.stage == 2 else None)
+                        # a Ctrl-C once the load has ended waits for the record (then raises)
+                        with interrupt.measurement():
+                            if w.why is not None:
+                                self.verify_event(
+                                    w.stage, w.round_no, w.cell, w.reason, w.why, **event
+                                )
+                            m = self.measure(inst, w.cell, w.reason)
+                            self.record(m, round_no=w.round_no if w.stage == 2 else None)
                         if not inst.server.alive():
                             break  # relaunch for the rest
                         if not queue:
                             queue.extend(launch.next())
             except EngineError as exc:
-                for w in queue:
-                    self.record(self.failed_measurement(launch.group, w.cell, w.reason, str(exc)))
+                with interrupt.held():
+                    for w in queue:
+                        self.record(
+                            self.failed_measurement(launch.group, w.cell, w.reason, str(exc))
+                        )
                 queue.clear()
+                interrupt.check()
 
     def verify_event(
         self, stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy, **extra: Any
@@ -464,7 +482,12 @@ class Runner:
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> RunSummary:
         """Write the run's fixed files, measure in the verify policy's order, then analyse and
-        render from the run directory alone."""
+        render from the run directory alone; a Ctrl-C stops it at the next safe point as a
+        KeyboardInterrupt (`core/interrupt.py`)."""
+        with interrupt.handling():
+            return self._run()
+
+    def _run(self) -> RunSummary:
         rd = self.run_dir.create()
         self._on_file = self.write_plan_file(rd)  # first: a resumed run's added cells are its own
         notes, self._unfinished = mend_run_dir(rd, self.plan, self.measurements)
@@ -499,6 +522,7 @@ class Runner:
         for launch in schedule.launches():
             self.run_launch(launch)
 
+        interrupt.check()
         obs.status("analysing")
         self.write_settings_file()  # now with the correctness gate's outcome
         # before the report: a run directory with no run_end is one that stopped early
