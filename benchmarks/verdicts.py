@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 from matrixrun.analysis import analyse  # noqa: E402
 from matrixrun.core.measurement import Measurement, Reason  # noqa: E402
 from matrixrun.core.metrics import Metrics  # noqa: E402
-from matrixrun.core.verdict import AnalysisSettings  # noqa: E402
+from matrixrun.core.verdict import AnalysisSettings, Sigma, SigmaSource  # noqa: E402
 from matrixrun.plan import Cell, Plan, ServerGroup, expand  # noqa: E402
 from matrixrun.rundir.settings import analysis_settings  # noqa: E402
 from matrixrun.spec import Spec, parse_spec  # noqa: E402
@@ -489,12 +489,36 @@ def policy_name(verify: str) -> str:
 #: What-if switches (`--what-if`): each removes one cost a real policy pays, to measure it.
 #: They patch the analysis inside this process only; a what-if table is not a result.
 WHAT_IF = {
-    "sigma-known": "every strategy's analysis is given the matrix's true per-run σ "
-    "(√(σ_w² + σ_b²)) with infinite df instead of estimating it",
+    "sigma-known": "every strategy's analysis is given the matrix's true noise, its launch "
+    "part σ_b and run part σ_w (one run on a fresh server: √(σ_w² + σ_b²)), as known (df ≈ ∞, "
+    "no prior floor) instead of estimating it",
     "no-look-correction": "every look is judged at the spec's 95%, with no correction for "
     "looks (invalid as a method: it measures what the correction costs)",
 }
-_TRUE_SIGMA: list[float] = []
+#: The matrix being scored: its (σ_w, σ_b), for `sigma-known`.
+_TRUE_NOISE: list[tuple[float, float]] = []
+#: df that make an estimate as good as known: Student's t at 10⁹ df is the normal to ~9
+#: digits. (The `Sigma` record has no "known" launch part, and a part on infinite df counts
+#: as no information in `satterthwaite`.)
+KNOWN_DF = 10**9
+
+
+def known_sigma(metric: str, sigma_w: float, sigma_b: float) -> Sigma:
+    """The noise record the analysis would estimate if it had measured the world's noise
+    exactly: the same two components the world draws (a launch offset σ_b per server, run
+    noise σ_w per measurement, the same at every point), so repeats on one server still
+    average only the run part away; no odd groups (the world's launches are alike), no
+    prior (nothing to floor)."""
+    return Sigma(
+        metric=metric,
+        value=math.hypot(sigma_w, sigma_b),
+        df=None,
+        source=SigmaSource.FRESH_SERVER,
+        launch=sigma_b,
+        launch_df=KNOWN_DF,
+        run=sigma_w,
+        run_df=float(KNOWN_DF),
+    )
 
 
 def apply_what_if(names: list[str]) -> None:
@@ -506,20 +530,9 @@ def apply_what_if(names: list[str]) -> None:
         real = noise.estimate_sigma  # what the noise stage calls for this run's own σ
 
         def known(ms: Any, metric: str, prior: float | None = None, axis: str = "") -> Any:
-            s = real(ms, metric, prior, axis or "concurrency")
-            if metric != "output_throughput" or not _TRUE_SIGMA:
-                return s
-            # one number with infinite df: the cell is judged as with a known launch σ
-            return s.model_copy(
-                update={
-                    "value": _TRUE_SIGMA[-1],
-                    "df": None,
-                    "source": "fresh_server",
-                    "launch": None,
-                    "run": None,
-                    "by_x": [],
-                }
-            )
+            if metric != "output_throughput" or not _TRUE_NOISE:  # the metric the world draws
+                return real(ms, metric, prior, axis or "concurrency")
+            return known_sigma(metric, *_TRUE_NOISE[-1])
 
         noise.estimate_sigma = known  # type: ignore[assignment]
     if "no-look-correction" in names:
@@ -535,7 +548,7 @@ def score(matrices: int, seed: int, policies: list[str]) -> dict[str, Score]:
             world, points, cands = draw_world(np.random.default_rng([seed, i]))
             stream = STREAM.get(name, 4 + k - len(BASELINES))
             world.rng = np.random.default_rng([seed, i, stream])
-            _TRUE_SIGMA[:] = [math.hypot(world.sigma_w, world.sigma_b)]
+            _TRUE_NOISE[:] = [(world.sigma_w, world.sigma_b)]
             t0 = time.perf_counter()
             if k >= len(BASELINES):
                 spec = spec_for(points, cands, policies[k - len(BASELINES)])
