@@ -130,3 +130,35 @@ def test_the_calibration_prior_is_the_real_fixed_design() -> None:
     assert gpu == 3 * groups * LAUNCH_S + 3 * cells * CELL_S
     adaptive, _ = verdicts13._earlier_noise("launch", 3, 0)
     assert not adaptive["output_throughput"].fixed_design
+
+
+def test_sigma_known_is_the_worlds_own_noise_as_the_analysis_applies_it() -> None:
+    """`--what-if sigma-known` hands the analysis the two parts the world draws: a cell with
+    one run per arm on fresh servers has Var(d) = 2(σ_b² + σ_w²); three repeats per arm on one
+    server each average only the run part away; the df make it judged as known (normal)."""
+    from matrixrun.analysis import quantile
+    from matrixrun.analysis.variance import cell_variance
+
+    sw, sb = 0.04, 0.02
+    sigma = verdicts.known_sigma("output_throughput", sw, sb)
+    fresh = cell_variance(sigma, 16.0, ["b#1"], ["c#1"])
+    assert fresh is not None and not fresh.floored
+    assert fresh.var == pytest.approx(2 * (sb**2 + sw**2))
+    one_server = cell_variance(sigma, 16.0, ["b#1"] * 3, ["c#1"] * 3)
+    assert one_server is not None
+    assert one_server.var == pytest.approx(2 * sb**2 + 2 * sw**2 / 3)
+    assert quantile(0.95, one_server.df) == pytest.approx(quantile(0.95, None), abs=1e-6)
+
+
+def test_the_sigma_known_what_if_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It had stopped running (every comparison asserted on a σ with no part to apply)."""
+    from matrixrun.analysis import noise
+
+    monkeypatch.setattr(noise, "estimate_sigma", noise.estimate_sigma)  # put back after
+    assert verdicts.main(["--matrices", "2", "--what-if", "sigma-known"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WHAT-IF: every strategy's analysis is given the matrix's true noise")
+    policy = next(line for line in out.splitlines() if line.startswith("| policy `"))
+    assert "100.0% |" not in policy.split("|")[4]  # it decided something: σ was applied
