@@ -15,6 +15,7 @@ from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report.sections.reruns import rerun_why
 from matrixrun.spec import Spec, parse_spec
 from matrixrun.verify import Pick, Policy, Schedule, Work, decide_chance, rounds_done
+from matrixrun.verify import policy as policy_module
 
 SPEC = """
 experiment: verify-test
@@ -127,6 +128,28 @@ def test_limiting_arm_and_futility() -> None:
     assert ("cand", 1, "inconclusive") in got
     assert ("base", 1, "inconclusive") not in got  # baseline already has 2 runs there
     assert not any(x == 4 or x == 16 for _, x, _ in got)  # futile ties
+
+
+def test_futility_waits_for_two_runs_per_arm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A noisy tie measured once per arm is rerun even though its predicted chance is below
+    the futility rule's threshold (one run per arm is too few to give a cell up on), and the
+    rerun log says so; once both arms have two runs the rule applies (the tie at 4)."""
+    spec, plan = setup("{threshold: 3%, surprise: 90%, max_runs: 3}")
+    ms = first_pass(plan, {1: 88.0, 4: 100.5, 16: 100.0})
+    for x, (a, b) in {1: (100.0, 110.0), 4: (95.0, 105.0)}.items():
+        ms.append(m(plan, "base", x, a, instance=2, reason="fresh_server", attempt=2))
+        ms.append(m(plan, "cand", x, b * (0.88 if x == 1 else 1.0), instance=2,
+                    reason="fresh_server", attempt=2))  # fmt: skip
+    batch = Policy(spec, plan).next_round(2, ms)
+    got = picks(batch)
+    assert {("base", 16, "inconclusive"), ("cand", 16, "inconclusive")} <= got
+    assert not any(x == 4 for _, x, _ in got)  # 2 runs per arm: futile
+    why = next(p.why for _, cells in batch for p in cells if p.cell.x == 16)
+    assert why.chance is not None and why.chance < policy_module.FUTILITY
+    assert "one run per arm is too few to give a cell up on" in rerun_why(why)
+    # the same state under a rule judged from the first run: the tie at 16 is given up on
+    monkeypatch.setattr(policy_module, "FUTILITY_MIN_RUNS", 1)
+    assert not any(x == 16 for _, x, _ in picks(Policy(spec, plan).next_round(2, ms)))
 
 
 def test_max_runs_caps_every_reason() -> None:

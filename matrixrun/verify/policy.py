@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from matrixrun.analysis import analyse, one_run_sigma, quantile
 from matrixrun.core.measurement import Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
-from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, MIN_FRESH_DF
+from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, FUTILITY_MIN_RUNS, MIN_FRESH_DF
 from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rundir.settings import analysis_settings, rounds
@@ -150,7 +150,7 @@ class Policy:
         ABBA order, trimmed to the budget. Picks, by reason:
 
         - inconclusive: the arm(s) whose n limits the interval, unless the futility rule says
-          the runs left cannot settle it (`FUTILITY`);
+          the runs left cannot settle it (`FUTILITY`, once both arms have `FUTILITY_MIN_RUNS`);
         - fresh_server: per candidate server with surprising cells, its most surprising cell
           once on a fresh launch (an odd instance shifts all its cells, so one rerun tests it),
           unless an inconclusive rerun of one of them already does;
@@ -216,7 +216,8 @@ class Policy:
         want: Callable[[Cell | None, Reason, RerunWhy, float], None],
     ) -> None:
         """More runs of the arm(s) whose n limits an inconclusive cell's interval, unless the
-        futility rule says the runs left cannot settle it."""
+        futility rule says the runs left cannot settle it (judged only once both arms have
+        `FUTILITY_MIN_RUNS` runs: one run per arm is too few to give a cell up on)."""
         v = self.spec.verify
         primary_sigma = next(x for x in verdict.sigma if x.metric == self.settings.primary)
         no_sigma = primary_sigma.value is None
@@ -224,7 +225,8 @@ class Policy:
             if res.verdict != "inconclusive":
                 continue
             chance = self._worth(res, verdict)
-            if chance < FUTILITY:
+            judged = min(res.baseline.n, res.candidate.n) >= FUTILITY_MIN_RUNS
+            if chance < FUTILITY and judged:
                 continue
             arms = {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
                 res.limiting_arm or "", [self.plan.baseline, candidate]

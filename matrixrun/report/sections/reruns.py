@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from matrixrun.core.metrics import higher_is_better, unit
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
+from matrixrun.core.tuning import FUTILITY
 from matrixrun.core.verdict import (
     AnalysisSettings,
     CheckOutcome,
@@ -122,10 +123,15 @@ def rerun_why(w: RerunWhy) -> str:
                 f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
                 "needed to measure it"
             )
+        chance = w.chance or 0.0
+        rule = (
+            f"below the rule's {FUTILITY:.0%}, but one run per arm is too few to give a cell up on"
+            if chance < FUTILITY
+            else "the futility rule's input, not a prediction"
+        )
         return (
             f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
-            f"runs per arm a {w.chance or 0.0:.0%} chance to settle it (the futility rule's "
-            "input, not a prediction)"
+            f"runs per arm a {chance:.0%} chance to settle it ({rule})"
         )
     if w.kind == WhyKind.INSTANCE_CHECK:
         return (
