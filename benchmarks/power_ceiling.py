@@ -29,7 +29,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verdicts import MARGIN
-from verdicts13 import MAX_RUNS, WORLDS, best_case, draw
+from verdicts13 import MAX_RUNS, POWERED, WORLDS, best_case, draw
 
 #: The last state's level of the scored policy (`settings.level_at(settings.states)` for
 #: verdicts13's POLICY): the level `best_case` and the policy's last look are judged at.
@@ -38,16 +38,19 @@ DFS = (2, 4, 8, 15, 30, 60)
 BAR = 0.90
 
 
-def cells_of(world: str, matrices: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def cells_of(
+    world: str, matrices: int, seed: int, power: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
     """|ln(1 + effect)| and the true standard error of d at max_runs per arm, each run on
-    its own launch, of every cell with |effect| ≥ 2m inside the best case."""
+    its own launch, of every cell with |effect| ≥ 2m inside the best case (`power`: the
+    cells that best case decides with at least that chance)."""
     d, se = [], []
     for i in range(matrices):
         w, points, cands = draw(world, np.random.default_rng([seed, i]))
         for cand in cands:
             for x in points:
                 e = w.effect[cand][x]
-                if abs(e) < 2 * MARGIN - 1e-12 or not best_case(w, e, x, LEVEL):
+                if abs(e) < 2 * MARGIN - 1e-12 or not best_case(w, e, x, LEVEL, power):
                     continue
                 sw = w.sigma_w_at.get(x, w.sigma_w)
                 d.append(abs(math.log1p(e)))
@@ -101,14 +104,19 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=200, help="Monte Carlo draws per df")
     args = ap.parse_args()
     head = " | ".join(f"df {df}" for df in DFS)
-    print(f"| world | cells | oracle | {head} | least df for {BAR:.0%} |")
-    print("|---|---:|---:|" + "---:|" * len(DFS) + "---:|")
+    band = f"decided with ≥ {POWERED:.0%} chance: cells, oracle, least df"
+    print(f"| world | cells | oracle | {head} | least df for {BAR:.0%} | {band} |")
+    print("|---|---:|---:|" + "---:|" * len(DFS) + "---:|---:|")
     for world in WORLDS:
         d, se = cells_of(world, args.matrices, args.seed)
         rng = np.random.default_rng([args.seed, 1])
         by_df = " | ".join(f"{100 * with_df(d, se, df, args.draws, rng):.1f}%" for df in DFS)
         need = least_df(d, se, args.draws, args.seed)
-        print(f"| {world} | {len(d)} | {100 * oracle(d, se):.1f}% | {by_df} | {need} |")
+        dp, sp = cells_of(world, args.matrices, args.seed, POWERED)
+        powered = (
+            f"{len(dp)}, {100 * oracle(dp, sp):.1f}%, {least_df(dp, sp, args.draws, args.seed)}"
+        )
+        print(f"| {world} | {len(d)} | {100 * oracle(d, se):.1f}% | {by_df} | {need} | {powered} |")
 
 
 if __name__ == "__main__":

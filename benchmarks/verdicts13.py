@@ -70,6 +70,9 @@ WORLDS = ("today", "launch", "hetero", "h200")
 H200_SIGMA_W = {1: 0.12, 4: 0.09, 16: 0.09, 64: 0.06, 256: 0.04, 1024: 0.04}
 POLICY = "{threshold: 3%, surprise: 10%, max_runs: 3}"
 MAX_RUNS = 3  # the policy's max_runs: what `best_case` assumes
+#: The chance at which `best_case(power=…)` counts a cell as one the best case decides
+#: reliably (the second power line: a band a power calculation would plan for).
+POWERED = 0.9
 #: Confidence levels the reference is tried at, to match the policy's error rates.
 REF_LEVELS = (0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)
 BANDS = ("tie", "below m", "at ±m", "m–2m", "2m–5m", "> 5m")
@@ -183,13 +186,15 @@ class Tally:
     #: (`best_case`): [n, correct]
     large: list[int] = field(default_factory=lambda: [0, 0])
     large_best: list[int] = field(default_factory=lambda: [0, 0])
+    #: those the best case decides with ≥ `POWERED` chance (`best_case(power=POWERED)`)
+    large_powered: list[int] = field(default_factory=lambda: [0, 0])
     #: GPU time of the earlier run `--history` borrowed from (not in `gpu_s`: another day's)
     prior_s: float = 0.0
 
 
-def tally(verdicts: Iterable[tuple[float, float, str, bool]], gpu_s: float) -> Tally:
+def tally(verdicts: Iterable[tuple[float, float, str, bool, bool]], gpu_s: float) -> Tally:
     t = Tally(gpu_s=gpu_s)
-    for true, x, v, best in verdicts:
+    for true, x, v, best, powered in verdicts:
         b, cb = band(true), conc_band(x)
         want = "same" if abs(true) <= MARGIN else "better" if true > 0 else "worse"
         ok = v == want and b != "at ±m"
@@ -205,6 +210,9 @@ def tally(verdicts: Iterable[tuple[float, float, str, bool]], gpu_s: float) -> T
             if best:
                 t.large_best[0] += 1
                 t.large_best[1] += ok
+            if powered:
+                t.large_powered[0] += 1
+                t.large_powered[1] += ok
         if b == "at ±m":
             g = t.gate.setdefault(("+m" if true > 0 else "−m", cb), [0, 0, 0])
             g[0] += 1
@@ -219,21 +227,26 @@ def tally(verdicts: Iterable[tuple[float, float, str, bool]], gpu_s: float) -> T
     return t
 
 
-def best_case(world: World, effect: float, x: int, level: float) -> bool:
+def best_case(world: World, effect: float, x: int, level: float, power: float = 0.5) -> bool:
     """Whether the plan could decide this cell at its best: `MAX_RUNS` runs per arm, each on
     its own launch, judged at the last state's `level` with the world's true noise known
     (normal quantile) and the observed change equal to the truth. A cell outside it is one
-    no run of this plan decides but by luck; the power gate counts the cells inside it."""
+    no run of this plan decides but by luck; the power gate counts the cells inside it.
+
+    `power` above 0.5: the cell is decided with at least that chance by that best case (its
+    true change clears the margin by (z + Φ⁻¹(power))·se, the textbook power calculation)
+    — at 0.5, the edge of the default, even the best case decides a cell half the time."""
     sw = world.sigma_w_at.get(x, world.sigma_w) if isinstance(world, NoisyWorld) else world.sigma_w
     se = math.sqrt(2 * (world.sigma_b**2 + sw**2) / MAX_RUNS)
-    z = float(stats.norm.ppf((1 + level) / 2))
+    z = float(stats.norm.ppf((1 + level) / 2)) + float(stats.norm.ppf(power))
     return abs(math.log1p(effect)) - math.log1p(MARGIN) >= z * se
 
 
 def verdicts_of(  # type: ignore[no-untyped-def]
     ms: list[Measurement], settings, world: World
-) -> list[tuple[float, float, str, bool]]:
-    """(true effect, x, verdict, within the best case) of every grid cell. Cells bisection
+) -> list[tuple[float, float, str, bool, bool]]:
+    """(true effect, x, verdict, within the best case, decided there with ≥ `POWERED`
+    chance) of every grid cell. Cells bisection
     added are not scored (the reference has none; their GPU time is counted), so both
     strategies are judged on the same cells."""
     out = []
@@ -243,7 +256,9 @@ def verdicts_of(  # type: ignore[no-untyped-def]
         if int(cell.x) not in world.effect[cand]:
             continue
         eff = world.effect[cand][int(cell.x)]
-        out.append((eff, cell.x, cell.verdict.value, best_case(world, eff, int(cell.x), level)))
+        best = best_case(world, eff, int(cell.x), level)
+        powered = best_case(world, eff, int(cell.x), level, POWERED)
+        out.append((eff, cell.x, cell.verdict.value, best, powered))
     return out
 
 
@@ -315,6 +330,7 @@ def _sum(ts: list[Tally], idx: np.ndarray | None = None) -> Tally:
         for k in (0, 1):
             out.large[k] += t.large[k]
             out.large_best[k] += t.large_best[k]
+            out.large_powered[k] += t.large_powered[k]
         out.prior_s += t.prior_s
         for src, dst in ((t.cells, out.cells), (t.gate, out.gate), (t.ties, out.ties)):
             for k, v in src.items():
@@ -435,6 +451,8 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
     lines.append("|".join(row) + "|")
     power = p.large_best[1] / max(p.large_best[0], 1)
     pw = [b.large_best[1] / max(b.large_best[0], 1) for b in sums]
+    powered = p.large_powered[1] / max(p.large_powered[0], 1)
+    pp = [b.large_powered[1] / max(b.large_powered[0], 1) for b in sums]
     lines += [
         "",
         f"Calibration gate (point estimates against the bars): {'met' if gate_ok else 'not met'}.",
@@ -442,6 +460,10 @@ def report(world: str, pols: list[Tally], refs: list[dict[float, Tally]], boots:
         f"best case): {100 * power:.1f}% {_ci(pw)} of {p.large_best[0]} "
         f"({'met' if power >= 0.9 else 'not met'}); of all {p.large[0]} cells ≥ 2m "
         f"{pct(p.large[1], p.large[0])}.",
+        f"The same within the cells that best case decides with ≥ {POWERED:.0%} chance (their "
+        f"true change clears the margin by (z + {stats.norm.ppf(POWERED):.2f})·se; not the "
+        f"issue's bar, the band a power calculation would plan for): {100 * powered:.1f}% "
+        f"{_ci(pp)} of {p.large_powered[0]}.",
         "",
     ]
     return "\n".join(lines)
