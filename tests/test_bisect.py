@@ -192,6 +192,21 @@ def added(run_dir: Path) -> list[tuple[int, str]]:
     )
 
 
+def bisected_run(out: Path) -> Path:
+    """A full rehearsed run of CROSSING that bisected, for the tests that start from one.
+    Whether a run brackets the crossover rests on the simulator's timing: on a loaded 2-core
+    CI machine one full run in many came out with no bracket to bisect (seen twice in
+    .ci/run), so the run is made again, at most twice more, until it has one.
+    (`test_rehearsed_crossover_is_bisected_narrowed_and_reported` is the test that a run
+    bisects at all, and makes one run only.)"""
+    for attempt in range(3):
+        run_dir = out.with_name(f"{out.name}{attempt}")
+        run_experiment(CROSSING, out=run_dir, rehearse=True)
+        if added(run_dir) == [(8, "fast"), (8, "slow")]:
+            return run_dir
+    raise AssertionError(f"three rehearsed runs of {CROSSING.name} never bisected: {out}*")
+
+
 def test_rehearsed_crossover_is_bisected_narrowed_and_reported(tmp_path: Path) -> None:
     """The arms cross near concurrency 6, between grid points 4 and 16: the policy measures
     8 (= √64) for both arms, twice each, on the groups' stage-2 launches; 8 is decided worse,
@@ -227,14 +242,7 @@ def test_resume_keeps_bisection_cells_once(tmp_path: Path) -> None:
     """Killed after the candidate's stage-2 launch measured its midpoint and before the
     baseline's: the resumed run measures the baseline's midpoint (plan.json has it), never
     re-adds or re-measures the candidate's, and measures no added cell as a first run."""
-    # the premise, a full run that bisected, rests on the simulator's timing: on a loaded
-    # 2-core CI machine one full run in many came out with no bracket to bisect (seen once in
-    # .ci/run), so the full run is made again, at most twice more, until it has one
-    for attempt in range(3):
-        full = tmp_path / f"full{attempt}"
-        run_experiment(CROSSING, out=full, rehearse=True)
-        if added(full) == [(8, "fast"), (8, "slow")]:
-            break
+    full = bisected_run(tmp_path / "full")
     cut = tmp_path / "cut"
     shutil.copytree(full, cut)
     lines = (cut / "events.jsonl").read_text().splitlines(keepends=True)
@@ -269,8 +277,7 @@ def test_the_report_marks_a_bisection_point_from_its_runs_alone(tmp_path: Path) 
     without rewriting the shared plan) still marks the row: its first run's reason says so."""
     from matrixrun.report import render_run_dir
 
-    run_dir = tmp_path / "run"
-    run_experiment(CROSSING, out=run_dir, rehearse=True)
+    run_dir = bisected_run(tmp_path / "run")
     plan = Plan.model_validate_json((run_dir / "plan.json").read_text())
     for g in plan.groups:
         g.cells = [c for c in g.cells if c.added_by is None]
@@ -293,14 +300,7 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
     from matrixrun.run.runner import Runner, RunOptions
     from matrixrun.spec import load_spec
 
-    # the premise, a full run that bisected, rests on the simulator's timing: on a loaded
-    # 2-core CI machine one full run in many came out with no bracket to bisect (seen once in
-    # .ci/run), so the full run is made again, at most twice more, until it has one
-    for attempt in range(3):
-        full = tmp_path / f"full{attempt}"
-        run_experiment(CROSSING, out=full, rehearse=True)
-        if added(full) == [(8, "fast"), (8, "slow")]:
-            break
+    full = bisected_run(tmp_path / "full")
     cut = tmp_path / "cut"
     cut.mkdir()
     for name in ("spec.yaml", "settings.json", "env.json"):
