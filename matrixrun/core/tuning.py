@@ -116,7 +116,7 @@ FUTILITY = 0.25
 #: matrices each, docs/benchmarks.md "Futility after one run"): cells ≥ 2m within the best case
 #: decided 77.9% → 85.5% in `hetero`, 21.5% → 28.1% in `h200`, 76.6% → 78.8% in `today`, with
 #: no earlier run; with a calibration run as the earlier run 88.2% → 92.4% (`hetero`, seed 4)
-#: and 86.7% → 91.9% (seed 3); GPU time +8% (+11–13% with the calibration prior); the error
+#: and 86.7% → 91.9% (seed 3); GPU time +8–16% (+11–13% with the calibration prior); the error
 #: gates unchanged within their noise.
 FUTILITY_MIN_RUNS = 2
 #: Fresh-server σ degrees of freedom an adaptive design tops up to before it judges a cell on
