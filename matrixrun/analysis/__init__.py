@@ -44,6 +44,7 @@ from matrixrun.analysis.noise import (
     warmup_gaps,
 )
 from matrixrun.analysis.reruns import reruns
+from matrixrun.analysis.warm import set_aside
 from matrixrun.analysis.samples import arm_sample, value_of
 from matrixrun.analysis.stats import (
     crossover_estimate,
@@ -73,6 +74,7 @@ from matrixrun.core.verdict import (
     SliceResult,
     SliceVerdict,
     Verdict,
+    WarmAside,
 )
 
 __all__ = [
@@ -204,6 +206,7 @@ def _series(
                 point_id=pid,
                 point=point,
                 x=x_of(point, settings.axis),
+                slice_name=slice_name,
             )
         )
     cells.sort(key=lambda c: (c.x is None, c.x or 0.0))
@@ -330,14 +333,56 @@ def _across_slices(run: _Run, cand: str) -> Overall:
     return ov.model_copy(update={"suspect": suspect})
 
 
+def _warm_aside(
+    measurements: Sequence[Measurement], primary: NoiseModel, axis: str
+) -> list[WarmAside]:
+    """The points whose warm runs `warm.set_aside` left out, with their gaps, in axis order."""
+    points = {(m.slice, m.point_id): m.point for m in measurements}
+    rows = [
+        WarmAside(
+            slice=s,
+            point_id=pid,
+            arm=arm,
+            x=x_of(points[(s, pid)], axis),
+            gap=primary.warm_at[(s, pid, arm)].gap,
+            pairs=primary.warm_at[(s, pid, arm)].pairs,
+        )
+        for s, pid, arm in primary.aside
+    ]
+    return sorted(rows, key=lambda r: (r.arm, r.slice, r.x is None, r.x or 0.0, r.point_id))
+
+
+def _warm_aside_caveats(rows: Sequence[WarmAside], metric: str) -> list[Caveat]:
+    """One caveat per arm whose warm runs were left out somewhere: where, and by how much
+    its later runs there beat the first (pooled over those points)."""
+    out = []
+    for arm in _first_seen([r.arm for r in rows]):
+        mine = [r for r in rows if r.arm == arm]
+        pairs = sum(r.pairs for r in mine)
+        out.append(
+            Caveat(
+                kind=CaveatKind.WARM_ASIDE,
+                arm=arm,
+                metric=metric,
+                xs=[r.x for r in mine if r.x is not None],
+                value=sum(r.gap * r.pairs for r in mine) / pairs,
+                count=pairs,
+            )
+        )
+    return out
+
+
 def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> Verdict:
     """Judge every candidate against the baseline, per slice, metric and sweep point, in one
     pass: the noise of every metric estimated once (`noise.estimate_noise`), then each cell
     compared with it (`comparison`), then each series along the axis (`axis`), then the
     reruns set against their first runs (`reruns`)."""
-    noise = estimate_noise(measurements, settings)
+    kept, aside = set_aside(measurements, settings)
+    noise = estimate_noise(kept, settings, evidence=measurements, aside=aside)
     primary = noise[settings.primary]
-    run = _start(measurements, settings, noise)
+    warm_aside = _warm_aside(measurements, primary, settings.axis)
+    run = _start(kept, settings, noise)
+    run.caveats += _warm_aside_caveats(warm_aside, primary.metric)
     slices = [_slice(run, name) for name in run.points]
     overall_by_cand = {cand: _across_slices(run, cand) for cand in run.candidates}
     cells = [c for found in run.primary_cells.values() for c in found]
@@ -374,4 +419,5 @@ def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> 
         ),
         caveats=run.caveats,
         launch_check=primary.launches,
+        warm_aside=warm_aside,
     )

@@ -11,7 +11,7 @@ from typing import Any
 from matrixrun.analysis.noise import NoiseModel
 from matrixrun.analysis.stats import judge, limiting_arm, look_of, quantile
 from matrixrun.core.metrics import higher_is_better
-from matrixrun.core.tuning import MAX_HALF, MAX_RUNS_ESTIMATE
+from matrixrun.core.tuning import MAX_HALF, MAX_RUNS_ESTIMATE, WARMUP_Z
 from matrixrun.core.verdict import (
     AnalysisSettings,
     ArmSample,
@@ -32,22 +32,39 @@ _FAILED_REQUESTS = {
 
 
 def warmup_shift(
-    baseline: ArmSample, candidate: ArmSample, noise: NoiseModel
+    baseline: ArmSample, candidate: ArmSample, noise: NoiseModel, where: tuple[str, str] = ("", "")
 ) -> tuple[float, list[WarmupShift]]:
     """How far first-run warmup may have moved d, and the evidence. Each server's first run of
     an arm is its cold one, so an arm with a confirmed gap g (`confirmed_warmup`) looks worse
-    by g × (its servers / its runs); the shift undoes that for both arms. A sensitivity check
-    only: it never decides a cell, it can only take a verdict's confidence away. (0, []) when
-    neither arm has a confirmed gap."""
+    by g × (its servers / its runs); the shift undoes that for both arms. g is the arm's gap
+    at this point (`where`: slice, point id) where the arm has pairs here, else its pooled
+    gap; where the arm's own gap here is under its pooled one and its warm runs were kept, the
+    pooled one (the larger: the check asks what warm-up *could* account for).
+
+    When both arms have a confirmed warm-up the shift is their difference, and it counts only
+    if that difference is itself beyond noise (`WARMUP_Z`, each gap's σ√2/√pairs): two arms of
+    one engine that warm up alike at a batch shape are compared cold with cold at no cost, and
+    the verify policy measures a partner warm to find out (`Policy._warm_partners`). A
+    sensitivity check only: it never decides a cell, it can only take a verdict's confidence
+    away. (0, []) when neither arm has a confirmed gap."""
     shift = 0.0
+    var = 0.0
     evidence = []
     for role, a in ((1.0, candidate), (-1.0, baseline)):
         w = noise.warmup.get(a.arm)
         if w is None or not a.n or not noise.confirmed(w):
             continue
+        key = (*where, a.arm)
+        here = noise.warm_at.get(key)
+        if here is not None and (key in noise.aside or here.gap >= w.gap):
+            w = here
         cold = len(set(a.instances))
         shift += role * w.gap * cold / a.n
+        var += (cold / a.n) ** 2 / w.pairs
         evidence.append(WarmupShift(arm=a.arm, gap=w.gap, pairs=w.pairs, cold=cold, n=a.n))
+    sigma = noise.sigma.value
+    if len(evidence) == 2 and sigma and abs(shift) <= WARMUP_Z * math.sqrt(2 * var) * sigma:
+        return 0.0, []
     return shift, evidence
 
 
@@ -70,6 +87,7 @@ def compare(
     point_id: str = "",
     point: dict[str, Any] | None = None,
     x: float | None = None,
+    slice_name: str = "",
 ) -> Comparison:
     """Judge one cell on `noise.metric`. For an arm with confirmed first-run warmup (the
     model's `warmup`, `NoiseModel.confirmed`), a verdict that its cold first runs could
@@ -115,7 +133,7 @@ def compare(
             limiting_arm=limiting_arm(n_b, n_c),
             notes=[CellNote.NO_NOISE, *notes],
         )
-    return _judged(common, sign, noise, settings, notes)
+    return _judged(common, sign, noise, settings, notes, (slice_name, point_id))
 
 
 def _capped_notes(baseline: ArmSample, candidate: ArmSample) -> list[CellNote]:
@@ -144,6 +162,7 @@ def _downgraded(
     sign: float,
     noise: NoiseModel,
     settings: AnalysisSettings,
+    where: tuple[str, str],
 ) -> tuple[CellVerdict, bool, CellNote | None, list[WarmupShift]]:
     """What may take a verdict's confidence away, in order: a failing arm (§7), confirmed
     first-run warmup, the client's own lag, a capped arm's flattered latency. Returns the
@@ -160,7 +179,7 @@ def _downgraded(
         verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
     elif verdict == CellVerdict.WORSE and failing(baseline):
         verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
-    shift, evidence = warmup_shift(baseline, candidate, noise)
+    shift, evidence = warmup_shift(baseline, candidate, noise, where)
     if shift and verdict != CellVerdict.INCONCLUSIVE:
         moved, _ = judge(d_lo + shift, d_hi + shift, margin)
         if moved != verdict:
@@ -181,6 +200,7 @@ def _judged(
     noise: NoiseModel,
     settings: AnalysisSettings,
     notes: list[CellNote],
+    where: tuple[str, str] = ("", ""),
 ) -> Comparison:
     """A cell with σ: its interval at its look's level, the verdict, and what may take the
     verdict's confidence away (§7 failing arms, confirmed warmup)."""
@@ -203,7 +223,7 @@ def _judged(
     d_lo, d_hi = d - half, d + half
     verdict, small = judge(d_lo, d_hi, margin)
     verdict, small, lead, evidence = _downgraded(
-        verdict, small, (d_lo, d_hi), baseline, candidate, sign, noise, settings
+        verdict, small, (d_lo, d_hi), baseline, candidate, sign, noise, settings, where
     )
     if small:
         notes.append(CellNote.SMALL_CHANGE)

@@ -28,6 +28,7 @@ __all__ = [
     "confirmed_warmup",
     "estimate_noise",
     "estimate_sigma",
+    "point_gaps",
     "warmup_gaps",
 ]
 
@@ -51,11 +52,13 @@ def estimate_sigma(
     return estimate_components(measurements, metric, axis=axis, prior=prior)
 
 
-def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, WarmupGap]:
-    """Per arm, how much later runs on a server beat the first run of the same cell on it:
-    the mean signed log gain over every such pair (+ = the later run is better for `metric`),
-    and the number of pairs. First-run JIT compile or warmup shows here as a positive gap; an
-    arm with no repeat on any server has no entry."""
+#: Where a warm-up is measured: (slice, point id, arm).
+WarmKey = tuple[str, str, str]
+
+
+def _warm_gains(measurements: Iterable[Measurement], metric: str) -> dict[WarmKey, list[float]]:
+    """Per (slice, point, arm), the signed log gain of every later run on a server over the
+    first run of the same cell on it (+ = the later run is better for `metric`)."""
     sign = 1.0 if higher_is_better(metric) else -1.0
     runs: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
     for m in measurements:
@@ -64,12 +67,36 @@ def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, W
             runs.setdefault((m.slice, m.point_id, m.arm, m.instance), []).append(
                 (m.attempt, math.log(v))
             )
-    gains: dict[str, list[float]] = {}
-    for (_, _, arm, _), values in runs.items():
+    gains: dict[WarmKey, list[float]] = {}
+    for (slice_name, pid, arm, _), values in runs.items():
         values.sort()
         first = values[0][1]
-        gains.setdefault(arm, []).extend(sign * (v - first) for _, v in values[1:])
-    return {arm: WarmupGap(gap=sum(g) / len(g), pairs=len(g)) for arm, g in gains.items() if g}
+        if len(values) > 1:
+            gains.setdefault((slice_name, pid, arm), []).extend(
+                sign * (v - first) for _, v in values[1:]
+            )
+    return gains
+
+
+def warmup_gaps(measurements: Iterable[Measurement], metric: str) -> dict[str, WarmupGap]:
+    """Per arm, how much later runs on a server beat the first run of the same cell on it:
+    the mean signed log gain over every such pair (+ = the later run is better for `metric`),
+    and the number of pairs. First-run JIT compile or warmup shows here as a positive gap; an
+    arm with no repeat on any server has no entry."""
+    gains: dict[str, list[float]] = {}
+    for (_, _, arm), g in _warm_gains(measurements, metric).items():
+        gains.setdefault(arm, []).extend(g)
+    return {arm: WarmupGap(gap=sum(g) / len(g), pairs=len(g)) for arm, g in gains.items()}
+
+
+def point_gaps(measurements: Iterable[Measurement], metric: str) -> dict[WarmKey, WarmupGap]:
+    """`warmup_gaps` per sweep point: the gap of each arm where it has pairs. A warm-up tied
+    to a batch shape (CUDA graphs captured, kernels tuned per size) shows at some points and
+    not others, which an arm's pooled gap cannot say."""
+    return {
+        k: WarmupGap(gap=sum(g) / len(g), pairs=len(g))
+        for k, g in _warm_gains(measurements, metric).items()
+    }
 
 
 def confirmed_warmup(w: WarmupGap, margin: float, sigma: float | None) -> bool:
@@ -103,6 +130,10 @@ class NoiseModel:
     by_runs: bool
     warmup: Mapping[str, WarmupGap] = field(default_factory=dict)
     launches: LaunchCheck | None = None
+    #: the gaps per point (`point_gaps`), and the points whose warm runs the analysis left
+    #: out of the comparison and the noise (`warm.set_aside`)
+    warm_at: Mapping[WarmKey, WarmupGap] = field(default_factory=dict)
+    aside: frozenset[WarmKey] = frozenset()
 
     @classmethod
     def of(
@@ -113,6 +144,8 @@ class NoiseModel:
         metric: str | None = None,
         warmup: Mapping[str, WarmupGap] | None = None,
         launches: LaunchCheck | None = None,
+        warm_at: Mapping[WarmKey, WarmupGap] | None = None,
+        aside: frozenset[WarmKey] = frozenset(),
     ) -> NoiseModel:
         """The model of a noise record under `settings` (its margin and levels)."""
         name = metric or sigma.metric
@@ -124,6 +157,8 @@ class NoiseModel:
             by_runs=settings.spending == "information",
             warmup=dict(warmup or {}),
             launches=launches,
+            warm_at=dict(warm_at or {}),
+            aside=aside,
         )
 
     @property
@@ -167,7 +202,11 @@ def _own_sigma(
 
 
 def _noise_of(
-    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
+    measurements: Sequence[Measurement],
+    metric: str,
+    settings: AnalysisSettings,
+    evidence: Sequence[Measurement],
+    aside: frozenset[WarmKey],
 ) -> NoiseModel:
     sigma = with_history(
         _own_sigma(measurements, metric, settings),
@@ -180,13 +219,28 @@ def _noise_of(
             measurements, metric, margin=settings.margin_for(metric), axis=settings.axis
         )
     return NoiseModel.of(
-        sigma, settings, metric=metric, warmup=warmup_gaps(measurements, metric), launches=launches
+        sigma,
+        settings,
+        metric=metric,
+        warmup=warmup_gaps(evidence, metric),
+        launches=launches,
+        warm_at=point_gaps(evidence, metric),
+        aside=aside,
     )
 
 
 def estimate_noise(
-    measurements: Sequence[Measurement], settings: AnalysisSettings
+    measurements: Sequence[Measurement],
+    settings: AnalysisSettings,
+    *,
+    evidence: Sequence[Measurement] | None = None,
+    aside: frozenset[WarmKey] = frozenset(),
 ) -> dict[str, NoiseModel]:
     """The noise stage: every metric's `NoiseModel` (primary first), each estimated once from
-    all of the run's measurements."""
-    return {metric: _noise_of(measurements, metric, settings) for metric in settings.metrics}
+    the run's measurements — those the comparison uses (`warm.set_aside` may have left warm
+    runs out: `aside`); the warm-up gaps from all of them (`evidence`, default the same)."""
+    seen = measurements if evidence is None else evidence
+    return {
+        metric: _noise_of(measurements, metric, settings, seen, aside)
+        for metric in settings.metrics
+    }

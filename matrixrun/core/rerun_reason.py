@@ -22,6 +22,7 @@ class WhyKind(StrEnum):
     BISECTION = "bisection"  # a new cell at the geometric midpoint of a crossover bracket
     FIXED_DESIGN = "fixed_design"  # verify.design: fixed, every cell max_runs times
     UNSTABLE_LAUNCH = "unstable_launch"  # launches of this arm disagree here: one more launch
+    WARM_PARTNER = "warm_partner"  # the other arm's warm-up may explain it: this one, cold+warm
 
 
 class RerunWhy(BaseModel):

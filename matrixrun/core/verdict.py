@@ -126,6 +126,7 @@ class CaveatKind(StrEnum):
     SIGMA_BELOW_PRIOR = "sigma_below_prior"
     SIGMA_DF1 = "sigma_df1"
     WARMUP = "warmup"
+    WARM_ASIDE = "warm_aside"  # warm reruns left out where a warm-up is confirmed
     FAILED_RUNS = "failed_runs"
     NO_SHARED_POINT = "no_shared_point"
     SUSPECT = "suspect"
@@ -548,11 +549,25 @@ class Caveat(_Model):
     reference: float | None = None
     arms: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    xs: list[float] = Field(default_factory=list, description="Axis values it concerns.")
 
 
 VERDICT_SCHEMA = 1
 """verdict.json's format. Raised when a field changes meaning; an older file is refused with one
 sentence (`check_schema_version`), never read through compatibility code."""
+
+
+class WarmAside(_Model):
+    """A point whose warm runs of one arm the analysis left out of the comparison and of the
+    noise model: there the arm's later runs on a server beat its first by more than the margin
+    and its warm-up is confirmed (`analysis.warm`)."""
+
+    slice: str
+    point_id: str
+    arm: str
+    x: float | None
+    gap: float = Field(description="Mean log gain of the later runs here over the first.")
+    pairs: int
 
 
 class Verdict(_Model):
@@ -573,6 +588,9 @@ class Verdict(_Model):
     caveats: list[Caveat] = Field(default_factory=list)
     launch_check: LaunchCheck | None = Field(
         None, description="Primary metric: launches that disagree beyond run noise."
+    )
+    warm_aside: list[WarmAside] = Field(
+        default_factory=list, description="Warm runs left out where a warm-up is confirmed."
     )
 
     def comparisons(self, metric: str | None = None) -> list[tuple[str, str, Comparison]]:

@@ -8,10 +8,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from matrixrun.analysis import analyse, one_run_sigma, quantile
+from matrixrun.analysis.warm import warm_runs
 from matrixrun.core.measurement import Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, FUTILITY_MIN_RUNS, MIN_FRESH_DF
-from matrixrun.core.verdict import Comparison, Verdict
+from matrixrun.core.verdict import CellNote, Comparison, Verdict
 from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rundir.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
@@ -28,6 +29,9 @@ class Pick:
     why: RerunWhy
     #: Seconds one run will take when the cell has no run yet (a bisection cell), else None.
     cost: float | None = None
+    #: A warm-up partner check (`Policy._warm_partners`): once measured on its launch, the
+    #: cell is measured again there, warm (reason "surprise").
+    warm_repeat: bool = False
 
 
 #: Order in which picks claim the budget: checks of named explanations, σ, then the cells.
@@ -48,12 +52,20 @@ class Policy:
         self.spec = spec
         self.plan = plan
         self.settings = analysis_settings(spec, plan)
-        self.rounds = rounds(spec)
+        #: the rounds max_runs implies, and one more where warm checks can leave runs out
+        #: (`analysis.warm`): it serves only cells whose warm runs were set aside, which
+        #: would otherwise end a run short of max_runs (`_extra_round`)
+        self.planned_rounds = rounds(spec)
+        warm = spec.verify.warm_rerun and spec.verify.max_runs >= 2 and spec.verify.design != "fixed"
+        self.rounds = self.planned_rounds + (1 if warm else 0)
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
         self.by_point_arm = {(c.slice, c.point_id, c.arm): c for c in plan.cells()}
         #: Bisection's latest proposals, by cell id (`adopt` puts them in the plan).
         self.proposed: dict[str, bisect.Proposal] = {}
+        #: (cell id, attempt) of the warm runs the last analysis left out (`analysis.warm`):
+        #: they test the warm-up, they are not among the runs `max_runs` counts.
+        self._aside: set[tuple[str, int]] = set()
 
     def expected_runs(self) -> int:
         """Runs the progress display starts with: the first pass (reruns add to it)."""
@@ -61,13 +73,25 @@ class Policy:
 
     # -- helpers -------------------------------------------------------------------------
     def _n(self, cell: Cell, ms: Sequence[Measurement]) -> int:
-        return sum(1 for m in ms if m.cell_id == cell.cell_id)
+        """Runs of `cell` toward `max_runs`: all but the warm runs set aside."""
+        return sum(
+            1 for m in ms if m.cell_id == cell.cell_id and (m.cell_id, m.attempt) not in self._aside
+        )
 
     def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
-        return analyse(ms, self.settings)
+        verdict = analyse(ms, self.settings)
+        keys = {(w.slice, w.point_id, w.arm) for w in verdict.warm_aside}
+        warm = warm_runs(ms, self.settings.primary) if keys else {}
+        self._aside = {run for run, key in warm.items() if key in keys}
+        return verdict
 
     def _primary_cells(self, verdict: Verdict) -> list[tuple[str, str, Comparison]]:
         return verdict.comparisons(self.settings.primary)
+
+    def _measured_warm(self, cell: Cell, ms: Sequence[Measurement]) -> bool:
+        """Whether `cell` has two successful runs on one server (a warm one among them)."""
+        servers = [m.instance for m in ms if m.cell_id == cell.cell_id and m.ok]
+        return len(set(servers)) < len(servers)
 
     def _has(self, cell: Cell, ms: Sequence[Measurement], reason: str) -> bool:
         return any(m.cell_id == cell.cell_id and m.reason == reason for m in ms)
@@ -166,12 +190,18 @@ class Policy:
         wanted: dict[str, Pick] = {}
         worth: dict[str, float] = {}
 
-        def want(cell: Cell | None, reason: Reason, why: RerunWhy, value: float = 1.0) -> None:
+        def want(
+            cell: Cell | None,
+            reason: Reason,
+            why: RerunWhy,
+            value: float = 1.0,
+            warm_repeat: bool = False,
+        ) -> None:
             if cell is None or cell.cell_id in wanted or self._n(cell, ms) >= v.max_runs:
                 return
             if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
                 return  # never measured (server would not start, crashed): report, don't retry
-            wanted[cell.cell_id] = Pick(cell, reason, why)
+            wanted[cell.cell_id] = Pick(cell, reason, why, warm_repeat=warm_repeat)
             worth[cell.cell_id] = value
 
         if v.aa and round_no == 1:
@@ -182,6 +212,8 @@ class Policy:
                             want(cell, "aa", RerunWhy(kind=WhyKind.AA))
         if v.fresh_server:
             self._unstable_launches(verdict, want)
+        if v.warm_rerun:
+            self._warm_partners(results, ms, want)
         self._undecided(verdict, results, want)
         if v.fresh_server:
             self._instance_checks(results, ms, want)
@@ -207,7 +239,19 @@ class Policy:
             return _PRIORITY.get(kind, 9), -worth.get(p.cell.cell_id, 1.0)
 
         picks = sorted(wanted.values(), key=rank)
+        if round_no > self.planned_rounds:
+            picks = self._extra_round(picks, ms)
         return self._batched(self._within_budget(picks, ms, launch=True), round_no)
+
+    def _extra_round(self, picks: list[Pick], ms: Sequence[Measurement]) -> list[Pick]:
+        """The round after those max_runs implies serves the cells a warm check cost a run:
+        those with a warm run set aside at their point (either arm) and partner checks."""
+        points = {(self.cells[cid].slice, self.cells[cid].point_id) for cid, _ in self._aside}
+        return [
+            p
+            for p in picks
+            if p.warm_repeat or (p.cell.slice, p.cell.point_id) in points
+        ]
 
     def _undecided(
         self,
@@ -244,6 +288,37 @@ class Policy:
                         chance=chance,
                     ),
                     chance,
+                )
+
+    def _warm_partners(
+        self,
+        results: list[tuple[str, str, Comparison]],
+        ms: Sequence[Measurement],
+        want: Callable[..., None],
+    ) -> None:
+        """A cell where one arm's confirmed warm-up could account for the verdict (or will,
+        once the interval narrows: its warm runs were set aside there), while the other arm
+        was never measured warm there, cannot tell "this arm is slow only cold" from "this
+        engine is slow cold at this shape": the other arm on its next launch, then once more
+        on it, warm (`Pick.warm_repeat`) — which the warm-up check then sets against the first
+        arm's gap (`comparison.warmup_shift`)."""
+        aside = {(self.cells[cid].slice, self.cells[cid].point_id) for cid, _ in self._aside}
+        for slice_name, candidate, res in results:
+            led = bool(res.notes) and res.notes[0] == CellNote.WARMUP
+            if not led and (slice_name, res.point_id) not in aside:
+                continue
+            for arm in (self.plan.baseline, candidate):
+                cell = self.by_point_arm.get((slice_name, res.point_id, arm))
+                if cell is None or self._has(cell, ms, "surprise"):
+                    continue
+                if self._measured_warm(cell, ms):
+                    continue
+                want(
+                    cell,
+                    "fresh_server",
+                    RerunWhy(kind=WhyKind.WARM_PARTNER, arm=arm, change=res.change, x=res.x),
+                    1.0,
+                    True,
                 )
 
     def _unstable_launches(
@@ -424,6 +499,14 @@ class Policy:
                 self.by_point_arm[(p.cell.slice, p.cell.point_id, p.cell.arm)] = p.cell
                 added.append(p.cell)
         return added
+
+    def warm_repeat_wanted(self, cell: Cell, ms: Sequence[Measurement]) -> bool:
+        """Whether `cell`, just measured as a warm-up partner check (`Pick.warm_repeat`),
+        gets its warm run now: its latest run succeeded and is its only one on that server."""
+        runs = sorted((m for m in ms if m.cell_id == cell.cell_id), key=lambda m: m.attempt)
+        if not runs or not runs[-1].ok:
+            return False
+        return sum(1 for m in runs if m.instance == runs[-1].instance) == 1
 
     def repeat_wanted(self, cell: Cell, ms: Sequence[Measurement]) -> bool:
         """Whether `cell`, just measured by bisection, gets its warm repeat now: its runs so

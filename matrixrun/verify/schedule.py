@@ -164,18 +164,30 @@ class _RoundLaunch(Launch):
             if p.reason == "bisection" and p.cell.cell_id not in self._r.done:
                 self._s.policy.adopt(p.cell)  # a new cell joins the plan (with its other arms)
                 self._r.repeat.append(p)
+            elif p.warm_repeat and p.cell.cell_id not in self._r.done:
+                self._r.repeat.append(p)
             self._r.done.add(p.cell.cell_id)
         return [Work(p.cell, p.reason, 2, self._r.round_no, p.why) for p in picks]
+
+    def _repeats(self) -> list[Work]:
+        """The second runs owed on this launch: bisection cells' repeats (`repeat_wanted`)
+        and warm-up partner checks' warm runs (`warm_repeat_wanted`, reason "surprise")."""
+        policy, ms = self._s.policy, self._s.view()
+        owed, self._r.repeat = self._r.repeat, []
+        warm = [p for p in owed if p.warm_repeat and policy.warm_repeat_wanted(p.cell, ms)]
+        again = [p for p in owed if not p.warm_repeat and policy.repeat_wanted(p.cell, ms)]
+        return self._take(again) + [
+            Work(p.cell, "surprise", 2, self._r.round_no, p.why) for p in warm
+        ]
 
     def next(self) -> list[Work]:
         if self._owed:  # a resumed round: the interrupted launch's chosen reruns first
             owed, self._owed = self._owed, []
             self._r.done.update(c.cell_id for c, _ in owed)
             return [Work(c, r, 2, self._r.round_no) for c, r in owed]
-        again = [p for p in self._r.repeat if self._s.policy.repeat_wanted(p.cell, self._s.view())]
-        self._r.repeat.clear()
+        again = self._repeats()
         if again:
-            return self._take(again)
+            return again
         picks = self._current()
         checks = [p for p in picks if p.reason != "inconclusive"]
         return self._take(checks or picks[:1])

@@ -114,6 +114,13 @@ def rerun_why(w: RerunWhy) -> str:
             f"threshold {w.surprise or 0.0:.0%} with {w.arm} the slower arm: a warm rerun "
             "tests first-run JIT compile/warmup"
         )
+    if w.kind == WhyKind.WARM_PARTNER:
+        return (
+            f"the other arm's confirmed first-run warm-up could account for this cell "
+            f"({fmt.change(w.change or 0.0)}) and {w.arm} was never measured warm here: "
+            f"{w.arm} on a fresh launch, then once more on it, warm, tells whether both arms "
+            "warm up alike (then cold is compared with cold)"
+        )
     if w.kind == WhyKind.AA:
         return "A/A: the baseline again on a fresh server measures the server-to-server spread"
     if w.kind == WhyKind.UNDECIDED:
