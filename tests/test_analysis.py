@@ -1059,3 +1059,47 @@ def test_the_noise_is_estimated_once_and_every_cell_is_judged_with_that_model(
     assert all(len(ids) == 1 for ids in seen.values())  # one model per metric, never rebuilt
     assert seen["reruns"] == seen["output_throughput"]
     assert [s.metric for s in v.sigma] == ["output_throughput", "median_ttft_ms"]
+
+
+def test_a_warm_up_of_one_arm_only_stays_a_warm_up_after_the_partner_check() -> None:
+    """The candidate alone is 15% slow on each server's first run (a JIT of its own); its warm
+    reruns at 8 and 16 are set aside there (cold compared with cold), and the baseline's
+    partner checks at 8 and 16 show it does not warm up: the difference between the arms'
+    warm-ups is the candidate's gap, so no cell says worse — the bias the check is for is not
+    explained away by the partner check, at the checked points or elsewhere."""
+    ms = penalised_tie(warm=True)
+    ms += [meas(BASE, x, 100.4, attempt=4, reason="surprise") for x in (8, 16)]
+    v = analyse(ms, settings())
+    assert {(w.arm, w.x) for w in v.warm_aside} == {(CAND, 8.0), (CAND, 16.0)}
+    cells = primary_cells(v)
+    assert all(c.verdict != "worse" for c in cells)
+    for c in cells:
+        if c.x in (8, 16):
+            assert c.candidate.n == 3 and "surprise" not in c.candidate.reasons
+            assert c.baseline.n == 4  # the baseline's warm run shows no warm-up: it counts
+    assert any(
+        w.startswith(f"{CAND}'s warm runs at concurrency 8, 16 are left out") for w in warnings(v)
+    )
+
+
+def test_warm_runs_set_aside_do_not_enter_the_run_noise() -> None:
+    """Both arms 40% slow on a server's first run at 16 only; each arm's warm run there would,
+    pooled with the cold ones, read the step as run noise at 16 (and lend it along the axis):
+    set aside, the run noise at 16 is the cold runs' own."""
+    ms = []
+    for x in (8, 16, 32):
+        for k, jitter in ((1, 1.0), (2, 1.01), (3, 0.99)):
+            for arm, level in ((BASE, 100.0), (CAND, 80.0)):
+                cold = 0.6 if x == 16 else 1.0
+                ms.append(meas(arm, x, level * jitter * cold, instance=f"{arm}#{k}", attempt=k))
+    ms += [
+        meas(arm, 16, v, attempt=4, reason="surprise") for arm, v in ((BASE, 100.5), (CAND, 80.2))
+    ]
+    v = analyse(ms, settings())
+    assert {(w.arm, w.x) for w in v.warm_aside} == {(BASE, 16.0), (CAND, 16.0)}
+    at16 = next(s for s in v.sigma[0].by_x if s.x == 16)
+    assert at16.raw is None or at16.raw < 0.05
+    c16 = next(c for c in primary_cells(v) if c.x == 16)
+    assert c16.verdict == "worse" and CellNote.WARMUP not in c16.notes
+    with_all = estimate_sigma(ms, "output_throughput")
+    assert next(s for s in with_all.by_x if s.x == 16).run > 0.1  # what pooling would have read

@@ -11,6 +11,7 @@ import pytest
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import Metrics
 from matrixrun.core.rerun_reason import WhyKind
+from matrixrun.core.verdict import CellNote
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report.sections.reruns import rerun_why
 from matrixrun.spec import Spec, parse_spec
@@ -338,3 +339,50 @@ def test_an_unstable_launch_is_answered_by_a_further_launch_of_its_group() -> No
     pick = chosen[("base", 4)]
     assert pick.reason == "fresh_server" and pick.why.kind == WhyKind.UNSTABLE_LAUNCH
     assert "disagree here by 40.0%" in rerun_why(pick.why)
+
+
+def test_a_warm_up_both_arms_share_is_checked_on_the_partner_and_compared_cold_with_cold() -> None:
+    """An engine 40% slow on the first run of a cell on each server at concurrency 4, for both
+    arms (CUDA graphs captured per batch shape), the candidate truly 25% slower there. Stage 1
+    reruns the slow candidate warm; that warm run is set aside (not in the cell's runs, not in
+    the noise), the baseline gets a partner check on a stage-2 launch — the cell, then once
+    more on that launch, warm — and with both arms shown to warm up alike the cell is
+    decided worse, cold against cold, without the warm-up note."""
+    spec, plan = setup()
+    truth = {("base", 1): 100.0, ("base", 4): 100.0, ("base", 16): 100.0,
+             ("cand", 1): 100.0, ("cand", 4): 75.0, ("cand", 16): 100.0}  # fmt: skip
+    ms: list[Measurement] = []
+    seen: set[tuple[str, str]] = set()
+    launches: dict[str, int] = {}
+    calls: list[tuple[str, int, int, str]] = []
+
+    def run_cells(g: ServerGroup, cells: list[tuple[Cell, Reason]], after: After | None) -> None:
+        launches[g.arm] = launches.get(g.arm, 0) + 1
+        queue = list(cells)
+        while queue:
+            c, reason = queue.pop(0)
+            n = sum(1 for x in ms if x.cell_id == c.cell_id) + 1
+            inst = f"{g.group_id}#{launches[g.arm]}"
+            cold = (c.cell_id, inst) not in seen
+            seen.add((c.cell_id, inst))
+            value = truth[(c.arm, int(c.x))] * (1 + 0.01 * ((n * 7 + len(ms)) % 3 - 1))
+            if cold and int(c.x) == 4:
+                value *= 0.6
+            ms.append(m(plan, c.arm, int(c.x), value, launches[g.arm], reason, n))
+            calls.append((c.arm, int(c.x), launches[g.arm], reason))
+            if not queue and after is not None:
+                queue.extend(after())
+
+    policy = Policy(spec, plan)
+    consume(policy, ms, run_cells)
+    assert ("cand", 4, 1, "surprise") in calls  # stage 1's warm check on the slow arm
+    partner = [c for c in calls if c[:2] == ("base", 4) and c[2] > 1]
+    launch = partner[0][2]
+    assert [c[3] for c in partner if c[2] == launch] == ["fresh_server", "surprise"]
+    verdict = policy._verdict(ms)
+    assert {(w.arm, w.x) for w in verdict.warm_aside} == {("base", 4.0), ("cand", 4.0)}
+    at4 = next(c for _, _, c in verdict.comparisons() if c.x == 4)
+    assert at4.verdict == "worse" and CellNote.WARMUP not in at4.notes
+    assert "surprise" not in at4.candidate.reasons + at4.baseline.reasons  # cold with cold
+    for arm in (at4.baseline, at4.candidate):  # one cold run per server: the warm ones left out
+        assert arm.n == len(set(arm.instances)) >= 2

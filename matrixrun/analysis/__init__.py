@@ -44,7 +44,6 @@ from matrixrun.analysis.noise import (
     warmup_gaps,
 )
 from matrixrun.analysis.reruns import reruns
-from matrixrun.analysis.warm import set_aside
 from matrixrun.analysis.samples import arm_sample, value_of
 from matrixrun.analysis.stats import (
     crossover_estimate,
@@ -57,6 +56,7 @@ from matrixrun.analysis.stats import (
     quantile,
 )
 from matrixrun.analysis.variance import one_run_sigma
+from matrixrun.analysis.warm import set_aside
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better, unit
 from matrixrun.core.verdict import (

@@ -56,7 +56,9 @@ class Policy:
         #: (`analysis.warm`): it serves only cells whose warm runs were set aside, which
         #: would otherwise end a run short of max_runs (`_extra_round`)
         self.planned_rounds = rounds(spec)
-        warm = spec.verify.warm_rerun and spec.verify.max_runs >= 2 and spec.verify.design != "fixed"
+        warm = (
+            spec.verify.warm_rerun and spec.verify.max_runs >= 2 and spec.verify.design != "fixed"
+        )
         self.rounds = self.planned_rounds + (1 if warm else 0)
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
@@ -247,11 +249,7 @@ class Policy:
         """The round after those max_runs implies serves the cells a warm check cost a run:
         those with a warm run set aside at their point (either arm) and partner checks."""
         points = {(self.cells[cid].slice, self.cells[cid].point_id) for cid, _ in self._aside}
-        return [
-            p
-            for p in picks
-            if p.warm_repeat or (p.cell.slice, p.cell.point_id) in points
-        ]
+        return [p for p in picks if p.warm_repeat or (p.cell.slice, p.cell.point_id) in points]
 
     def _undecided(
         self,

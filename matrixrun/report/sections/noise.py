@@ -143,6 +143,16 @@ def caveat(c: Caveat, v: Verdict) -> str:
             "of it first; with transformers serve on an H200 one wave at the cell's "
             "concurrency was not enough)."
         )
+    if k == CaveatKind.WARM_ASIDE:
+        where = ", ".join(fmt.x(x) for x in c.xs)
+        return (
+            f"{c.arm}'s warm runs at {s.axis} {where} are left out of its comparison and of "
+            f"the noise: there its later runs on a server beat the first by "
+            f"{fmt.change(math.expm1(c.value or 0.0))} ({plural(c.count or 0, 'pair')}, "
+            f"{c.metric}), a first-run warm-up at those points, so a warm run measures another "
+            "condition than the cold runs it would be averaged with; cold is compared with "
+            "cold there, and the warm-up check asks whether the other arm warms up alike."
+        )
     if k == CaveatKind.FAILED_RUNS:
         return (
             f"{c.arm} ({c.role}) at {label(s.axis, c.x, c.point or {})}"
