@@ -297,7 +297,9 @@ class VerifySpec(StrictModel):
         "(design: fixed). Only as good as that run's noise is this one's: same engine build, "
         "same kind of node.",
     )
-    max_runs: int = Field(3, ge=1, le=20, description="Most runs of one cell per arm.")
+    max_runs: int = Field(
+        3, ge=1, le=20, description="Most runs of one cell per arm, not counting warm runs set aside."
+    )
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
     warm_rerun: bool = Field(True, description="Rerun surprising cells on the still-warm server.")
     fresh_server: bool = Field(True, description="Rerun on a freshly launched server when needed.")
