@@ -298,7 +298,10 @@ class VerifySpec(StrictModel):
         "same kind of node.",
     )
     max_runs: int = Field(
-        3, ge=1, le=20, description="Most runs of one cell per arm, not counting warm runs set aside."
+        3,
+        ge=1,
+        le=20,
+        description="Most runs of one cell per arm, not counting warm runs set aside.",
     )
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")
     warm_rerun: bool = Field(True, description="Rerun surprising cells on the still-warm server.")
