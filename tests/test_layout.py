@@ -242,7 +242,8 @@ def test_the_tuning_check_sees_a_scattered_constant(tmp_path: Path) -> None:
 
 #: The analysis in the order a run directory goes through it (docs/architecture.md, "The
 #: analysis: one pass"): primitives, a cell's samples, the noise stage's parts, the noise stage
-#: (`noise.NoiseModel`, one typed value per metric), then one cell compared with it, the axis
+#: (`noise.NoiseModel`, one typed value per metric; `warm`, which runs it judges with, asks it
+#: once more without the warm runs it tests), then one cell compared with it, the axis
 #: over the compared cells, the reruns last, and the package that runs them in that order. A
 #: module imports only modules before it.
 ANALYSIS_ORDER = [
@@ -254,6 +255,7 @@ ANALYSIS_ORDER = [
     "prior",
     "launches",
     "noise",
+    "warm",
     "comparison",
     "axis",
     "reruns",

@@ -29,6 +29,7 @@ __all__ = [
     "estimate_noise",
     "estimate_sigma",
     "point_gaps",
+    "sigma_of",
     "warmup_gaps",
 ]
 
@@ -201,6 +202,17 @@ def _own_sigma(
     return sigma
 
 
+def sigma_of(
+    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
+) -> Sigma:
+    """The σ record of `metric`: this run's own noise with an earlier run's pooled in."""
+    return with_history(
+        _own_sigma(measurements, metric, settings),
+        settings.noise_history.get(metric),
+        settings.noise_from or "",
+    )
+
+
 def _noise_of(
     measurements: Sequence[Measurement],
     metric: str,
@@ -208,11 +220,7 @@ def _noise_of(
     evidence: Sequence[Measurement],
     aside: frozenset[WarmKey],
 ) -> NoiseModel:
-    sigma = with_history(
-        _own_sigma(measurements, metric, settings),
-        settings.noise_history.get(metric),
-        settings.noise_from or "",
-    )
+    sigma = sigma_of(measurements, metric, settings)
     launches = None
     if metric == settings.primary:
         launches = launch_check(

@@ -17,14 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from matrixrun.analysis.noise import (
-    WarmKey,
-    confirmed_warmup,
-    estimate_sigma,
-    point_gaps,
-    warmup_gaps,
-)
-from matrixrun.analysis.prior import with_history
+from matrixrun.analysis.noise import WarmKey, confirmed_warmup, point_gaps, sigma_of, warmup_gaps
 from matrixrun.analysis.samples import value_of
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.verdict import AnalysisSettings
@@ -62,11 +55,7 @@ def set_aside(
         return list(measurements), frozenset()
     warm = warm_runs(measurements, metric)
     trial = [m for m in measurements if warm.get((m.cell_id, m.attempt)) not in candidates]
-    sigma = with_history(
-        estimate_sigma(trial, metric, settings.noise, settings.axis),
-        settings.noise_history.get(metric),
-        settings.noise_from or "",
-    )
+    sigma = sigma_of(trial, metric, settings)
     pooled = warmup_gaps(measurements, metric)
     confirmed = {
         arm
