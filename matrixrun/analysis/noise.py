@@ -202,9 +202,7 @@ def _own_sigma(
     return sigma
 
 
-def sigma_of(
-    measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
-) -> Sigma:
+def sigma_of(measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings) -> Sigma:
     """The σ record of `metric`: this run's own noise with an earlier run's pooled in."""
     return with_history(
         _own_sigma(measurements, metric, settings),
