@@ -374,7 +374,8 @@ def _warm_aside_caveats(rows: Sequence[WarmAside], metric: str) -> list[Caveat]:
 
 def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> Verdict:
     """Judge every candidate against the baseline, per slice, metric and sweep point, in one
-    pass: the noise of every metric estimated once (`noise.estimate_noise`), then each cell
+    pass: the warm runs a confirmed warm-up makes another condition set aside (`warm`), the
+    noise of every metric estimated once (`noise.estimate_noise`), then each cell
     compared with it (`comparison`), then each series along the axis (`axis`), then the
     reruns set against their first runs (`reruns`)."""
     kept, aside = set_aside(measurements, settings)

@@ -1,5 +1,6 @@
 """The noise stage (VERDICTS.md §2; docs/architecture.md, "The analysis: one pass"): every
-metric's noise estimated once, from every measurement of the run, into one typed value, the
+metric's noise estimated once, from the runs the comparison uses (all of them, but the warm
+runs `warm.set_aside` leaves out where a warm-up is confirmed), into one typed value, the
 `NoiseModel` — the variance components (`components`, moderated along the axis by
 `moderation`), an earlier run's noise pooled in (`prior`), first-run warm-up, the launch check
 (`launches`) and the level of each data state. The later stages (a cell's comparison, the

@@ -440,7 +440,8 @@ class Policy:
         self, picks: list[Pick], ms: Sequence[Measurement], *, launch: bool
     ) -> list[Pick]:
         """Keep picks, in priority order, while the rerun budget lasts: each costs its cell's
-        longest run so far, plus one launch per group not yet launched this round (stage 2).
+        longest run so far (twice for a warm-up partner check), plus one launch per group not
+        yet launched this round (stage 2).
         A pick that does not fit is dropped and cheaper later ones may still fit."""
         budget = self.spec.verify.budget
         if budget is None:
@@ -453,6 +454,7 @@ class Policy:
             first = [m for m in ms if m.cell_id == pick.cell.cell_id]
             default = pick.cost if pick.cost is not None else self.spec.estimate.cell
             cost = max((wall_seconds(m) for m in first), default=default or 0.0)
+            cost *= 2 if pick.warm_repeat else 1  # the cell, then once more warm
             group = self.group_of[pick.cell.cell_id].group_id
             cost += 0.0 if group in launched else launch_s
             if cost > left:
