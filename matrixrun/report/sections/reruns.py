@@ -255,11 +255,25 @@ def verify_whys(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], st
     return out
 
 
+def partner_checks(events: Sequence[Mapping[str, Any]]) -> set[tuple[str, int]]:
+    """(cell id, attempt) of the runs a warm-up partner check asked for (both of its runs:
+    labelled as that, not by their reasons, which are a fresh-server run's and a warm one's)."""
+    return {
+        (str(e["cell"]), int(e["attempt"]))
+        for e in events
+        if e.get("event") == "verify"
+        and isinstance(e.get("why"), dict)
+        and e["why"].get("kind") == WhyKind.WARM_PARTNER
+        and isinstance(e.get("attempt"), int)
+    }
+
+
 def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list[RerunEntry]:
     """Every rerun of the primary metric, with why it was run and what it showed."""
     settings = verdict.settings
     axis = settings.axis
     whys = verify_whys(events)
+    partner = partner_checks(events)
     cells: dict[tuple[str, str, str], Comparison] = {
         (s, c, cell.point_id): cell for s, c, cell in verdict.comparisons()
     }
@@ -273,7 +287,11 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
                 arm=r.arm,
                 attempt=r.attempt,
                 reason=r.reason,
-                reason_text=wording.REASON_WORDS.get(r.reason, r.reason),
+                reason_text=(
+                    "warm-up partner check"
+                    if (r.cell_id, r.attempt) in partner
+                    else wording.REASON_WORDS.get(r.reason, r.reason)
+                ),
                 server=rerun_server(r),
                 why=fmt.shorten(whys.get((r.cell_id, r.attempt), "")),
                 showed=rerun_showed(r, cell, where, settings),
