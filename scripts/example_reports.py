@@ -34,6 +34,10 @@ EXAMPLES = {
     "reports/h200_transformers_aa.md": "reports/runs/h200_transformers_aa",
     "reports/h200_transformers_cuda_graph.md": "reports/runs/h200_transformers_cuda_graph",
     "reports/h200_transformers_aa_relaunch.md": "reports/runs/h200_transformers_aa_relaunch",
+    "reports/h200_transformers_aa_cold.md": "reports/runs/h200_transformers_aa_cold",
+    "reports/h200_transformers_cuda_graph_cold.md": (
+        "reports/runs/h200_transformers_cuda_graph_cold"
+    ),
 }
 
 

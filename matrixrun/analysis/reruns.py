@@ -105,12 +105,16 @@ def reruns(
         if arm == baseline:
             candidate = next((c for (s, c, p) in cells if s == slice_name and p == pid), "")
         cell = cells.get((slice_name, candidate, pid))
-        for m in ms[1:]:
+        for k, m in enumerate(ms[1:], start=1):
+            # a warm rerun is set against the run before it on its own server (a warm-up
+            # partner check's cold run, on a later launch), anything else against the first
+            here = next((o for o in ms[:k] if o.instance == m.instance), first)
+            first_value = value_of(here, metric)
             value = value_of(m, metric)
             change: float | None = None
             if value is not None and first_value is not None:
                 change = math.expm1(math.log(value / first_value))
-            kind = RerunKind.WARM if m.instance == first.instance else RerunKind.FRESH_SERVER
+            kind = RerunKind.WARM if m.instance == here.instance else RerunKind.FRESH_SERVER
             pair = _pair_sigma(noise, m.point, axis, kind)
             band = None if pair is None else math.expm1(BAND_Z * math.sqrt(2) * pair)
             r = Rerun(

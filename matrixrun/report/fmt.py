@@ -33,9 +33,11 @@ def change(value: float, decimals: int = 1) -> str:
 WIDEST_INTERVAL = 4.0
 
 
-def change_interval(lo: float, hi: float, df: float | None = None) -> str:
-    """'[−31.0, −25.5]'; past `WIDEST_INTERVAL`, '(no usable interval: σ on 1 df)'."""
-    if (1 + hi) > WIDEST_INTERVAL * max(1 + lo, 1e-12):
+def change_interval(lo: float, hi: float, df: float | None = None, *, decided: bool = False) -> str:
+    """'[−31.0, −25.5]'; past `WIDEST_INTERVAL`, '(no usable interval: σ on 1 df)' — unless
+    the cell is `decided` (better or worse): an interval that clears the margin is used, its
+    width is what the reader needs beside the verdict ('+189% [+27, +559]')."""
+    if not decided and (1 + hi) > WIDEST_INTERVAL * max(1 + lo, 1e-12):
         on = f": σ on {df:.3g} df" if df is not None else ""
         return f"(no usable interval{on})"
     return f"[{signed(100 * lo)}, {signed(100 * hi)}]"

@@ -227,7 +227,9 @@ def metric_tables(
                         shown += f" ({BISECTED})"
                     change = "n/a" if c.change is None else fmt.change(c.change)
                     if c.change_lo is not None and c.change_hi is not None:
-                        change += " " + fmt.change_interval(c.change_lo, c.change_hi, c.df)
+                        change += " " + fmt.change_interval(
+                            c.change_lo, c.change_hi, c.df, decided=c.confident
+                        )
                     cells = [shown, _sample_text(c.baseline), _sample_text(c.candidate), change]
                     lead = c.leading_note
                     word = verdict_short(c)

@@ -46,7 +46,9 @@ def rerun_server(r: Rerun) -> str:
     ) + f"`{r.instance}`"
 
 
-def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSettings) -> str:
+def rerun_showed(
+    r: Rerun, cell: Comparison | None, where: str, s: AnalysisSettings, aside: bool = False
+) -> str:
     """'the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run 515.58
     tok/s (+0.04%, within ±3%) — the JIT/warmup explanation is falsified.'"""
     if r.value is None or r.first_value is None:
@@ -71,8 +73,13 @@ def rerun_showed(r: Rerun, cell: Comparison | None, where: str, s: AnalysisSetti
             return (
                 f"the first run at {where} was held back: {rerun}, better than the first run "
                 "beyond what noise explains — the JIT/warmup explanation is confirmed for that "
-                "first run; both runs are kept and counted (whether a verdict rests on cold "
-                "first runs is judged over all of the arm's repeats: see the caveats)."
+                + (
+                    "first run; the warm run is set aside here (another condition than the "
+                    "cold runs: cold is compared with cold, see the caveats)."
+                    if aside
+                    else "first run; both runs are kept and counted (whether a verdict rests on "
+                    "cold first runs is judged over all of the arm's repeats: see the caveats)."
+                )
             )
         if r.outcome == CheckOutcome.NOT_SETTLED:
             return (
@@ -274,6 +281,7 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
     axis = settings.axis
     whys = verify_whys(events)
     partner = partner_checks(events)
+    aside = {(w.slice, w.point_id, w.arm) for w in verdict.warm_aside}
     cells: dict[tuple[str, str, str], Comparison] = {
         (s, c, cell.point_id): cell for s, c, cell in verdict.comparisons()
     }
@@ -294,7 +302,9 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
                 ),
                 server=rerun_server(r),
                 why=fmt.shorten(whys.get((r.cell_id, r.attempt), "")),
-                showed=rerun_showed(r, cell, where, settings),
+                showed=rerun_showed(
+                    r, cell, where, settings, (r.slice, r.point_id, r.arm) in aside
+                ),
                 outcome=r.outcome.value if r.outcome is not None else None,
                 cell_now=wording.cell_text(cell) if cell is not None else "",
                 error=fmt.shorten(r.error) if r.error else "",

@@ -176,7 +176,7 @@ def cell_text(c: Comparison) -> str:
         parts.append("~")
     parts.append("n/a" if c.change is None else fmt.change(c.change))
     if c.change_lo is not None and c.change_hi is not None:
-        parts.append(fmt.change_interval(c.change_lo, c.change_hi, c.df))
+        parts.append(fmt.change_interval(c.change_lo, c.change_hi, c.df, decided=c.confident))
     parts.append(f"n={c.baseline.n}/{c.candidate.n}")
     parts.append(outcome(c.verdict.value))
     text = " ".join(parts)
