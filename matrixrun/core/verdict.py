@@ -26,6 +26,8 @@ from matrixrun.core.format_version import check_schema_version as check_schema_v
 from matrixrun.core.launches import LaunchCheck as LaunchCheck
 from matrixrun.core.launches import LaunchSpread as LaunchSpread
 from matrixrun.core.launches import LaunchValue as LaunchValue
+from matrixrun.core.warmup import WarmAside as WarmAside
+from matrixrun.core.warmup import WarmupShift as WarmupShift
 
 
 class CellVerdict(StrEnum):
@@ -345,16 +347,6 @@ class ArmSample(_Model):
     capped: int = Field(0, description="Runs here that the cell's time cap cut short.")
 
 
-class WarmupShift(_Model):
-    """One arm's confirmed first-run warmup as it bears on one cell (`CellNote.WARMUP`)."""
-
-    arm: str
-    gap: float = Field(description="Mean log gain of later runs on a server over the first.")
-    pairs: int
-    cold: int = Field(description="The arm's runs here that were first on their server.")
-    n: int
-
-
 class Comparison(_Model):
     """One sweep point, one candidate against the baseline, one metric. (Not `plan.Cell`,
     which is one arm at one point, the unit that gets measured.)"""
@@ -555,19 +547,6 @@ class Caveat(_Model):
 VERDICT_SCHEMA = 1
 """verdict.json's format. Raised when a field changes meaning; an older file is refused with one
 sentence (`check_schema_version`), never read through compatibility code."""
-
-
-class WarmAside(_Model):
-    """A point whose warm runs of one arm the analysis left out of the comparison and of the
-    noise model: there the arm's later runs on a server beat its first by more than the margin
-    and its warm-up is confirmed (`analysis.warm`)."""
-
-    slice: str
-    point_id: str
-    arm: str
-    x: float | None
-    gap: float = Field(description="Mean log gain of the later runs here over the first.")
-    pairs: int
 
 
 class Verdict(_Model):
