@@ -76,11 +76,19 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
     spec.write_text(TINY.replace(ADAPTIVE, "verify: {design: fixed, max_runs: 3}"))
     plan = _run("plan", str(spec))
     assert "fixed design: 6 launches, 12 cell runs" in plan.stdout, plan.stdout
-    cal = tmp_path / "cal"
-    res = _run(
-        "run", str(spec), "--rehearse", "--out", str(cal), "--report", str(tmp_path / "c.md")
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
+    # the premise: no group's launches flagged odd (the odd-group test fires at 1% family-wise,
+    # more often on a loaded machine, where the simulator's timing adds spread to one launch;
+    # an odd group keeps its launch df to itself, which is another test's subject): one retry
+    for attempt in range(2):
+        cal = tmp_path / f"cal{attempt}"
+        res = _run(
+            "run", str(spec), "--rehearse", "--out", str(cal), "--report", str(tmp_path / "c.md")
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        first = json.loads((cal / "verdict.json").read_text())["sigma"][0]
+        if not first["odd_groups"]:
+            break
+    assert not first["odd_groups"], f"two calibration runs flagged an odd group: {first}"
     assert "12/12:" in res.stdout + res.stderr  # the progress counts the whole design
     ms = [json.loads(line) for line in (cal / "results.jsonl").read_text().splitlines()]
     by_cell: dict[str, list[dict[str, object]]] = {}
@@ -103,7 +111,7 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
     assert "pools all of it, the launch part included" in report
 
     later = tmp_path / "later.yaml"
-    later.write_text(TINY.replace("noise: 2%}", "noise: 2%, noise_from: cal}"))
+    later.write_text(TINY.replace("noise: 2%}", f"noise: 2%, noise_from: {cal.name}}}"))
     assert "pooled by df too (a fixed design" in _run("plan", str(later)).stdout
     second = tmp_path / "second"
     res = _run("run", str(later), "--rehearse", "--out", str(second),
