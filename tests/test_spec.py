@@ -235,3 +235,52 @@ def test_a_null_string_inside_an_inline_profile_is_located(tmp_path: Path) -> No
         load_spec(path)
     (issue,) = err.value.issues
     assert issue.key == "rehearsal.profile.name" and issue.line == 20
+
+
+# one rule for every percentage key: `10%` or `0.10`; a plain number of 1 or more is refused
+PERCENT_KEYS = [
+    ("threshold: 3%", "threshold: 10", 17, "verify.threshold", "write 10% or 0.10"),
+    ("surprise: 10%", "surprise: 1.5", 17, "verify.surprise", "1.5% or 0.015"),
+    ("threshold: 3%", "threshold: 3%, confidence: 95", 17, "verify.confidence", "95% or 0.95"),
+    ("threshold: 3%", "threshold: 3%, noise: 2", 17, "verify.noise", "write 2% or 0.02"),
+    ("threshold: 3%", "threshold: 3%, failure_rate: 1", 17, "verify.failure_rate", "(or 100%)"),
+    ("limits:", "correctness: {floor: 90}\nlimits:", 18, "correctness.floor", "90% or 0.90"),
+    (
+        "primary: output_throughput",
+        "primary: output_throughput, p99_ttft_ms: {margin: 10}",
+        16,
+        "metrics.p99_ttft_ms.margin",
+        "write 10% or 0.10",
+    ),
+    (
+        "secondary: [mean_tpot_ms, mean_itl_ms, p99_ttft_ms]",
+        "secondary: {mean_tpot_ms: null, p99_ttft_ms: {margin: 150%}}",
+        16,
+        "metrics.secondary.p99_ttft_ms.margin",
+        "150% is out of range",
+    ),
+    ("threshold: 3%", "threshold: 3%, confidence: 40%", 17, "verify.confidence", "above 50%"),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "key", "fragment"), PERCENT_KEYS, ids=[c[3] for c in PERCENT_KEYS]
+)
+def test_percentages_one_rule_for_every_key(
+    old: str, new: str, line: int, key: str, fragment: str
+) -> None:
+    test_error_messages_name_file_line_and_key(old, new, line, key, fragment)
+
+
+@pytest.mark.parametrize(
+    ("written", "fraction"),
+    [("10%", 0.10), ("0.10", 0.10), ("1.5%", 0.015), ("0.5", 0.5), ("95%", 0.95)],
+)
+def test_percentages_percent_sign_or_fraction(written: str, fraction: float) -> None:
+    text = EXAMPLE.replace("threshold: 3%", "threshold: 3%, confidence: 95%").replace(
+        "primary: output_throughput",
+        f"primary: output_throughput, p99_ttft_ms: {{margin: {written}}}",
+    )
+    spec = parse_spec(text)
+    assert spec.metrics.margins()["p99_ttft_ms"] == pytest.approx(fraction)
+    assert spec.verify.confidence == pytest.approx(0.95)

@@ -36,25 +36,38 @@ def parse_duration(value: Any) -> float:
 
 
 def parse_percent(value: Any) -> float:
-    """A fraction from "3%" or a plain number; plain numbers above 1 are read as percent."""
+    """A fraction from "3%" or a plain number below 1 ("0.03"). One rule for every key: a plain
+    number of 1 or more is refused, since `10` could mean 10% or 1000% (and `1` 1% or 100%)."""
     if isinstance(value, bool):
         raise ValueError("expected a percentage such as 3%")
     if isinstance(value, str):
         text = value.strip()
         try:
-            return float(text[:-1]) / 100 if text.endswith("%") else _fraction(float(text))
+            number = float(text[:-1] if text.endswith("%") else text)
         except ValueError:
-            pass
-        raise ValueError(f"{value!r} is not a percentage; write e.g. 3% or 0.03")
+            raise ValueError(f"{value!r} is not a percentage; write e.g. 3% or 0.03") from None
+        return _fraction(number / 100) if text.endswith("%") else _fraction(number, bare=True)
     if isinstance(value, int | float):
-        return _fraction(float(value))
+        return _fraction(float(value), bare=True)
     raise ValueError(f"{value!r} is not a percentage; write e.g. 3% or 0.03")
 
 
-def _fraction(x: float) -> float:
-    if x < 0 or math.isnan(x):
+def _fraction(x: float, *, bare: bool = False) -> float:
+    if math.isnan(x) or math.isinf(x):
+        raise ValueError("expected a percentage such as 3%")
+    if x < 0:
         raise ValueError("a percentage cannot be negative")
-    return x / 100 if x > 1 else x
+    if bare and x >= 1:
+        raise ValueError(
+            f"a plain number of 1 or more is ambiguous as a percentage: write {x:g}% or "
+            f"{_decimal(x / 100)}" + (" (or 100%)" if x == 1 else "")
+        )
+    return x
+
+
+def _decimal(fraction: float) -> str:
+    """0.1 as 0.10, 0.03 as 0.03, 0.015 as 0.015: the way a fraction of a percentage reads."""
+    return f"{fraction:.2f}" if round(fraction, 2) == fraction else f"{fraction:g}"
 
 
 def parse_rate(value: Any) -> float:
@@ -93,10 +106,10 @@ Percent = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "number", "minimum": 0},
+                {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
                 {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"},
             ],
-            "description": "e.g. 3% (or 0.03)",
+            "description": "e.g. 3% (or 0.03: a plain number must be below 1)",
         }
     ),
 ]

@@ -145,6 +145,12 @@ def _ranges(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
         # path, value, in range, what the range is
         (("verify", "threshold"), v.threshold, 0 < v.threshold < 1, above_0_below_100),
         (("verify", "surprise"), v.surprise, v.surprise > 0, "must be above 0%"),
+        (
+            ("verify", "confidence"),
+            v.confidence,
+            0.5 < v.confidence < 1,
+            "must be above 50% and below 100%",
+        ),
         (("verify", "noise"), v.noise, v.noise is None or 0 < v.noise < 1, above_0_below_100),
         (
             ("verify", "failure_rate"),
@@ -158,6 +164,10 @@ def _ranges(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             0 <= spec.correctness.floor <= 1,
             "must be between 0% and 100% (a share of identical tokens)",
         ),
+    ]
+    checks += [
+        (("metrics", "options", metric, "margin"), margin, 0 < margin < 1, above_0_below_100)
+        for metric, margin in spec.metrics.margins().items()
     ]
     return [
         (path, f"{_percent(value)} is out of range: it {rule}")

@@ -311,6 +311,13 @@ def data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
             continue
         if isinstance(node, dict) and part == "flags" and len(out) == 2 and out[0] == "arms":
             continue
+        if out == ["metrics"] and isinstance(node, dict) and part == "options":
+            continue  # `metrics: {p99_ttft_ms: {margin: 10%}}`: options written as keys
+        listed = node.get("secondary") if out == ["metrics"] and isinstance(node, dict) else None
+        if isinstance(listed, dict) and part in listed:
+            out += ["secondary", part]  # `secondary: {p99_ttft_ms: {margin: 10%}}`
+            node = listed[part]
+            continue
         if (
             out == ["sweep", "server"]
             and isinstance(data.get("sweep"), dict)

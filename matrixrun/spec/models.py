@@ -326,7 +326,9 @@ class VerifySpec(StrictModel):
         "noise too, which it cannot do with an adaptive run's (its stopping leaves that "
         "estimate biased low).",
     )
-    confidence: float = Field(0.95, gt=0.5, lt=1)
+    confidence: Percent = Field(
+        0.95, description="Confidence of every verdict and finding, above 50% and below 100%."
+    )
     failure_rate: Percent = Field(
         0.01,
         description="An arm failing more requests than this cannot be called better in that cell.",

@@ -59,10 +59,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not args.check:
         return EXIT_OK
 
+    try:
+        threshold = parse_percent(args.threshold)
+    except ValueError as exc:
+        raise InputError(f"--threshold: {exc}") from exc
     result = check(
         series.groups,
         higher_is_better(series.metric or ""),
-        threshold=parse_percent(args.threshold),
+        threshold=threshold,
         alpha=args.alpha,
     )
     sys.stdout.write("\n" + words.check_text(series, result))
