@@ -185,6 +185,12 @@ def test_a_rehearsal_report_lands_where_git_ignores_it(
     assert "runs/" in ignored
     real = argparse.Namespace(report=None, rehearse=False, spec="myspec/x.yaml")
     assert publish_report(report, real) == Path("reports/x.md")
+    # issue 42: `run --out DIR` wrote reports/<experiment>.md into the working directory too
+    (tmp_path / "reports" / "x.md").unlink()
+    for rehearse in (True, False):
+        named = argparse.Namespace(report=None, rehearse=rehearse, spec="x.yaml", out="d")
+        assert publish_report(report, named) == report
+    assert not any((tmp_path / "reports").iterdir())
 
 
 # --------------------------------------------------------------------------- what was measured

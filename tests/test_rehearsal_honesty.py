@@ -167,7 +167,8 @@ def test_an_own_spec_rehearsal_says_what_it_cannot_show(tmp_path: Path) -> None:
     err = res.stderr
     assert err.index("warning: the bundled profile has no rule") < err.index("launching")
     assert not (tmp_path / "reports").exists()  # the committed reports are left alone
-    doc = (tmp_path / "runs" / "x.rehearsal.md").read_text()
+    assert not (tmp_path / "runs" / "x.rehearsal.md").exists()  # --out DIR: everything in DIR
+    doc = (tmp_path / "runs" / "r" / "report.md").read_text()
     head = doc[: doc.index("**Verdict on")]  # said before the verdict, on the first screen
     assert "**No rule of the simulator's profile tells `mnbt8192` from `mnbt2048`" in head
     assert "Profile: the bundled 'default' (the spec gives none)." in doc

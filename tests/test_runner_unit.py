@@ -114,6 +114,9 @@ class InProcessServer:
     def log_tail(self, lines: int = 20) -> str:
         return "fake server log" if self.dead else ""
 
+    def death_cause(self) -> str:
+        return "RuntimeError: fake crash" if self.dead else ""
+
     def wait_healthy(self, health_path: str, timeout_s: float) -> float:
         self.health_timeout_s = timeout_s
         if self.refuse_start:
@@ -248,8 +251,8 @@ def test_a_server_that_crashes_mid_cell_is_relaunched(tmp_path: Path) -> None:
     assert not crashed.ok and crashed.instance == f"{first_group.group_id}#1"
     assert crashed.failure is Failure.SERVER_DIED
     assert crashed.error is not None and crashed.error.startswith(
-        f"server {crashed.instance} died (exit code -9) during the cell; last log lines: "
-        "fake server log"
+        f"server {crashed.instance} died (exit code -9) during the cell; its first error: "
+        "RuntimeError: fake crash"
     )
     # the group's remaining cell runs on a relaunch; nothing is measured twice (max_runs 1)
     assert after.ok and after.instance == f"{first_group.group_id}#2"

@@ -36,6 +36,7 @@ from matrixrun.core.errors import EngineError, StartupTimeout
 from matrixrun.core.redact import redact_argv as redact_argv  # re-exported (runner, proposal)
 from matrixrun.core.redact import redact_file, redact_text
 from matrixrun.core.timescale import REAL, TimeScale
+from matrixrun.engines.logcause import first_error
 from matrixrun.engines.procs import record_for
 from matrixrun.plan import ServerGroup
 
@@ -67,6 +68,11 @@ class ServerHandle(Protocol):
         ...
 
     def log_tail(self, lines: int = 20) -> str: ...
+
+    def death_cause(self) -> str:
+        """Why the process died, in a few lines of its log: the first error it printed
+        (`logcause.first_error`), else its last lines; "" when there is no log."""
+        ...
 
     def wait_healthy(self, health_path: str, timeout_s: float) -> float:
         """Block until ready; the startup time in seconds. Raises EngineError/StartupTimeout."""
@@ -145,6 +151,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def log_cause(path: Path, lines: int = 5) -> str:
+    """The first error block of a server log (`logcause.first_error`), else its last `lines`
+    lines; redacted like `tail`, as it goes into error messages the same way."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    found = first_error(text)
+    if found is None:
+        return tail(path, lines)
+    return redact_text(found)
+
+
 def tail(path: Path, lines: int = 20) -> str:
     """The last lines of a server log, secrets redacted: tails go into error messages, and
     from there into results.jsonl and the report (servers print their arguments, keys too)."""
@@ -204,6 +223,9 @@ class ServerProcess:
     def log_tail(self, lines: int = 20) -> str:
         return tail(self.log_path, lines)
 
+    def death_cause(self) -> str:
+        return log_cause(self.log_path)
+
     def wait_healthy(self, health_path: str, timeout_s: float, poll_s: float = 0.2) -> float:
         """Block until GET health_path answers 200; return the startup time in seconds.
         A process that exits fails at once, with the last 20 lines of its log."""
@@ -223,7 +245,8 @@ class ServerProcess:
                         )
                     raise EngineError(
                         f"{self.name} exited with code {code} before it became "
-                        f"healthy on port {self.launch.port}; see {self.log_path}",
+                        f"healthy on port {self.launch.port}; its first error: "
+                        f"{self.death_cause()} (see {self.log_path})",
                         self.log_tail(),
                     )
                 try:

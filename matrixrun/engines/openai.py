@@ -80,6 +80,9 @@ class RemoteServer:
     def log_tail(self, lines: int = 20) -> str:
         return ""
 
+    def death_cause(self) -> str:
+        return ""
+
     def wait_healthy(self, health_path: str, timeout_s: float, poll_s: float = 1.0) -> float:
         """Poll GET health_path (with the key) until 200; a 401/403 fails at once."""
         url = self.launch.base_url + health_path

@@ -53,11 +53,12 @@ def correctness_gate(
     api_key: SecretStr | None,
     timeout_s: float,
     tokenizer: str | None = None,
-) -> None:
+) -> str | None:
     """Collect the group's greedy answers to the fixed prompts into correctness/<group>.json
     (`timeout_s` per request, in the server's time; prompts as text of the same token count
     when `tokenizer` is given). A failure to collect is recorded as the record's error: a gate
-    that could not run must not read as a pass, nor stop the run."""
+    that could not run must not read as a pass, nor stop the run. Returns that error (None
+    when every prompt was answered), so the runner can tell a gate the server died in."""
     record: dict[str, Any] = {
         "arm": group.arm,
         "slice": group.slice,
@@ -80,3 +81,5 @@ def correctness_gate(
     except MatrixError as exc:
         record["error"] = str(exc)
     run_dir.write_json(_answers_name(group), record)
+    error: str | None = record["error"]
+    return error

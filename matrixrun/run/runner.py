@@ -126,6 +126,16 @@ class Instance:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def died_message(inst: Instance, phase: str) -> str:
+    """One sentence for a server that died: which, its exit code, the phase it died in and
+    its first error (not its teardown, `ServerHandle.death_cause`)."""
+    cause = inst.server.death_cause() or "(its log is empty)"
+    return (
+        f"server {inst.name} died (exit code {inst.server.exit_code()}) during {phase}; "
+        f"its first error: {cause}"
+    )
+
+
 class Runner:
     """Runs one plan against one engine into one run directory. Knows the order of work and
     the directory's files; how a server is started, how fast it runs and what it reports per
@@ -227,21 +237,27 @@ class Runner:
                 args=redact_json(self.engine.effective_args(info)),
                 argv=redact_argv(launch.argv),
                 gpu_serials=self.serials,
+                env=redact_json(launch.env),
             )
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
             self.write_env_file()
-            self._correctness(group, launch.base_url)
-            yield Instance(group, name, server, launch.base_url, info)
+            gate_error = self._correctness(group, launch.base_url)
+            inst = Instance(group, name, server, launch.base_url, info)
+            if gate_error is not None and self._exits(server):
+                # it died answering the gate: no cell is to blame, and none is measured on it
+                raise EngineError(died_message(inst, "the correctness gate"))
+            yield inst
         finally:
             code = server.stop()
             self.run_dir.event("stop", instance=name, returncode=code)
 
-    def _correctness(self, group: ServerGroup, base_url: str) -> None:
-        """Once per group: the arm answers the fixed greedy prompts (the correctness gate)."""
+    def _correctness(self, group: ServerGroup, base_url: str) -> str | None:
+        """Once per group: the arm answers the fixed greedy prompts (the correctness gate).
+        Returns why the gate could not collect its answers (None: answered, or not asked)."""
         if correctness_done(self.spec, self.run_dir, group):
-            return
+            return None
         self.options.observer.status(f"correctness gate: {group.arm}")
-        correctness_gate(
+        error = correctness_gate(
             self.spec,
             self.run_dir,
             group,
@@ -253,6 +269,7 @@ class Runner:
         )
         self.write_env_file()
         self.write_settings_file()  # the gate's outcome on file now: a run cut short keeps it
+        return error
 
     def _flush(self, inst: Instance, cell: Cell) -> str | None:
         """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm
@@ -312,10 +329,7 @@ class Runner:
         if not self._died(inst, run):
             extra.update(self.engine.cell_extras(inst.base_url, inst.info))
         else:
-            error = (
-                f"server {inst.name} died (exit code {inst.server.exit_code()}) during the "
-                f"cell; last log lines: {inst.server.log_tail(5)}"
-            )
+            error = died_message(inst, "the cell")
             failure = Failure.SERVER_DIED
         return Measurement(
             **self._identity(inst.group, cell, attempt, inst.name, reason),
@@ -331,6 +345,17 @@ class Runner:
         )
 
     @staticmethod
+    def _exits(server: ServerHandle) -> bool:
+        """Whether `server` is seen exited within `DEATH_GRACE_S` (requests to it just failed:
+        a killed server drops its connections a moment before it can be reaped)."""
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while server.alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    @staticmethod
     def _died(inst: Instance, run: CellRun) -> bool:
         """Whether the server died under the cell. A killed server drops its connections a
         moment before its process can be reaped, so when requests failed the process gets
@@ -341,12 +366,7 @@ class Runner:
             return True
         if run.error is None and not any(r.error for r in run.records):
             return False
-        deadline = time.monotonic() + DEATH_GRACE_S
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            if not inst.server.alive():
-                return True
-        return False
+        return Runner._exits(inst.server)
 
     def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
         """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
@@ -557,6 +577,7 @@ class Runner:
             arm: float(entry["agreement"])
             for arm, entry in agreement_by_arm(answers, self.plan.baseline).items()
         }
+        gate_errors = {str(a["arm"]): str(a["error"]) for a in answers if a.get("error")}
         settings = run_settings(
             self.spec,
             self.plan,
@@ -566,6 +587,9 @@ class Runner:
             correctness=agreement,
             spec_path=self.options.spec_path,
         )
+        if gate_errors:  # a gate that could not run is said as a failure (the Checks line)
+            analysis = settings.analysis.model_copy(update={"correctness_errors": gate_errors})
+            settings = settings.model_copy(update={"analysis": analysis})
         # engine.launch and flags can carry a key: the same redaction as plan.json
         redacted = type(settings).model_validate(redact_json(settings.model_dump(mode="json")))
         write_settings(self.run_dir, redacted)

@@ -107,6 +107,10 @@ class ServerRecord(BaseModel):
     gpu_serials: list[str] = Field(
         default_factory=list, description="nvidia-smi serials of the GPUs it was given."
     )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="The variables its launch set (engine.env and the arm's env), secrets masked.",
+    )
 
 
 class HardwareGate(HardwareCheck):

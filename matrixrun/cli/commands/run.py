@@ -94,9 +94,13 @@ def _ask_cancel_jobs(jobs: Sequence[JobRecord]) -> bool:
 def publish_report(report: Path, args: argparse.Namespace) -> Path:
     """Copy the report to reports/<spec stem>.md, a rehearsal's to runs/<stem>.rehearsal.md
     (or --report). A rehearsal is a try-out: written where git ignores it, it never dirties
-    the committed example reports (`nox -s reports` regenerates those)."""
+    the committed example reports (`nox -s reports` regenerates those). With `--out DIR` and
+    no `--report`, every file stays in DIR: the report is DIR/report.md and nothing is written
+    outside it (a user who names where a run goes means all of it)."""
     if args.report:
         target = Path(args.report)
+    elif getattr(args, "out", None):
+        return report
     elif args.rehearse:
         target = Path("runs") / f"{Path(args.spec).stem}.rehearsal.md"
     else:

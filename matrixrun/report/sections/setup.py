@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from matrixrun.core.measurement import Measurement
+from matrixrun.core.redact import redact_json
 from matrixrun.core.verdict import (
     AnalysisSettings,
 )
@@ -83,6 +84,9 @@ class Setup:
     sweep: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     cells: int | None = None
+    #: `NAME=value` of the environment variables every server was given alike (engine.env and
+    #: arms' env that agree), secrets masked; those the arms differ in are in `arm_diff`.
+    env: list[str] = field(default_factory=list)
 
 
 def arm_differences(
@@ -324,7 +328,20 @@ def setup_of(
         metrics=Metrics(a.primary, list(a.secondary)),
         arm_diff=diffs,
         cells=plan.cost.cells,
+        env=common_env(plan.groups),
     )
+
+
+def common_env(groups: Sequence[ServerGroup]) -> list[str]:
+    """The variables every server group was given with the same value, as `NAME=value`,
+    secrets masked (plan.json is written redacted; masked again here for a plan that was not)."""
+    if not groups:
+        return []
+    shared = dict(groups[0].env)
+    for g in groups[1:]:
+        shared = {k: v for k, v in shared.items() if g.env.get(k) == v}
+    masked = redact_json(shared)
+    return [f"{k}={masked[k]}" for k in sorted(masked)]
 
 
 def ingested_setup(
