@@ -194,6 +194,10 @@ class AnalysisSettings(_Model):
         default_factory=dict, description="Output agreement with the baseline per arm, 0..1."
     )
     correctness_min: float = Field(0.9, ge=0, le=1, description="Spec correctness.floor.")
+    correctness_errors: dict[str, str] = Field(
+        default_factory=dict,
+        description="Arms whose correctness gate could not collect its answers, and why.",
+    )
 
     @model_validator(mode="after")
     def _baseline_not_candidate(self) -> AnalysisSettings:

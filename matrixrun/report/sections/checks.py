@@ -40,6 +40,7 @@ class Checks:
     failed_requests: int
     total_requests: int
     replicates: list[Rerun] = field(default_factory=list)  # routine reruns, no explanation
+    gate_errors: dict[str, str] = field(default_factory=dict)  # arm -> why its gate failed
 
 
 def checks(verdict: Verdict) -> Checks:
@@ -94,6 +95,7 @@ def checks(verdict: Verdict) -> Checks:
         failed_requests=sum(v[1] for v in seen.values()),
         total_requests=sum(v[2] for v in seen.values()),
         replicates=replicates,
+        gate_errors=dict(verdict.settings.correctness_errors),
     )
 
 
@@ -190,6 +192,12 @@ def checks_line(
         low = min(c.agreement.values())
         tail = "; simulated: identical by construction" if simulated else ""
         items.append(f"outputs agree {OK} ({fmt.share(low)}{tail})")
+    elif c.gate_errors:  # a gate that could not run is a failure, never a quiet "not checked"
+        arm, why = next(iter(c.gate_errors.items()))
+        more = f" and {len(c.gate_errors) - 1} more" if len(c.gate_errors) > 1 else ""
+        items.append(
+            f"outputs not checked: the correctness gate failed {BAD} (`{arm}`{more}: {why})"
+        )
     else:
         items.append(f"outputs not checked {WARN}")
     failed = c.failed_requests
