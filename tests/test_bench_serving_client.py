@@ -123,9 +123,39 @@ def test_failures_carry_the_log_tail(tmp_path: Path, mode: str, message: str) ->
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["slowstart", "linger"])
+def test_a_slow_start_or_a_late_exit_keeps_a_finished_result(tmp_path: Path, mode: str) -> None:
+    """Issue 42: the real bench_serving spent most of a 60 s cell timeout on its imports and
+    tokenizer, wrote its whole result 3 s before the cap, and was killed and its result thrown
+    away. The cap counts from its first request now, and a complete file is always read."""
+    with start_sim(["--profile-json", json.dumps({"name": "k", "base": {"step_ms": [[1, 1]]}})
+                    ]) as (_, base):  # fmt: skip
+        env = {**FAKE_ENV, "FAKE_BENCH_SERVING": mode, "FAKE_STARTUP_S": "6"}
+        t0 = time.monotonic()
+        metrics, records, _ = run_bench_serving(config(base, num_prompts=4), tmp_path, PREFIX,
+                                                timeout_s=5, env=env)  # fmt: skip
+    assert metrics.completed == 4 and len(records) == 4
+    assert time.monotonic() - t0 < 60  # "linger" was stopped at the cap, not after 600 s
+
+
+@pytest.mark.slow
+def test_a_client_that_never_starts_measuring_has_its_own_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matrixrun.load import bench_serving_client
+
+    monkeypatch.setattr(bench_serving_client, "CLIENT_STARTUP_S", 3.0)
+    with pytest.raises(LoadError, match=r"did not start sending requests within 3s"):
+        run_bench_serving(config(), tmp_path, PREFIX, timeout_s=60,
+                          env={**FAKE_ENV, "FAKE_BENCH_SERVING": "nostart"})  # fmt: skip
+
+
+@pytest.mark.slow
 def test_timeout_kills_the_client(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    with pytest.raises(LoadError, match=r"timed out after 3s \(limits\.cell_timeout\)"):
+    with pytest.raises(
+        LoadError, match=r"timed out after 3s of measuring \(limits\.cell_timeout\)"
+    ):
         run_bench_serving(config(), tmp_path, PREFIX, timeout_s=3,
                           env={**FAKE_ENV, "FAKE_BENCH_SERVING": "hang"})  # fmt: skip
     assert time.monotonic() - t0 < 30

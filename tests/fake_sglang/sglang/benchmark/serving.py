@@ -61,6 +61,12 @@ def main() -> int:
     print(f"benchmark_args={args}", flush=True)
 
     mode = os.environ.get("FAKE_BENCH_SERVING", "")
+    if mode == "nostart":  # never gets past its start-up
+        time.sleep(600)
+    if mode == "slowstart":  # its imports and tokenizer take a while, as on two busy cores
+        time.sleep(float(os.environ.get("FAKE_STARTUP_S", "4")))
+    # the real one prints this once its prompts are made, even for 0 warm-up requests
+    print(f"Starting warmup with {args.warmup_requests} sequences...", flush=True)
     if mode == "fail":
         print("Traceback (most recent call last):\nRuntimeError: fake bench_serving failed")
         return 1
@@ -110,6 +116,8 @@ def main() -> int:
         }
     with open(args.output_file, "a") as f:
         f.write(json.dumps(line) + "\n")
+    if mode == "linger":  # its result is on file, then it takes its time to exit
+        time.sleep(600)
     return 0
 
 
