@@ -15,7 +15,10 @@ import argparse
 import math
 
 #: `ingest --format`: matrixrun.ingest.formats.run.FORMATS.
-INGEST_FORMATS = ("bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench")
+INGEST_FORMATS = (
+    "bench_serving", "vllm", "vllm_sweep", "vllm_table", "guidellm", "aiperf", "genai_bench",
+    "inference_perf", "llmperf",
+)  # fmt: skip
 #: `ingest --allow-difference`: matrixrun.ingest.formats.checks.IDENTITY.
 IDENTITY_FIELDS = ("model", "gpu", "dataset", "client-version")
 #: `ingest --sweep-serve`: matrixrun.ingest.formats.vllm_sweep.SweepServe.

@@ -9,6 +9,9 @@ have them from another client. This package detects each input's format, reads i
     bench_serving   `sglang.bench_serving --output-file` JSONL            load/bench_serving
     vllm            `vllm bench serve --save-result` JSON                 vllm
     vllm_sweep      a `vllm bench sweep serve` output directory           vllm_sweep
+    vllm_table      vLLM's nightly benchmark_results.json (display names)  vllm_table
+    inference_perf  inference-perf stage_N_lifecycle_metrics.json / folder  inference_perf
+    llmperf         llmperf *_summary.json (+ *_individual_responses.json)  llmperf
     guidellm        `guidellm run --output kind=json` report              guidellm
     aiperf          profile_export_aiperf.json, or its artifact directory  aiperf
     genai_bench     genai-bench run files or experiment folder (refused)  genai_bench
@@ -33,36 +36,46 @@ from typing import Any
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import METRIC_NAMES
-from matrixrun.ingest.formats import aiperf, checks, genai_bench, guidellm, vllm, vllm_sweep
+from matrixrun.ingest.formats import (
+    aiperf, axis, checks, genai_bench, guidellm, inference_perf, llmperf, vllm, vllm_legacy,
+    vllm_sweep, vllm_table,
+)  # fmt: skip
 from matrixrun.ingest.formats import words as client_words
 from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
 from matrixrun.ingest.records import DEFAULT_SECONDARY, IngestResult, measurements_from_records
 from matrixrun.load import bench_serving
 
-__all__ = ["CLIENT", "FORMATS", "Format", "Ingested", "detect", "load", "read"]
+__all__ = ["CLIENT", "FORMATS", "Format", "Ingested", "detect", "load", "read", "server_side"]
 
 #: The client that measured each format: formats of one client compare without a flag.
 CLIENT: dict[Format, str] = {
     "bench_serving": "bench_serving",
     "vllm": "vllm",
     "vllm_sweep": "vllm",
+    "vllm_table": "vllm",
     "guidellm": "guidellm",
     "aiperf": "aiperf",
     "genai_bench": "genai-bench",
+    "inference_perf": "inference-perf",
+    "llmperf": "llmperf",
 }
 _NAMES: dict[Format, str] = {
     "bench_serving": "sglang.bench_serving JSONL",
     "vllm": "vllm bench serve --save-result JSON",
     "vllm_sweep": "vllm bench sweep serve directory",
+    "vllm_table": "vLLM nightly benchmark_results.json",
     "guidellm": "guidellm JSON report",
     "aiperf": "aiperf profile export",
     "genai_bench": "genai-bench run file",
+    "inference_perf": "inference-perf lifecycle report",
+    "llmperf": "llmperf summary",
 }
 _KNOWN = (
-    "sglang.bench_serving JSONL, vllm bench serve --save-result JSON, a vllm bench sweep "
-    "directory, guidellm's JSON report, aiperf's profile_export_aiperf.json or its artifact "
-    "directory"
+    "sglang.bench_serving JSONL, vllm bench serve / benchmark_serving.py --save-result JSON, "
+    "vLLM's nightly benchmark_results.json, a vllm bench sweep directory, guidellm's JSON "
+    "report, aiperf's profile_export_aiperf.json or its artifact directory, inference-perf's "
+    "stage_N_lifecycle_metrics.json or its results folder, llmperf's *_summary.json"
 )
 
 
@@ -76,9 +89,12 @@ def detect(path: str | Path) -> Format:
             return "aiperf"
         if genai_bench.is_genai_bench_dir(p):
             return "genai_bench"
+        if inference_perf.reports(p):
+            return "inference_perf"
         raise InputError(
-            f"{p}: a directory without run=N.json or {aiperf.EXPORT} files; pass a `vllm "
-            "bench sweep serve` output directory, an aiperf artifact directory or result files"
+            f"{p}: a directory without run=N.json, {aiperf.EXPORT} or inference-perf stage "
+            "reports; pass a `vllm bench sweep serve` output directory, an aiperf artifact "
+            "directory, an inference-perf results folder or result files"
         )
     try:
         text = p.read_text(encoding="utf-8")
@@ -98,7 +114,31 @@ def detect(path: str | Path) -> Format:
                 f"{p}: not valid JSON ({err.msg} at column {err.colno} of its first line); "
                 f"pass a benchmark result file ({_KNOWN})"
             ) from None
+    fmt = _detect_data(data)
+    if fmt is not None:
+        return fmt
+    if isinstance(data, list) and data and all(vllm.is_vllm(d) for d in data):
+        raise InputError(
+            f"{p}: a list of vLLM runs (a sweep's summary.json?); pass the sweep's directory, "
+            "whose run=N.json files ingest reads"
+        )
+    raise InputError(
+        f"{p}: not a result file ingest knows ({_KNOWN}); if it is one of them, pass "
+        f"--format with one of {', '.join(FORMATS)}"
+    )
+
+
+def _detect_data(data: Any) -> Format | None:
+    """The format a parsed file's content shows, else None."""
+    if vllm_table.is_vllm_table(data):
+        return "vllm_table"
+    if llmperf.is_individual(data):
+        return "llmperf"
     if isinstance(data, dict):
+        if inference_perf.is_lifecycle(data) or inference_perf.is_prometheus(data):
+            return "inference_perf"
+        if llmperf.is_summary(data):
+            return "llmperf"
         if guidellm.is_guidellm(data):
             return "guidellm"
         if aiperf.is_aiperf(data):
@@ -111,15 +151,7 @@ def detect(path: str | Path) -> Format:
             return "vllm"
         if bench_serving_line(data):
             return "bench_serving"
-    if isinstance(data, list) and data and all(vllm.is_vllm(d) for d in data):
-        raise InputError(
-            f"{p}: a list of vLLM runs (a sweep's summary.json?); pass the sweep's directory, "
-            "whose run=N.json files ingest reads"
-        )
-    raise InputError(
-        f"{p}: not a result file ingest knows ({_KNOWN}); if it is one of them, pass "
-        f"--format with one of {', '.join(FORMATS)}"
-    )
+    return None
 
 
 #: Fields every sglang.bench_serving line has, from the late-2024 versions on.
@@ -161,6 +193,13 @@ def read(
         return [run for f in files for run in aiperf.read_file(f)]
     if fmt == "genai_bench":
         raise genai_bench.refuse(path)
+    if fmt == "vllm_table":
+        return vllm_table.read_file(path)
+    if fmt == "inference_perf":
+        p = Path(path)
+        return inference_perf.read_dir(p) if p.is_dir() else inference_perf.read_file(p)
+    if fmt == "llmperf":
+        return llmperf.read_file(path)
     return guidellm.read_file(path)
 
 
@@ -219,6 +258,8 @@ class Ingested:
     #: What the report must say first (see checks.py): allowed differences, speculative
     #: decoding, points not every arm ran.
     caveats: list[dict[str, Any]] = field(default_factory=list)
+    #: How the sweep axis was found when the files, not the caller, named it.
+    axis_note: str | None = None
 
     def summary(self) -> str:
         """What was understood: formats, arms, points, repeats, servers, conversions."""
@@ -280,11 +321,70 @@ class Ingested:
                     "point may have run different workloads; mean input/output tokens seen: "
                     + ", ".join(lens)
                 )
+        if self.axis_note:
+            lines.append(f"axis found from the files: {self.axis_note}")
+        for note in dict.fromkeys(n for r in self.runs for n in r.notes):
+            lines.append(f"not recorded: {note}")
+        lines += _server_side_lines(self.runs)
         for failure in self.failures:
             lines.append(f"not ingested (the sweep recorded it as failed): {failure}")
         for caveat in self.caveats:
             lines.append(f"caveat: {checks.caveat_line(caveat)}")
         return "\n".join(lines)
+
+
+#: Server-side numbers printed per run (the rest stay in ingest.json).
+_SERVER_KEYS = ("rate", "time_to_first_token.mean", "time_per_output_token.mean",
+                "request_latency.mean")  # fmt: skip
+
+
+def _server_side_lines(runs: Sequence[Run]) -> list[str]:
+    """The server's own numbers beside the client's, one line per run that has them."""
+    lines = []
+    for r in runs:
+        if not r.server_side:
+            continue
+        shown = ", ".join(f"{k} {r.server_side[k]:.4g}" for k in _SERVER_KEYS if k in r.server_side)
+        lines.append(
+            f"server-side (Prometheus scrape, shown, not compared): {r.record.where}: {shown} "
+            "(seconds; all in ingest.json)"
+        )
+    return lines
+
+
+def server_side(runs: Sequence[Run]) -> dict[str, dict[str, float]]:
+    """source -> the server's own numbers, for ingest.json (never in results.jsonl)."""
+    return {r.record.where: dict(r.server_side) for r in runs if r.server_side}
+
+
+def _merge_same_runs(runs: list[Run]) -> list[Run]:
+    """One run given twice (an llmperf summary and its per-request file) is kept once, with
+    the most the two files say; any other two inputs with the same counts, duration and
+    output tokens are one measurement given twice, refused naming both."""
+    kept: dict[str, int] = {}
+    out: list[Run] = []
+    for r in runs:
+        key = r.record.fields.get("run_of")
+        if isinstance(key, str) and key in kept:
+            i = kept[key]
+            if "individual" in r.record.fields and "individual" not in out[i].record.fields:
+                out[i] = r
+            continue
+        if isinstance(key, str):
+            kept[key] = len(out)
+        out.append(r)
+    seen: dict[tuple[int, int, float], Run] = {}
+    for r in out:
+        m = r.record.metrics
+        key3 = (m.completed, m.total_output_tokens, round(m.duration, 6))
+        other = seen.setdefault(key3, r)
+        if other is not r and other.record.source != r.record.source:
+            raise InputError(
+                f"{other.record.where} and {r.record.where} hold the same run ({m.completed} "
+                f"requests, {m.total_output_tokens} output tokens in {m.duration:.6g} s): one "
+                "measurement given twice would count as a repeat; pass each run once"
+            )
+    return out
 
 
 def _runs(n: int) -> str:
@@ -354,7 +454,9 @@ def load(
             failures += [str(f) for f in vllm_sweep.failures(Path(path))]
     if not runs:
         raise InputError("no result files given; pass one or more benchmark result files")
-    runs = aiperf.name_arms(runs)
+    runs = _merge_same_runs(vllm_legacy.name_arms(aiperf.name_arms(runs)))
+    axis_field, axis_note = axis.find(runs, str(options.get("axis_field", axis.DEFAULT)))
+    options["axis_field"] = axis_field
     clients: dict[str, str] = {}  # client -> the first input it measured
     for p, fmt in inputs:
         clients.setdefault(CLIENT[fmt], p)
@@ -405,6 +507,7 @@ def load(
         left_out=left_out,
         failures=failures,
         caveats=caveats,
+        axis_note=axis_note,
     )
 
 

@@ -21,9 +21,13 @@ __all__ = [
     "FORMATS", "Format", "Run", "count", "family", "finite", "make_metrics", "require_number",
 ]  # fmt: skip
 
-Format = Literal["bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench"]
+Format = Literal[
+    "bench_serving", "vllm", "vllm_sweep", "vllm_table", "guidellm", "aiperf", "genai_bench",
+    "inference_perf", "llmperf",
+]  # fmt: skip
 FORMATS: tuple[Format, ...] = (
-    "bench_serving", "vllm", "vllm_sweep", "guidellm", "aiperf", "genai_bench",
+    "bench_serving", "vllm", "vllm_sweep", "vllm_table", "guidellm", "aiperf", "genai_bench",
+    "inference_perf", "llmperf",
 )  # fmt: skip
 
 
@@ -56,6 +60,12 @@ class Run:
     #: Why the file shows speculative decoding (e.g. "accept_length 2.9"), else None: its
     #: streamed chunks carry several tokens, so per-chunk ITL is not per-token ITL.
     spec_decode: str | None = None
+    #: What the file does not record and was therefore set to a stated default (e.g. a
+    #: table that lists completed requests only: failures "not recorded"), one line each.
+    notes: tuple[str, ...] = ()
+    #: Server-side numbers the file holds beside the client's (inference-perf's Prometheus
+    #: scrape): shown in the summary and ingest.json, never put into the record compared.
+    server_side: dict[str, float] = field(default_factory=dict)
 
 
 def finite(value: Any) -> float | None:

@@ -14,11 +14,12 @@ tokens − 1) per request; ITL is one gap per streamed chunk, whatever the chunk
 from __future__ import annotations
 
 import json
-import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from matrixrun.core.errors import InputError
+from matrixrun.ingest.formats import vllm_legacy
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
 from matrixrun.load.bench_serving import BenchServingRecord
 
@@ -71,7 +72,11 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
     for key in ("completed", "total_input_tokens", "total_output_tokens"):
         values[key] = count(require_number(data, key, where, todo), key, where)
     failed = finite(data.get("failed"))
-    values["failed"] = count(failed, "failed", where) if failed is not None else 0
+    from_errors = vllm_legacy.failed_from_errors(data, where)
+    if failed is not None:
+        values["failed"] = count(failed, "failed", where)
+    else:
+        values["failed"] = from_errors or 0
     values["request_throughput"] = require_number(data, "request_throughput", where, todo)
     values["output_throughput"] = require_number(data, "output_throughput", where, todo)
     values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
@@ -87,13 +92,9 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
     metrics = make_metrics(values, where)
 
     rate = data.get("request_rate")
-    request_rate: float | str | None
-    if isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity"):
-        request_rate = math.inf
-    elif isinstance(rate, int | float) and not isinstance(rate, bool):
-        request_rate = float(rate)
-    else:
-        request_rate = rate if isinstance(rate, str) else None
+    request_rate: float | str | None = vllm_legacy.rate_of(rate)
+    if request_rate is None and isinstance(rate, str):
+        request_rate = rate
     label = data.get("label")
     known = {"label", "backend", "request_rate", "max_concurrency", *_SKIP, *values,
              "total_token_throughput"}  # fmt: skip
@@ -121,10 +122,11 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
     model = data.get("model_id")
     if isinstance(model, str) and model:
         identity["model"] = model
+    old = "request_goodput:" in data
     return Run(
         record=record,
         format="vllm_sweep" if format == "vllm_sweep" else "vllm",
-        tool=TOOL + " (vLLM version not recorded in the file)",
+        tool=vllm_legacy.OLD_TOOL if old else TOOL + " (vLLM version not recorded in the file)",
         definitions=dict(DEFINITIONS),
         derived=derived,
         identity=identity,
@@ -168,4 +170,16 @@ def read_file(path: str | Path) -> list[Run]:
             f"{p}: has 'input_throughput', so it looks like sglang.bench_serving output, not "
             "vLLM's; pass --format bench_serving, or leave --format out to detect it"
         )
-    return [parse_result(data, source=str(p))]
+    run = parse_result(data, source=str(p))
+    side = vllm_legacy.sidecar(p)
+    record = run.record
+    if record.tag is None:
+        # Unlabelled: the file name, less a trailing segment naming the run's own point.
+        rate = record.request_rate if isinstance(record.request_rate, float) else None
+        tag = vllm_legacy.arm_stem(p.stem, rate, record.max_concurrency)
+        record = record.model_copy(
+            update={"tag": tag, "fields": {**record.fields, "arm_from": "file name"}}
+        )
+    if side.get("dataset") and record.dataset_name is None:
+        record = record.model_copy(update={"dataset_name": side["dataset"]})
+    return [replace(run, record=record, identity={**run.identity, **side})]
