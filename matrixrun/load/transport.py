@@ -81,37 +81,97 @@ def make_transport(kind: str, base_url: str, concurrency: int, api_key: str | No
     return RawTransport(base_url, api_key)
 
 
+def failed_twice(fresh: Exception, stale: Exception) -> ConnectionError:
+    """The error of a request that failed on a kept-alive connection before any answer, was
+    sent once more on a fresh one and failed there too: both reasons, in one sentence."""
+    how = "the same way" if str(fresh) == str(stale) else f"({stale})"
+    return ConnectionError(
+        f"{fresh}, on a fresh connection too (sent once more after a kept-alive connection "
+        f"failed {how})"
+    )
+
+
+class _Stale(Exception):
+    """An httpx request failed on a kept-alive connection before any response byte."""
+
+    def __init__(self, cause: httpx.TransportError) -> None:
+        super().__init__(str(cause) or type(cause).__name__)
+        self.cause = cause
+
+
 class HttpxTransport:
-    """httpx streaming: simple and standard, but several coroutine hops per network read."""
+    """httpx streaming: simple and standard, but several coroutine hops per network read.
+
+    httpcore already skips a pooled connection the server has closed (it checks the socket
+    before reuse); what it does not do is send again a request that the server dropped on a
+    kept-alive connection before answering ("Server disconnected without sending a
+    response"). That is retried once here, on a connection of its own (`_fresh` keeps none).
+    """
 
     def __init__(self, base_url: str, concurrency: int, api_key: str | None) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._url = base_url
+        timeout = httpx.Timeout(None, connect=30.0)
         self._client = httpx.AsyncClient(
             base_url=base_url,
             headers=headers,
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
-            timeout=httpx.Timeout(None, connect=30.0),
+            timeout=timeout,
+        )
+        self._fresh = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            timeout=timeout,
         )
 
     async def post_stream(self, path: str, body: bytes, sink: StreamParser) -> None:
-        headers = {"Content-Type": "application/json"}
         try:
-            async with self._client.stream("POST", path, content=body, headers=headers) as resp:
+            try:
+                await self._attempt(self._client, path, body, sink)
+            except _Stale as stale:
+                try:
+                    await self._attempt(self._fresh, path, body, sink)
+                except _Stale as again:
+                    raise failed_twice(again, stale) from None
+        except httpx.ConnectError as e:
+            raise ConnectFailed(self._url, e) from None
+        sink.finish(time.perf_counter())
+
+    async def _attempt(
+        self, client: httpx.AsyncClient, path: str, body: bytes, sink: StreamParser
+    ) -> None:
+        """One try; `_Stale` when it failed on a reused connection before the response began
+        (httpcore's trace says whether this try opened its connection)."""
+        opened = answered = False
+
+        async def trace(event: str, info: dict[str, object]) -> None:
+            nonlocal opened
+            opened = opened or "connect_tcp" in event
+
+        headers = {"Content-Type": "application/json"}
+        extensions = {"trace": trace}
+        try:
+            async with client.stream(
+                "POST", path, content=body, headers=headers, extensions=extensions
+            ) as resp:
+                answered = True
                 if resp.status_code != 200:
                     raise HTTPStatusFailed(resp.status_code, await resp.aread())
                 feed, clock = sink.feed, time.perf_counter
                 async for data in resp.aiter_raw():
                     feed(data, clock())
-        except httpx.ConnectError as e:
-            raise ConnectFailed(self._url, e) from None
-        sink.finish(time.perf_counter())
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+            if opened or answered:
+                raise
+            raise _Stale(e) from e
 
     async def prepare(self, connections: int) -> None:
         """httpx opens connections on demand; nothing to do."""
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        await self._fresh.aclose()
 
 
 class _Connection(asyncio.Protocol):
@@ -143,6 +203,13 @@ class _Connection(asyncio.Protocol):
             self._fail(ConnectionError(f"malformed HTTP response: {e}"))
             self.close()
 
+    def eof_received(self) -> bool | None:
+        """The server closed its side (uvicorn does so after 5 s idle): mark the connection
+        dead at once, so the pool never hands it out again. Returning None lets the
+        transport close; `connection_lost` follows and fails a request in flight."""
+        self.closed = True
+        return None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._fail(ConnectionResetError("server closed the connection before the response ended"))
@@ -163,12 +230,24 @@ class _Connection(asyncio.Protocol):
             self.waiter.set_result(None)
 
     # used by RawTransport
+    def usable(self) -> bool:
+        """Open as far as this side knows: the server has not closed it."""
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
     def start(self, sink: StreamParser, request: bytes) -> asyncio.Future[None]:
+        """Send `request`; the future ends with the response. A connection that is closed
+        raises ConnectionResetError here: asyncio's transport would drop the write silently
+        (the request would hang until its timeout) and uvloop's raises a RuntimeError."""
         self.sink, self.status, self.got_bytes, self.reusable = sink, 0, False, False
         self.error_body.clear()
+        if not self.usable():
+            raise ConnectionResetError("the server had closed the kept-alive connection")
         self.waiter = asyncio.get_running_loop().create_future()
         assert self.transport is not None
-        self.transport.write(request)
+        try:
+            self.transport.write(request)
+        except (OSError, RuntimeError) as exc:
+            raise ConnectionResetError(f"could not send on the connection: {exc}") from None
         return self.waiter
 
     def _fail(self, exc: Exception) -> None:
@@ -214,36 +293,62 @@ class RawTransport:
         request = (
             f"POST {self._prefix}{path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"
         ).encode() + body
-        while True:
-            reused = bool(self._idle)
-            conn = self._idle.pop() if reused else await self._connect()
+        conn = self._take_idle()
+        if conn is None:
+            conn = await self._connect()
+            await self._exchange(conn, sink, request)
+        else:
             try:
-                await conn.start(sink, request)
-            except ConnectionError:
-                conn.close()
-                self._all.discard(conn)
-                # A kept-alive connection the server had already closed: retry once, fresh.
-                if reused and not conn.got_bytes:
-                    continue
-                raise
-            except BaseException:  # cancelled (timeout): the response is abandoned
-                conn.close()
-                self._all.discard(conn)
-                raise
-            break
-        if conn.reusable and not conn.closed:
+                await self._exchange(conn, sink, request)
+            except ConnectionError as stale:
+                if conn.got_bytes:
+                    raise  # the server answered, then broke off: that is this request's fate
+                # A kept-alive connection the server closed (its idle timeout racing this
+                # request) or dropped on arrival: once more on a fresh connection, one request
+                # still (the sink saw nothing). Not again from the pool: it may hold more.
+                conn = await self._connect()
+                try:
+                    await self._exchange(conn, sink, request)
+                except ConnectionError as exc:
+                    raise failed_twice(exc, stale) from None
+        if conn.reusable and conn.usable():
             self._idle.append(conn)
         else:
-            conn.close()
-            self._all.discard(conn)
+            self._drop(conn)
         if conn.status != 200:
             raise HTTPStatusFailed(conn.status, bytes(conn.error_body))
         sink.finish(time.perf_counter())
+
+    def _take_idle(self) -> _Connection | None:
+        """A pooled connection the server has not closed, or None; the dead ones are dropped
+        on the way (uvicorn closes a connection idle for 5 s, SGLang's and vLLM's alike)."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable():
+                return conn
+            self._drop(conn)
+        return None
+
+    async def _exchange(self, conn: _Connection, sink: StreamParser, request: bytes) -> None:
+        """One request and its response on `conn`; on any failure the connection is closed
+        (a cancelled request abandons its response, which leaves it unusable)."""
+        try:
+            await conn.start(sink, request)
+        except BaseException:
+            self._drop(conn)
+            raise
+
+    def _drop(self, conn: _Connection) -> None:
+        conn.close()
+        self._all.discard(conn)
 
     async def prepare(self, connections: int) -> None:
         """Open idle connections up to `connections` before the benchmark clock starts, so a
         burst of requests at t=0 does not time TCP handshakes (bench_serving even connects
         per request; a real serving client keeps its connections)."""
+        for conn in [c for c in self._idle if not c.usable()]:
+            self._idle.remove(conn)
+            self._drop(conn)
         missing = connections - len(self._idle)
         if missing > 0:
             opened = await asyncio.gather(

@@ -217,7 +217,9 @@ def serve(launch: LaunchArgs) -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=2,
-        timeout_keep_alive=60,
+        # uvicorn's default, as SGLang and vLLM run it: an idle kept-alive connection is
+        # closed after 5 s, so a rehearsal meets closed connections where a real run does
+        timeout_keep_alive=5,
         backlog=4096,
     )
     server = _Server(config)
