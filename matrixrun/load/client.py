@@ -36,6 +36,7 @@ from matrixrun.core.errors import InputError, LoadError
 from matrixrun.core.metrics import Metrics
 from matrixrun.load.aggregate import compute_metrics, duration_of
 from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
+from matrixrun.load.datasets import DatasetConfig
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 from matrixrun.load.records import RequestRecord
 from matrixrun.load.selfcheck import ClientCheck, LagProbe, LagSamples, judge
@@ -97,6 +98,10 @@ class LoadConfig(BaseModel):
         "auto",
         description="client processes to spread the requests over; auto: one per 256 of "
         "concurrency, at most the free cores (see multi.py)",
+    )
+    dataset: DatasetConfig = Field(
+        default_factory=DatasetConfig,
+        description="what the prompts are (load/datasets): the kind, the token ids drawn",
     )
 
     @field_validator("processes")
@@ -276,7 +281,7 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
     share's requests at their global arrival offsets under the share's concurrency."""
     # every process draws the whole cell's ids (same seed, same prompts as one process) but
     # turns only its own share into what is sent: text prompts are tokenised once per request
-    ids = make_prompts(config.seed, config.num_prompts, config.input_len)
+    ids = make_prompts(config.seed, config.num_prompts, config.input_len, config.dataset.ids)
     prompts = dict(
         zip(share.indices, _prompts(config, [ids[i] for i in share.indices]), strict=True)
     )
@@ -355,7 +360,8 @@ async def _warmup(
     if n == 0:
         return 0, 0
     out_len = config.warmup_output_len or min(config.output_len, WARMUP_OUTPUT_LEN)
-    prompts = _prompts(config, make_warmup_prompts(config.seed, n, config.input_len))
+    warm = make_warmup_prompts(config.seed, n, config.input_len, config.dataset.ids)
+    prompts = _prompts(config, warm)
     sem = asyncio.Semaphore(concurrency)
     t0 = time.perf_counter()
 

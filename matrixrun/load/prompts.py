@@ -6,12 +6,14 @@ tokens. The same (seed, count, length) gives the same prompts on every machine, 
 arms are compared on identical work; prompt i does not depend on how many prompts are drawn,
 so a cell with more prompts extends, rather than reshuffles, a smaller one.
 
-Ids are drawn uniformly from [`VOCAB_LOW`, `VOCAB_HIGH`). Special tokens sit at the two ends of
-every common vocabulary (BOS/EOS/PAD and byte-fallback tokens at 0..~260 in Llama/Mistral-style
-vocabularies; chat and tool markers at the top, e.g. Llama-3 128000+, Qwen/GLM 151000+), while
-every model we target has at least 32000 ordinary tokens. The range therefore avoids control
-tokens on all of them, so `ignore_eos` generation runs its full length and the prompt does not
-trip chat-template or image-token handling.
+Ids are drawn uniformly from an `IdRange` within the model's vocabulary (`vocab.py` reads it
+and says why: SGLang does not check input ids, and one out of range kills its scheduler). The
+default, [`VOCAB_LOW`, `VOCAB_HIGH`), is the range for every vocabulary of 32,000 tokens or
+more: special tokens sit at the two ends of every common vocabulary (BOS/EOS/PAD and
+byte-fallback tokens at 0..~260 in Llama/Mistral-style vocabularies; chat and tool markers at
+the top, e.g. Llama-3 128000+, Qwen/GLM 151000+), so `ignore_eos` generation runs its full
+length and the prompt does not trip chat-template or image-token handling. A smaller
+vocabulary gets the same range scaled down.
 
 Measured and warmup prompts come from independent streams of the same seed, so warmup never
 pre-fills the server's prefix cache with a measured prompt.
@@ -21,10 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Lowest token id used (inclusive): above every low special/byte-fallback id.
-VOCAB_LOW = 1000
-#: Highest token id used (exclusive): below every model's added/special tokens.
-VOCAB_HIGH = 30000
+from matrixrun.load.vocab import DEFAULT_HIGH, DEFAULT_IDS, DEFAULT_LOW, IdRange
+
+#: Lowest token id used by default (inclusive): above every low special/byte-fallback id.
+VOCAB_LOW = DEFAULT_LOW
+#: Highest token id used by default (exclusive): below every model's added/special tokens.
+VOCAB_HIGH = DEFAULT_HIGH
 
 # Independent random streams derived from one user seed.
 _STREAM_MEASURED = 0
@@ -36,20 +40,23 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([stream, seed])
 
 
-def make_prompts(seed: int, count: int, length: int) -> list[list[int]]:
-    """`count` prompts of exactly `length` token ids: the measured prompts for `seed`."""
-    return _draw(_rng(seed, _STREAM_MEASURED), count, length)
+def make_prompts(seed: int, count: int, length: int, ids: IdRange = DEFAULT_IDS) -> list[list[int]]:
+    """`count` prompts of exactly `length` token ids from `ids`: the measured prompts for
+    `seed`."""
+    return _draw(_rng(seed, _STREAM_MEASURED), count, length, ids)
 
 
-def make_warmup_prompts(seed: int, count: int, length: int) -> list[list[int]]:
+def make_warmup_prompts(
+    seed: int, count: int, length: int, ids: IdRange = DEFAULT_IDS
+) -> list[list[int]]:
     """Warmup prompts: same distribution as the measured ones, disjoint random stream."""
-    return _draw(_rng(seed, _STREAM_WARMUP), count, length)
+    return _draw(_rng(seed, _STREAM_WARMUP), count, length, ids)
 
 
-def _draw(rng: np.random.Generator, count: int, length: int) -> list[list[int]]:
+def _draw(rng: np.random.Generator, count: int, length: int, span: IdRange) -> list[list[int]]:
     if count < 0 or length < 1:
         raise ValueError(f"need count >= 0 and length >= 1, got {count} and {length}")
-    ids = rng.integers(VOCAB_LOW, VOCAB_HIGH, size=(count, length), dtype=np.int64)
+    ids = rng.integers(span.low, span.high, size=(count, length), dtype=np.int64)
     rows: list[list[int]] = ids.tolist()
     return rows
 

@@ -37,6 +37,7 @@ from matrixrun.core.errors import LoadError
 from matrixrun.load.apis import Api, abort_message, native_prompt_key
 from matrixrun.load.prompts import make_prompts
 from matrixrun.load.text_prompts import text_prompts
+from matrixrun.load.vocab import IdRange
 from matrixrun.spec import CorrectnessSpec
 
 #: Seed of the correctness prompts (fixed: the gate is the same in every spec).
@@ -91,8 +92,11 @@ def agreement(reference: list[Answer], answers: list[Answer]) -> Agreement:
     )
 
 
-def prompts_for(settings: CorrectnessSpec, seed: int = SEED) -> list[list[int]]:
-    return make_prompts(seed, settings.prompts, settings.input_len)
+def prompts_for(
+    settings: CorrectnessSpec, seed: int = SEED, ids: IdRange | None = None
+) -> list[list[int]]:
+    """The gate's prompts, drawn within the model's vocabulary (`ids`; load/vocab.py)."""
+    return make_prompts(seed, settings.prompts, settings.input_len, ids or IdRange())
 
 
 def request(
@@ -175,6 +179,7 @@ async def collect(
     timeout_s: float = 600.0,
     tokenizer: str | None = None,
     strict_openai: bool = False,
+    ids: IdRange | None = None,
 ) -> list[Answer]:
     """One arm's greedy answers to the gate's prompts, in prompt order (as text of the same
     token count when `tokenizer` is given: for servers that take text prompts only).
@@ -189,10 +194,10 @@ async def collect(
         headers=headers,
         timeout=httpx.Timeout(timeout_s, connect=10.0),
     ) as client:
-        ids = prompts_for(settings, seed)
-        prompts: list[list[int] | str] = list(ids)
+        drawn = prompts_for(settings, seed, ids)
+        prompts: list[list[int] | str] = list(drawn)
         if tokenizer is not None:
-            prompts = [text for text, _ in text_prompts(tokenizer, ids, settings.input_len)]
+            prompts = [text for text, _ in text_prompts(tokenizer, drawn, settings.input_len)]
         for i, prompt in enumerate(prompts):
             path, body = request(api, prompt, settings.max_new_tokens, model, strict_openai)
             try:

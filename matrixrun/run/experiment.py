@@ -13,6 +13,7 @@ from matrixrun.engines.base import Engine
 from matrixrun.engines.preflight import require_launchable
 from matrixrun.engines.sim import rehearsal_engine
 from matrixrun.flags import negatable_for, require_valid_flags
+from matrixrun.load.datasets.resolve import check_workload
 from matrixrun.plan.history import refuse_simulated_noise
 from matrixrun.run.executors import Executor
 from matrixrun.run.gates import hardware_gate
@@ -40,6 +41,7 @@ def run_experiment(
     text = spec_path.read_text()
     refuse_simulated_noise(spec, rehearse)
     require_valid_flags(spec, spec_path)  # validate's check, before any launch
+    check_workload(spec, rehearse)  # the model's vocabulary, the dataset: before any launch
     hardware = None
     engine: Engine
     if rehearse:

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from matrixrun.core import interrupt
 from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.load.apis import Api
+from matrixrun.load.vocab import IdRange
 from matrixrun.plan import ServerGroup
 from matrixrun.run.correctness import collect
 from matrixrun.rundir.environment import HardwareGate
@@ -53,6 +54,7 @@ def correctness_gate(
     api_key: SecretStr | None,
     timeout_s: float,
     tokenizer: str | None = None,
+    ids: IdRange | None = None,
 ) -> str | None:
     """Collect the group's greedy answers to the fixed prompts into correctness/<group>.json
     (`timeout_s` per request, in the server's time; prompts as text of the same token count
@@ -76,6 +78,7 @@ def correctness_gate(
                 timeout_s=timeout_s,
                 tokenizer=tokenizer,
                 strict_openai=spec.engine.strict_openai,
+                ids=ids or IdRange(),
             )
         )
     except MatrixError as exc:

@@ -55,6 +55,8 @@ from matrixrun.engines.base import (
 )
 from matrixrun.load.cell import BenchServing, CellRun, measure_cell
 from matrixrun.load.client import LoadConfig
+from matrixrun.load.datasets import DatasetConfig
+from matrixrun.load.datasets.resolve import dataset_for
 from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report.wording.counts import reason as reason_words
@@ -266,6 +268,7 @@ class Runner:
             self.engine.api_key(),
             self.engine.time_scale.server_seconds(self.spec.limits.request_timeout),
             tokenizer=self._tokenizer(group),
+            ids=self._dataset(group).ids,
         )
         self.write_env_file()
         self.write_settings_file()  # the gate's outcome on file now: a run cut short keeps it
@@ -294,6 +297,10 @@ class Runner:
         extra = {"why": why} if why else {}
         self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
         return why if tried and not ok else None
+
+    def _dataset(self, group: ServerGroup) -> DatasetConfig:
+        """What the group's cells send (the same for every arm of its model; load/datasets)."""
+        return dataset_for(self.spec, group.model)
 
     def _tokenizer(self, group: ServerGroup) -> str | None:
         """Where text prompts get their tokenizer (None: prompts go as token ids)."""
@@ -393,6 +400,7 @@ class Runner:
             strict_openai=self.spec.engine.strict_openai,
             time_cap_s=self.spec.limits.cell_timeout,
             processes=w.processes,
+            dataset=self._dataset(inst.group),
         )
 
     def _bench_serving(self, inst: Instance, cell: Cell, attempt: int) -> BenchServing | None:

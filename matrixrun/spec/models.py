@@ -54,7 +54,18 @@ class ModelSpec(StrictModel):
         description="Documentary, e.g. nvfp4 (pass the engine "
         "flag in engine.args if the engine needs it).",
     )
-    tokenizer: str | None = None
+    tokenizer: str | None = Field(
+        None,
+        description="A local tokenizer.json (or its folder): text prompts and datasets are "
+        "tokenized with it, and the vocabulary read from it; default: model.path.",
+    )
+    vocab_size: int | None = Field(
+        None,
+        ge=2,
+        description="Tokens in the model's vocabulary, where neither model.path nor "
+        "model.tokenizer has a readable config.json or tokenizer: token-id prompts are drawn "
+        "within it (SGLang does not check input ids; one out of range kills the server).",
+    )
 
     @property
     def label(self) -> str:
