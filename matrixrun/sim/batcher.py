@@ -18,6 +18,17 @@ the loop actually woke is recorded instead. Per iteration the loop touches only 
 that emit an event (first token, every `stream_interval`-th token, last token), found by their
 phase, not the whole batch, so a 1024-request batch costs O(events) per step.
 
+With a prefix cache (`prefix_cache.RadixCache`; SGLang's radix cache, on unless
+`--disable-radix-cache`), an admitted request is charged prefill only for the prompt tokens
+past its longest cached prefix (at most all but the last token, as SGLang always computes the
+last one), the prefill budget counts those tokens only, and its prompt is cached when its
+prefill iteration is over, so requests admitted in the same iteration do not share each
+other's prefix. `--schedule-policy lpm` orders the waiting queue before each admission by
+cached prefix length, longest first, with SGLang's in-batch rule: a request with a short
+cached prefix (≤ 32 tokens) that shares ≥ 32 tokens with a request ahead of it in the queue
+goes to the back, so one of a group computes the prefix and the rest find it cached. As in
+SGLang, lpm falls back to the queue's current order while more than 128 requests wait.
+
 The batcher knows nothing about HTTP: each request carries a `Sink`, told how many tokens the
 request has produced and the deadline they were due at; `server.py` turns that into SSE bytes.
 """
@@ -33,7 +44,15 @@ from typing import Protocol
 
 from matrixrun.sim.clock import DeadlineTimer, now
 from matrixrun.sim.lateness import Lateness
+from matrixrun.sim.prefix_cache import RadixCache
 from matrixrun.sim.profile import Curve
+
+#: SGLang's `_determine_active_policy`: lpm's prefix matching and sorting are skipped (the
+#: queue keeps its order) while more requests than this wait.
+LPM_QUEUE_LIMIT = 128
+#: SGLang's IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD and ..._DEPRIORITIZE_THRESHOLD (tokens).
+IN_BATCH_CHECK = 32
+IN_BATCH_DEPRIORITIZE = 32
 
 
 class Sink(Protocol):
@@ -53,12 +72,32 @@ class State(enum.Enum):
 class SimRequest:
     """One generation request as the scheduler sees it."""
 
-    __slots__ = ("first_iter", "max_new_tokens", "prompt_len", "sink", "state", "stream")
+    __slots__ = (
+        "cached",
+        "first_iter",
+        "max_new_tokens",
+        "prompt",
+        "prompt_len",
+        "sink",
+        "state",
+        "stream",
+    )
 
-    def __init__(self, prompt_len: int, max_new_tokens: int, stream: bool, sink: Sink) -> None:
+    def __init__(
+        self,
+        prompt_len: int,
+        max_new_tokens: int,
+        stream: bool,
+        sink: Sink,
+        prompt: list[int] | None = None,
+    ) -> None:
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         self.prompt_len = prompt_len
+        #: The prompt's token ids (what the prefix cache matches); None: never cached.
+        self.prompt = prompt
+        #: Prompt tokens found in the prefix cache at admission (SGLang's `cached_tokens`).
+        self.cached = 0
         self.max_new_tokens = max_new_tokens
         self.stream = stream
         self.sink = sink
@@ -88,6 +127,8 @@ class Batcher:
         seed: int = 0,
         ready_at: float = 0.0,
         hang_at: float | None = None,
+        cache: RadixCache | None = None,
+        lpm: bool = False,
     ) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
@@ -98,6 +139,9 @@ class Batcher:
         self.prefill_budget = chunked_prefill_size or curve.chunked_prefill_size
         self.ready_at = ready_at
         self.hang_at = hang_at
+        #: The prefix cache (None: `--disable-radix-cache`); lpm needs one, as in SGLang.
+        self.cache = cache
+        self.lpm = lpm and cache is not None
         self._rng = random.Random(seed)
         self.instance_factor = lognormal_factor(self._rng, curve.instance_noise)
         self._waiting: deque[SimRequest] = deque()
@@ -114,6 +158,8 @@ class Batcher:
         self.aborted = 0
         self.tokens = 0
         self.max_batch = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
         self.compile_events = 0
         self.engine_lateness = Lateness()
 
@@ -183,10 +229,10 @@ class Batcher:
                     self.hung = True
                     await loop.create_future()  # never resolves: the engine is stuck
                 i = self.iteration
-                admitted = self._admit(i)
+                admitted, prefill = self._admit(i)
                 batch = len(self._running)
                 self.max_batch = max(self.max_batch, batch)
-                deadline += self.iteration_seconds(batch, sum(r.prompt_len for r in admitted))
+                deadline += self.iteration_seconds(batch, prefill)
                 await timer.sleep_until(deadline)
                 self.engine_lateness.record((now() - deadline) * 1000.0)
                 self._produce(i, admitted, deadline)
@@ -194,22 +240,58 @@ class Batcher:
         finally:
             timer.close()
 
-    def _admit(self, i: int) -> list[SimRequest]:
+    def _admit(self, i: int) -> tuple[list[SimRequest], int]:
+        """Admit waiting requests (queue order, lpm's when on) while a slot and the prefill
+        budget allow; returns them and the prompt tokens this iteration computes."""
+        if self.lpm and 1 < len(self._waiting) <= LPM_QUEUE_LIMIT:
+            self._order_by_prefix()
         cap = self.max_running
         budget = self.prefill_budget
+        cache = self.cache
         admitted: list[SimRequest] = []
         tokens = 0
         while self._waiting and (cap is None or len(self._running) < cap):
-            if budget is not None and admitted and tokens + self._waiting[0].prompt_len > budget:
+            req = self._waiting[0]
+            cached = 0
+            if cache is not None and req.prompt is not None:
+                cached = min(cache.match(req.prompt), req.prompt_len - 1)
+            new = req.prompt_len - cached
+            if budget is not None and admitted and tokens + new > budget:
                 break  # the rest waits for the next iteration's prefill chunk
-            req = self._waiting.popleft()
-            tokens += req.prompt_len
+            self._waiting.popleft()
+            req.cached = cached
+            tokens += new
             req.state = State.RUNNING
             req.first_iter = i
             self._running.add(req)
             self._finish_at.setdefault(i + req.max_new_tokens - 1, []).append(req)
             admitted.append(req)
-        return admitted
+        for req in admitted:
+            self.prompt_tokens += req.prompt_len
+            self.cached_tokens += req.cached
+            if cache is not None and req.prompt is not None:
+                cache.insert(req.prompt)  # computed by this iteration: the next ones find it
+        return admitted, tokens
+
+    def _order_by_prefix(self) -> None:
+        """lpm: the waiting queue by cached prefix length, longest first (stable), with
+        SGLang's in-batch rule (module docstring) sending followers of a new prefix back."""
+        cache = self.cache
+        assert cache is not None
+        ahead = RadixCache(1 << 62)  # the waiting prompts seen so far (SGLang's second tree)
+        keyed: list[tuple[float, int, SimRequest]] = []
+        for n, req in enumerate(self._waiting):
+            ids = req.prompt or []
+            got = cache.match(ids, touch=False)
+            key = float(-got)
+            if got <= IN_BATCH_CHECK:
+                if ahead.match(ids, touch=False) >= IN_BATCH_DEPRIORITIZE:
+                    key = math.inf
+                else:
+                    ahead.insert(ids)
+            keyed.append((key, n, req))
+        keyed.sort(key=lambda t: (t[0], t[1]))
+        self._waiting = deque(r for _, _, r in keyed)
 
     def _produce(self, i: int, admitted: list[SimRequest], deadline: float) -> None:
         self.tokens += len(self._running)

@@ -8,6 +8,7 @@ import asyncio
 import json
 
 from matrixrun.sim import protocol
+from matrixrun.sim.batcher import SimRequest
 from matrixrun.sim.clock import now
 from matrixrun.sim.protocol import GenRequest
 from matrixrun.sim.tokens import TokenSource, render
@@ -21,6 +22,7 @@ class Channel:
 
     __slots__ = (
         "arrival",
+        "cache_report",
         "cut",
         "deadlines",
         "delta_ids",
@@ -37,6 +39,7 @@ class Channel:
         "req",
         "rid",
         "rid_json",
+        "sim",
         "src",
         "text_buf",
         "token_slot",
@@ -54,8 +57,13 @@ class Channel:
         created: int,
         model: str,
         cut: str | None = None,
+        cache_report: bool = False,
     ) -> None:
         self.req = req
+        #: The batcher's request, set once submitted: its `cached` prompt tokens are reported.
+        self.sim: SimRequest | None = None
+        #: `--enable-cache-report`: OpenAI usage carries `prompt_tokens_details.cached_tokens`.
+        self.cache_report = cache_report
         #: "abort" or "error": the fault that ends this request after its first token.
         self.cut = cut
         self.src = src
@@ -83,6 +91,16 @@ class Channel:
 
     def tokens(self) -> list[int]:
         return [self.src.token(p) for p in range(self.n)]
+
+    @property
+    def cached(self) -> int:
+        """The prompt tokens the prefix cache held for this request (0 before admission)."""
+        return 0 if self.sim is None else self.sim.cached
+
+    @property
+    def reported_cached(self) -> int | None:
+        """What OpenAI usage reports as cached: only with `--enable-cache-report`."""
+        return self.cached if self.cache_report else None
 
     def emit(self, produced: int, finished: bool, deadline: float) -> None:
         """Called by the batcher: `produced` tokens exist as of `deadline`."""
@@ -119,7 +137,7 @@ class Channel:
                     self.delta_text, self.delta_ids = bytearray(text), bytearray(ids)
                 event = protocol.native_event(
                     self.rid_json, prompt_len, text, ids, produced, finished,
-                    deadline - self.arrival,
+                    deadline - self.arrival, self.cached,
                 )  # fmt: skip
                 if self.token_slot is not None:
                     self.pending[self.token_slot] = event
@@ -129,7 +147,9 @@ class Channel:
                     self.token_slot = len(self.pending)
             else:
                 usage = (
-                    protocol.openai_usage(prompt_len, produced) if req.continuous_usage else None
+                    protocol.openai_usage(prompt_len, produced, self.reported_cached)
+                    if req.continuous_usage
+                    else None
                 )
                 if req.chat:
                     event = protocol.chat_chunk(self.head, text, finished, usage)
@@ -146,7 +166,9 @@ class Channel:
             if finished:
                 if req.api == "openai" and req.include_usage:
                     self.pending.append(
-                        protocol.openai_usage_chunk(self.head, prompt_len, produced)
+                        protocol.openai_usage_chunk(
+                            self.head, prompt_len, produced, self.reported_cached
+                        )
                     )
                 if req.done_event:
                     self.pending.append(protocol.DONE)
@@ -173,7 +195,9 @@ class Channel:
                 self.pending.append(protocol.openai_abort_chunk(self.head, req.chat))
                 if req.include_usage:
                     self.pending.append(
-                        protocol.openai_usage_chunk(self.head, len(req.prompt_ids), self.n)
+                        protocol.openai_usage_chunk(
+                            self.head, len(req.prompt_ids), self.n, self.reported_cached
+                        )
                     )
                 self.deadlines.append(deadline)
         elif self.cut == "abort":
@@ -183,7 +207,13 @@ class Channel:
                 text = "".join(render(t) for t in ids)
                 self.pending.append(
                     protocol.native_abort_event(
-                        self.rid, len(req.prompt_ids), text, ids, deadline - self.arrival, message
+                        self.rid,
+                        len(req.prompt_ids),
+                        text,
+                        ids,
+                        deadline - self.arrival,
+                        message,
+                        self.cached,
                     )
                 )
                 self.deadlines.append(deadline)

@@ -8,10 +8,13 @@ processing, `openai/serving_completions.py`), not its code:
   `output_ids` are cumulative (with `--incremental-streaming-output` both are deltas);
   `meta_info` carries `id`, `finish_reason` (null until the end, then
   `{"type": "length", "length": N}`), `prompt_tokens`, `weight_version`,
-  `completion_tokens` (cumulative), `cached_tokens`, and `e2e_latency` (seconds) on the last.
+  `completion_tokens` (cumulative), `cached_tokens` (the prompt tokens found in the prefix
+  cache, the same on every event of a request), and `e2e_latency` (seconds) on the last.
 * OpenAI stream chunks carry the text delta in `choices[0].text`, `finish_reason` "length" on
   the last; with `stream_options.include_usage` a final chunk with `choices: []` and `usage`
-  (`prompt_tokens`, `total_tokens`, `completion_tokens`) precedes `data: [DONE]`.
+  (`prompt_tokens`, `total_tokens`, `completion_tokens`) precedes `data: [DONE]`; with the
+  server's `--enable-cache-report`, `usage.prompt_tokens_details` is `{"cached_tokens": N}`
+  when N > 0 (left out otherwise).
 * chat (`/v1/chat/completions`, for clients that speak only chat, e.g. genai-bench): the
   prompt is the messages' text contents joined by spaces (no chat template: the simulator's
   tokens are words), `max_completion_tokens` or `max_tokens` bounds the output; stream chunks
@@ -273,6 +276,7 @@ def native_event(
     completion_tokens: int,
     finished: bool,
     e2e_latency: float,
+    cached_tokens: int = 0,
 ) -> bytes:
     """One native SSE event; `text`/`ids` are the JSON-ready text and comma-joined ids."""
     if finished:
@@ -292,7 +296,7 @@ def native_event(
             b',"finish_reason":',
             fin,
             b',"prompt_tokens":%d,"weight_version":"default","completion_tokens":%d,'
-            b'"cached_tokens":0' % (prompt_tokens, completion_tokens),
+            b'"cached_tokens":%d' % (prompt_tokens, completion_tokens, cached_tokens),
             tail,
         )
     )
@@ -310,10 +314,16 @@ def abort_reason(message: str) -> dict[str, Any]:
 
 
 def native_abort_event(
-    rid: str, prompt_tokens: int, text: str, ids: list[int], e2e_latency: float, message: str
+    rid: str,
+    prompt_tokens: int,
+    text: str,
+    ids: list[int],
+    e2e_latency: float,
+    message: str,
+    cached_tokens: int = 0,
 ) -> bytes:
     """The last event of an aborted stream: a normal event with the abort's finish_reason."""
-    out = native_response(rid, prompt_tokens, text, ids, e2e_latency)
+    out = native_response(rid, prompt_tokens, text, ids, e2e_latency, cached_tokens)
     out["meta_info"]["finish_reason"] = abort_reason(message)
     return b"data: " + json.dumps(out, separators=(",", ":")).encode() + b"\n\n"
 
@@ -371,16 +381,27 @@ def chat_chunk(head: bytes, text: bytes, finished: bool, usage: bytes | None) ->
     )
 
 
-def openai_usage(prompt_tokens: int, completion_tokens: int) -> bytes:
-    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+def openai_usage(prompt_tokens: int, completion_tokens: int, cached: int | None = None) -> bytes:
+    """`usage`; `cached`: the prompt tokens found cached, reported (SGLang's
+    `--enable-cache-report`) as `prompt_tokens_details.cached_tokens` when above 0."""
+    details = b"" if not cached else b',"prompt_tokens_details":{"cached_tokens":%d}' % cached
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}' % (
         prompt_tokens,
         prompt_tokens + completion_tokens,
         completion_tokens,
+        details,
     )
 
 
-def openai_usage_chunk(head: bytes, prompt_tokens: int, completion_tokens: int) -> bytes:
-    usage = openai_usage(prompt_tokens, completion_tokens)
+def usage_details(cached: int | None) -> dict[str, Any]:
+    """`openai_usage`'s cache report as a dict entry (whole responses)."""
+    return {"prompt_tokens_details": {"cached_tokens": cached}} if cached else {}
+
+
+def openai_usage_chunk(
+    head: bytes, prompt_tokens: int, completion_tokens: int, cached: int | None = None
+) -> bytes:
+    usage = openai_usage(prompt_tokens, completion_tokens, cached)
     return b'data: {"id":' + head + b',"choices":[],"usage":' + usage + b"}\n\n"
 
 
@@ -398,7 +419,12 @@ def openai_head(cid: str, created: int, model: str, *, chat: bool = False) -> by
 
 
 def native_response(
-    rid: str, prompt_tokens: int, text: str, ids: list[int], e2e_latency: float
+    rid: str,
+    prompt_tokens: int,
+    text: str,
+    ids: list[int],
+    e2e_latency: float,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     return {
         "text": text,
@@ -409,7 +435,7 @@ def native_response(
             "prompt_tokens": prompt_tokens,
             "weight_version": "default",
             "completion_tokens": len(ids),
-            "cached_tokens": 0,
+            "cached_tokens": cached_tokens,
             "e2e_latency": e2e_latency,
         },
     }
@@ -425,6 +451,7 @@ def openai_response(
     ids: list[int] | None,
     *,
     chat: bool = False,
+    cached: int | None = None,
 ) -> dict[str, Any]:
     n = completion_tokens
     choice: dict[str, Any] = {
@@ -448,6 +475,7 @@ def openai_response(
             "prompt_tokens": prompt_tokens,
             "total_tokens": prompt_tokens + n,
             "completion_tokens": n,
+            **usage_details(cached),
         },
         "metadata": {"weight_version": "default"},
     }

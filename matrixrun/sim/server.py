@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -46,6 +47,7 @@ from matrixrun.sim.batcher import Batcher, SimRequest
 from matrixrun.sim.channel import Channel
 from matrixrun.sim.clock import now
 from matrixrun.sim.lateness import Lateness
+from matrixrun.sim.prefix_cache import RadixCache
 from matrixrun.sim.profile import Curve, Effects, Profile
 from matrixrun.sim.protocol import BadRequest, GenRequest
 from matrixrun.sim.tokens import TokenSource, prompt_key, render
@@ -56,6 +58,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 VERSION = f"matrixrun-sim {__version__}"
+#: The token pool when `--max-total-tokens` is not given: the prefix cache's capacity (what
+#: server info has always reported as `max_total_num_tokens`).
+DEFAULT_TOTAL_TOKENS = 1 << 20
 _FLUSH_FAILED = b"Flush cache failed.\n"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -103,6 +108,8 @@ class SimServer:
             None if eff.crash_after_s is None else config.started_at + eff.crash_after_s / s
         )
         hang_at = None if eff.hang_after_s is None else config.started_at + eff.hang_after_s / s
+        self.cache = prefix_cache_of(args)
+        self.cache_report = bool(args.get("enable_cache_report", False))
         self.batcher = Batcher(
             self.curve,
             time_scale=s,
@@ -112,6 +119,8 @@ class SimServer:
             seed=config.seed,
             ready_at=self.ready_at,
             hang_at=hang_at,
+            cache=self.cache,
+            lpm=str(args.get("schedule_policy", "fcfs")) == "lpm",
         )
         self.model = str(args.get("served_model_name") or args.get("model_path") or "default")
         self._rng = random.Random(config.seed ^ 0x5EED5EED)
@@ -246,6 +255,8 @@ class SimServer:
         elif busy:
             await _send_bytes(send, 400, _FLUSH_FAILED, b"text/plain")
             return
+        if self.cache is not None:
+            self.cache.clear()
         self.reset_window()
         await _send_bytes(send, 200, _FLUSHED, b"text/plain")
 
@@ -280,6 +291,17 @@ class SimServer:
             "tokens": b.tokens,
             "events": self.events,
             "compile_events": b.compile_events,
+            "prompt_tokens": b.prompt_tokens,
+            "cached_tokens": b.cached_tokens,
+            "prefix_cache": None
+            if self.cache is None
+            else {
+                "capacity_tokens": self.cache.capacity,
+                "size_tokens": self.cache.size,
+                "page_size": self.cache.page,
+                "lpm": b.lpm,
+                **dataclasses.asdict(self.cache.stats),
+            },
             "instance_factor": b.instance_factor,
             "write_lateness_ms": self.write_lateness.summary(),
             "engine_lateness_ms": b.engine_lateness.summary(),
@@ -294,7 +316,7 @@ class SimServer:
                 + [f"--{k.replace('_', '-')} {v}" for k, v in args.items()]
             ),
             "status": "ready",
-            "max_total_num_tokens": 1 << 20,
+            "max_total_num_tokens": _total_tokens(args),
             "max_req_input_len": 1 << 17,
             "startup_time": self.config.started_at,
             "kv_events": None,
@@ -383,6 +405,7 @@ class SimServer:
             created=int(time.time()),
             model=req.model or self.model,
             cut=cut,
+            cache_report=self.cache_report,
         )
         if req.max_new_tokens == 0:  # prefill only: an empty output, at once
             ch.emit(0, True, now())
@@ -391,7 +414,8 @@ class SimServer:
             else:
                 await self._respond_whole(send, ch, asyncio.get_running_loop())
             return
-        sreq = SimRequest(len(req.prompt_ids), req.max_new_tokens, req.stream, ch)
+        sreq = SimRequest(len(req.prompt_ids), req.max_new_tokens, req.stream, ch, req.prompt_ids)
+        ch.sim = sreq
         loop = asyncio.get_running_loop()
         watcher = loop.create_task(self._watch_disconnect(receive, ch, sreq))
         try:
@@ -453,7 +477,7 @@ class SimServer:
         out: dict[str, Any]
         if req.api == "native":
             e2e = ch.finished_at - ch.arrival
-            out = protocol.native_response(ch.rid, len(req.prompt_ids), text, ids, e2e)
+            out = protocol.native_response(ch.rid, len(req.prompt_ids), text, ids, e2e, ch.cached)
             if ch.cut == "abort":
                 out["meta_info"]["finish_reason"] = protocol.abort_reason(
                     "simulated scheduler abort"
@@ -462,12 +486,31 @@ class SimServer:
             out = protocol.openai_response(
                 ch.rid, int(time.time()), req.model or self.model, len(req.prompt_ids),
                 len(ids), text, ids if req.return_token_ids else None, chat=req.chat,
+                cached=ch.reported_cached,
             )  # fmt: skip
             if ch.cut == "abort":
                 out["choices"][0]["finish_reason"] = "abort"
         await _send_json(send, 200, out)
         self.write_lateness.record((now() - ch.finished_at) * 1000.0)
         self.events += 1
+
+
+def _total_tokens(args: dict[str, Any]) -> int:
+    """`--max-total-tokens` (a number), else `DEFAULT_TOTAL_TOKENS`."""
+    value = args.get("max_total_tokens")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    return DEFAULT_TOTAL_TOKENS
+
+
+def prefix_cache_of(args: dict[str, Any]) -> RadixCache | None:
+    """The prefix cache SGLang's flags describe: none with `--disable-radix-cache`, else
+    `--max-total-tokens` of capacity in pages of `--page-size` tokens (default 1)."""
+    if args.get("disable_radix_cache", False) is True:
+        return None
+    page = args.get("page_size")
+    page = int(page) if isinstance(page, int) and page > 0 else 1
+    return RadixCache(_total_tokens(args), page)
 
 
 def _crash() -> None:
