@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from matrixrun.core.metrics import higher_is_better
 from matrixrun.core.tuning import MIN_FRESH_DF
 from matrixrun.core.units import format_duration
 from matrixrun.plan import Plan
@@ -64,6 +65,34 @@ def noise_line(history: NoiseHistory, primary: str) -> str:
     )
 
 
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
+
+
+def decision_words(spec: Spec, code: bool = False) -> str:
+    """The metric and margin that will decide, with the others' margins, for the plan and the
+    PR proposal: 'p99_ttft_ms (lower is better), margin ±10% at 95% confidence; also reported:
+    output_throughput ±3%'."""
+    m, own = spec.metrics, spec.metrics.margins()
+    primary = m.primary
+
+    def name(metric: str) -> str:
+        return f"`{metric}`" if code else metric
+
+    def margin(metric: str) -> str:
+        return f"±{_pct(own.get(metric, spec.verify.threshold))}"
+
+    better = "higher" if higher_is_better(primary) else "lower"
+    text = (
+        f"{name(primary)} ({better} is better), margin {margin(primary)} at "
+        f"{_pct(spec.verify.confidence)} confidence"
+    )
+    others = [x for x in m.secondary if x != primary]
+    if others:
+        text += "; also reported: " + ", ".join(f"{name(x)} {margin(x)}" for x in others)
+    return text
+
+
 def policy_words(spec: Spec, budget_s: float | None) -> str:
     """The verify block in one line, for the plan and the PR proposal."""
     v = spec.verify
@@ -71,10 +100,10 @@ def policy_words(spec: Spec, budget_s: float | None) -> str:
     if v.design == "fixed":
         return (
             f"fixed design (calibration): every cell {v.max_runs} times, each run on its own "
-            f"launch, judged once at the end; threshold {v.threshold:.1%}{budget}"
+            f"launch, judged once at the end; threshold {_pct(v.threshold)}{budget}"
         )
     return (
-        f"threshold {v.threshold:.1%}, surprise {v.surprise:.0%}, max_runs {v.max_runs}"
+        f"threshold {_pct(v.threshold)}, surprise {_pct(v.surprise)}, max_runs {v.max_runs}"
         f"{', warm reruns' if v.warm_rerun else ''}"
         f"{', fresh-server reruns' if v.fresh_server else ''}{', A/A' if v.aa else ''}{budget}"
     )
@@ -103,6 +132,7 @@ def plan_text(
 
     lines += [
         "",
+        f"decided on: {decision_words(spec)}",
         f"verify policy: {policy}",
         *([noise_line(noise, spec.metrics.primary)] if noise is not None else []),
         *([noise_note] if noise_note else []),

@@ -34,7 +34,7 @@ from matrixrun.engines.sglang import DEFAULT_LAUNCH
 from matrixrun.flags import check_file, negatable_for
 from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
 from matrixrun.plan.history import HistoryEstimate, history_estimate, noise_history
-from matrixrun.plan.render import noise_line, policy_words, sigma_cost
+from matrixrun.plan.render import decision_words, noise_line, policy_words, sigma_cost
 from matrixrun.publish.github import COMMENT_LIMIT
 from matrixrun.report.wording.counts import plural
 from matrixrun.spec import Spec, load_spec, spec_hash
@@ -378,6 +378,8 @@ def _cost_section(spec: Spec, plan: Plan, history: HistoryEstimate | None) -> li
             if c.bisection_runs_worst_case
             else []
         ),
+        "",
+        f"Decided on: {decision_words(spec, code=True)}.",
         "",
         f"Verify policy: {policy}. {worst}{' (capped by the budget)' if c.budget_s else ''}.",
         "",

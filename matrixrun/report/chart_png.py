@@ -145,7 +145,7 @@ def _arms(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> No
 def _change(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> None:
     s = verdict.settings
     at = {x: i for i, x in enumerate(xs)}
-    m = 100 * s.margin
+    m = 100 * s.margin_for(s.primary)
     # bars cut exactly as the Mermaid chart cuts them; the view then widens to hold the
     # intervals' ends while the whole span stays within the same budget of margins
     axis = change_axis([100 * (c.change or 0.0) for d in drawn for c in d.cells], m)
@@ -197,7 +197,7 @@ def _change(ax: Any, verdict: Verdict, drawn: list[_Drawn], xs: list[float]) -> 
                     xytext=(0, -3 if v > 0 else 3),
                     textcoords="offset points",
                 )
-    margin = fmt.margin(s.margin)
+    margin = fmt.margin(s.margin_for(s.primary))
     ax.axhspan(-m, m, color="grey", alpha=0.2, label=words.png_margin(margin))
     ax.axhline(0, color=ZERO_COLOUR, linewidth=0.8)
     ax.set_ylim(axis.lo - below, axis.hi + above)

@@ -74,7 +74,9 @@ class Context:
     baseline: str
     several_candidates: bool
     axis: str
+    #: the primary metric's margin (the charts and the table judge it); `margins`: every metric's
     margin: str
+    margins: str
     primary: MetricHeading
     comparison: list[SliceTables]
     folded: list[str]
@@ -133,7 +135,8 @@ def context_from(inputs: RunInputs) -> Context:
         baseline=s.baseline,
         several_candidates=len(verdict.overall) > 1,
         axis=s.axis,
-        margin=fmt.margin(s.margin),
+        margin=fmt.margin(s.margin_for(s.primary)),
+        margins=fmt.margins(s.margin, s.margins, s.metrics),
         primary=MetricHeading.of(s.primary),
         comparison=comparison.of(verdict, labels, added),
         folded=comparison.folded_lines(verdict),

@@ -83,6 +83,19 @@ def margin(fraction: float) -> str:
     return f"±{setting_percent(fraction)}"
 
 
+def margins(common: float, own: dict[str, float], metrics: Sequence[str]) -> str:
+    """Each metric's practical margin as the analysis used it: '±3%' when all share one,
+    else '±10% on `p99_ttft_ms`; ±3% on the others' (the metrics in `metrics`' order)."""
+    differ = {m: own[m] for m in metrics if m in own and own[m] != common}
+    if not differ:
+        return margin(common)
+    parts = [f"{margin(v)} on `{m}`" for m, v in differ.items()]
+    rest = [m for m in metrics if m not in differ]
+    if rest:
+        parts.append(f"{margin(common)} on " + ("the others" if len(rest) > 1 else f"`{rest[0]}`"))
+    return "; ".join(parts)
+
+
 def value(v: float | None) -> str:
     """4 significant digits, thousands separated, never scientific: 1603.04 → '1,603',
     515.58 → '515.6', 0.01234 → '0.01234'."""

@@ -305,7 +305,13 @@ def charts_of(verdict: Verdict) -> list[Chart]:
                 where = " · ".join(x for x in (sl.slice, fixed) if x)
                 found = [
                     change_chart(
-                        series, s.primary, cand.candidate, s.baseline, s.axis, s.margin, where
+                        series,
+                        s.primary,
+                        cand.candidate,
+                        s.baseline,
+                        s.axis,
+                        s.margin_for(s.primary),
+                        where,
                     ),
                     arms_chart(series, s.primary, s.baseline, cand.candidate, s.axis, where),
                 ]

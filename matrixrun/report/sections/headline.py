@@ -494,7 +494,7 @@ def caveats_of(inputs: RunInputs) -> list[str]:
 def advice_lines(recs: Sequence[Recommendation], s: AnalysisSettings) -> list[str]:
     """One line per series, each naming its candidate when there are several; past
     `MAX_ADVICE_LINES` one line per candidate (the tables have each series)."""
-    margin = fmt.margin(s.margin)
+    margin = fmt.margin(s.margin_for(s.primary))
     if len(recs) > MAX_ADVICE_LINES:
         by_candidate: dict[str, list[Recommendation]] = {}
         for r in recs:

@@ -226,7 +226,7 @@ def of(verdict: Verdict) -> NoiseSection:
             for x in verdict.sigma
         ],
         level=level_text(s),
-        margin=fmt.margin(s.margin),
+        margin=fmt.margins(s.margin, s.margins, s.metrics),
         multiplicity=multiplicity(verdict),
         warnings=[caveat(c, verdict) for c in verdict.caveats],
     )

@@ -54,7 +54,7 @@ def rerun_showed(
     if r.value is None or r.first_value is None:
         failed = "the rerun failed" if r.value is None else "the first run failed"
         return f"{failed}, so it shows nothing about the explanation."
-    margin = fmt.margin(s.margin)
+    margin = fmt.margin(s.margin_for(r.metric))
     numbers = (
         f"{fmt.exact(r.value)} vs first run {fmt.exact(r.first_value)} {unit(r.metric)}".rstrip()
     )
