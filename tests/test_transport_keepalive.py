@@ -319,8 +319,13 @@ def uvicorn_closed_probe(url: str) -> Iterator[Callable[[], float]]:
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
+
+    def closed_after() -> float:
+        waiter.join(20)
+        return result[0] if result else float("inf")
+
     try:
-        yield lambda: (waiter.join(20), result[0] if result else float("inf"))[1]
+        yield closed_after
     finally:
         waiter.join(20)
         sock.close()
