@@ -359,8 +359,9 @@ def server_side(runs: Sequence[Run]) -> dict[str, dict[str, float]]:
 
 def _merge_same_runs(runs: list[Run]) -> list[Run]:
     """One run given twice (an llmperf summary and its per-request file) is kept once, with
-    the most the two files say; any other two inputs with the same counts, duration and
-    output tokens are one measurement given twice, refused naming both."""
+    the most the two files say; two inputs of different formats with the same counts,
+    duration and output tokens (vLLM's nightly table and the result files it copies) are one
+    measurement given twice, refused naming both."""
     kept: dict[str, int] = {}
     out: list[Run] = []
     for r in runs:
@@ -378,7 +379,7 @@ def _merge_same_runs(runs: list[Run]) -> list[Run]:
         m = r.record.metrics
         key3 = (m.completed, m.total_output_tokens, round(m.duration, 6))
         other = seen.setdefault(key3, r)
-        if other is not r and other.record.source != r.record.source:
+        if other is not r and other.format != r.format:
             raise InputError(
                 f"{other.record.where} and {r.record.where} hold the same run ({m.completed} "
                 f"requests, {m.total_output_tokens} output tokens in {m.duration:.6g} s): one "

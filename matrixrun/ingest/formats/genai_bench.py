@@ -64,17 +64,33 @@ def is_genai_bench_dir(path: Path) -> bool:
     return path.is_dir() and meta.is_file() and "benchmark_version" in meta.read_text()
 
 
+def _run_files(folder: Path) -> list[Path]:
+    """The run files of an experiment folder, by content (`aggregated_metrics`)."""
+    found = []
+    for f in sorted(folder.glob("*.json")):
+        if f.name == "experiment_metadata.json":
+            continue
+        try:
+            data = load_json(f, "is this a genai-bench run file?")
+        except InputError:
+            continue
+        if is_genai_bench(data):
+            found.append(f)
+    return found
+
+
 def refuse(path: str | Path) -> InputError:
     """The one-sentence refusal for a genai-bench file or experiment folder."""
     p = Path(path)
     duration = ""
     folder = p if p.is_dir() else p.parent
-    if p.is_dir():
-        files = sorted(p.glob("*_num_concurrency_*.json"))
-    elif p.name == "experiment_metadata.json":
-        files = sorted(folder.glob("*_num_concurrency_*.json"))
-    else:
-        files = [p]
+    files = [p] if p.is_file() and p.name != "experiment_metadata.json" else _run_files(folder)
+    if not files:
+        return InputError(
+            f"{p}: {_version(p)} experiment metadata with no result file in its folder "
+            f"{folder.name}/ (no JSON there holds aggregated_metrics): the run recorded no "
+            "measurement; rerun it, or leave the folder out"
+        )
     if files:
         data = load_json(files[0], "is this a genai-bench run file?")
         agg = data.get("aggregated_metrics") if isinstance(data, dict) else None
