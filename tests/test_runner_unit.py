@@ -151,6 +151,7 @@ class FakeEngine:
     launches = True
     flush_path: str | None = "/reset"
     flush_timeout_param: str | None = None
+    death_grace_s = 1.0
 
     def __init__(
         self, time_scale: float = 1.0, crash_first_after: int | None = None, refuse: bool = False

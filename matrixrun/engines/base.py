@@ -94,6 +94,9 @@ class Engine(Protocol):
     flush_path: str | None
     #: The query parameter that makes the flush wait for idle (SGLang's `timeout`), or None.
     flush_timeout_param: str | None
+    #: How long a server whose requests just failed may take to be seen exiting (the runner
+    #: waits this long before it calls a cell a load failure on a live server).
+    death_grace_s: float
     #: How much faster than modelled time its servers run: 1 for real engines, the
     #: simulator's `rehearsal.time_scale` in a rehearsal. The runner converts every timeout,
     #: rate and metric through it and never scales a number by itself.
@@ -131,6 +134,7 @@ class LaunchedEngine:
     launches = True
     time_scale: TimeScale = REAL
     flush_timeout_param: str | None = None
+    death_grace_s: float = 1.0
 
     def serve(
         self, launch: Launch, name: str, log_path: Path, pid_path: Path | None

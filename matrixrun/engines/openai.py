@@ -142,6 +142,7 @@ class OpenAIEngine:
     info_paths: tuple[str, ...] = ("/v1/models",)
     flush_path: str | None = None
     flush_timeout_param: str | None = None
+    death_grace_s: float = 1.0
     time_scale: TimeScale = REAL
 
     def __init__(self, base_url: str, api_key_env: str | None = None) -> None:

@@ -158,6 +158,9 @@ class SGLangEngine(LaunchedEngine):
     info_paths: tuple[str, ...] = ("/server_info", "/get_server_info")
     flush_path: str | None = "/flush_cache"
     flush_timeout_param: str | None = "timeout"
+    #: A dying SGLang (0.5.23) drops its connections at once, then sleeps 5 s "before crash
+    #: diagnostics" before it kills its process tree (../shared/sglang-cpu/NOTES.md).
+    death_grace_s: float = 10.0
 
     def __init__(
         self,

@@ -69,6 +69,7 @@ class SimEngine(SGLangEngine):
     seed so a fresh server is a fresh instance (instance noise), as on real hardware."""
 
     name = "simulator"
+    death_grace_s = 1.0  # the simulator dies at once: no diagnostics sleep to wait out
 
     def __init__(
         self,

@@ -82,8 +82,6 @@ from matrixrun.spec import Spec, spec_hash
 from matrixrun.verify import Launch, Unfinished
 
 HOST = "127.0.0.1"
-#: How long a server whose requests failed may take to be seen exiting (see Runner._died).
-DEATH_GRACE_S = 1.0
 
 
 @dataclass
@@ -245,7 +243,7 @@ class Runner:
             self.write_env_file()
             gate_error = self._correctness(group, launch.base_url)
             inst = Instance(group, name, server, launch.base_url, info)
-            if gate_error is not None and self._exits(server):
+            if gate_error is not None and self._exits(server, self.engine.death_grace_s):
                 # it died answering the gate: no cell is to blame, and none is measured on it
                 raise EngineError(died_message(inst, "the correctness gate"))
             yield inst
@@ -333,7 +331,7 @@ class Runner:
             extra["flush_failed"] = flush_failed
         if run.argv:
             extra["argv"] = redact_argv(run.argv)
-        if not self._died(inst, run):
+        if not self._died(inst, run, self.engine.death_grace_s):
             extra.update(self.engine.cell_extras(inst.base_url, inst.info))
         else:
             error = died_message(inst, "the cell")
@@ -352,10 +350,11 @@ class Runner:
         )
 
     @staticmethod
-    def _exits(server: ServerHandle) -> bool:
-        """Whether `server` is seen exited within `DEATH_GRACE_S` (requests to it just failed:
-        a killed server drops its connections a moment before it can be reaped)."""
-        deadline = time.monotonic() + DEATH_GRACE_S
+    def _exits(server: ServerHandle, grace_s: float) -> bool:
+        """Whether `server` is seen exited within `grace_s` (requests to it just failed: a
+        killed server drops its connections a moment before it can be reaped, and a dying
+        SGLang sleeps before it tears its tree down: `Engine.death_grace_s`)."""
+        deadline = time.monotonic() + grace_s
         while server.alive():
             if time.monotonic() > deadline:
                 return False
@@ -363,17 +362,17 @@ class Runner:
         return True
 
     @staticmethod
-    def _died(inst: Instance, run: CellRun) -> bool:
+    def _died(inst: Instance, run: CellRun, grace_s: float) -> bool:
         """Whether the server died under the cell. A killed server drops its connections a
         moment before its process can be reaped, so when requests failed the process gets
-        `DEATH_GRACE_S` to show it exited: otherwise the cell would read as a load failure
+        `grace_s` (`Engine.death_grace_s`) to show it exited: otherwise the cell would read as a load failure
         on a live server and the relaunch would wait for the next cell. (The cost: up to that
         long after a cell whose requests failed on a server that is fine.)"""
         if not inst.server.alive():
             return True
         if run.error is None and not any(r.error for r in run.records):
             return False
-        return Runner._exits(inst.server)
+        return Runner._exits(inst.server, grace_s)
 
     def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
         """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
