@@ -365,9 +365,9 @@ class Runner:
     def _died(inst: Instance, run: CellRun, grace_s: float) -> bool:
         """Whether the server died under the cell. A killed server drops its connections a
         moment before its process can be reaped, so when requests failed the process gets
-        `grace_s` (`Engine.death_grace_s`) to show it exited: otherwise the cell would read as a load failure
-        on a live server and the relaunch would wait for the next cell. (The cost: up to that
-        long after a cell whose requests failed on a server that is fine.)"""
+        `grace_s` (`Engine.death_grace_s`) to show it exited: otherwise the cell would read as
+        a load failure on a live server and the relaunch would wait for the next cell. (The
+        cost: up to that long after a cell whose requests failed on a server that is fine.)"""
         if not inst.server.alive():
             return True
         if run.error is None and not any(r.error for r in run.records):
