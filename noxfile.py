@@ -6,6 +6,7 @@ nox -s tests                                          # the test suite (what CI 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nox
@@ -39,6 +40,29 @@ def sglang_schema(session: nox.Session) -> None:
     session.run(
         "pytest", "-q", "tests/test_sglang_schema.py", env={"MATRIXRUN_SGLANG_SRC": str(src)}
     )
+
+
+@nox.session(name="sglang-real", python=PYTHON)
+def sglang_real(session: nox.Session) -> None:
+    """Real SGLang servers, launched by matrixrun, on a CPU (tests/test_sglang_real.py).
+
+    scripts/sglang_cpu/setup.py installs SGLang into its own venv, cached per version
+    (~/.cache/matrixrun/sglang-VERSION: ~9 min and ~11 GB the first time), writes the stand-in
+    for the CUDA-only sgl_kernel and builds tiny random models under /tmp/matrixrun-sglang-cpu;
+    the tests then require them (MATRIXRUN_SGLANG_REAL=require): a failed install fails here.
+    `-- -k NAME` picks tests. On a GPU node: docs/gpu-node.md, "Checking a new SGLang release".
+    """
+    session.install("-e", ".[test,fast]")
+    out = session.run(
+        "python", "scripts/sglang_cpu/setup.py", "--version", SGLANG, silent=True, log=False
+    )
+    env = json.loads(str(out).strip().splitlines()[-1])
+    session.log(f"SGLang {env['version']}: {env['python']}; models: {env['vocab_sizes']}")
+    session.run(
+        "pytest", "-q", "tests/test_sglang_real.py", *session.posargs,
+        env={"MATRIXRUN_SGLANG_PYTHON": env["python"], "MATRIXRUN_SGLANG_REAL": "require",
+             "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)

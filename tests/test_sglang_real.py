@@ -1,0 +1,459 @@
+"""The real SGLang 0.5.23, launched by matrixrun itself, on a CPU (`nox -s sglang-real`).
+
+Everything matrixrun relies on, against the real process rather than our picture of it: launch
+and readiness, `/server_info`'s version and args, streamed `/generate` parsing, OpenAI
+completions (token ids and text prompts, strict bodies), the cache flush idle and while busy
+(400), a client that disconnects, `/abort_request` (a failed request with its reason), stop
+(the whole process tree gone and the port free), the correctness gate, the bench_serving client
+path, a small-vocabulary model, a server that dies mid-cell (reported with its real first
+error), and the simulator's answers compared with the real server's on the same requests.
+
+The environment is the project's own (scripts/sglang_cpu/setup.py, run by the nox session):
+SGLang in its own venv (`MATRIXRUN_SGLANG_PYTHON`), a stand-in for the CUDA-only sgl_kernel,
+and tiny random Llamas under /tmp/matrixrun-sglang-cpu that the committed spec
+(spec/sglang_cpu.yaml) names. Under `nox -s tests` these skip with one line; under CI the nox
+session sets MATRIXRUN_SGLANG_REAL=require, so a missing install fails instead of skipping.
+A server takes 65-100 s to become ready on two busy cores, so one launch serves every
+endpoint test (module fixture) and each end-to-end run launches its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "spec" / "sglang_cpu.yaml"
+CPU_ROOT = Path("/tmp/matrixrun-sglang-cpu")
+PYTHON = os.environ.get("MATRIXRUN_SGLANG_PYTHON", "")
+HOW = (
+    "real SGLang: `nox -s sglang-real` installs SGLang 0.5.23 into a cached venv (~9 min and "
+    "~11 GB once), builds the tiny models and runs these tests"
+)
+
+_ready = bool(PYTHON) and Path(PYTHON).exists() and (CPU_ROOT / "tiny-llama").exists()
+if not _ready:
+    if os.environ.get("MATRIXRUN_SGLANG_REAL") == "require":
+        raise RuntimeError(f"MATRIXRUN_SGLANG_REAL=require but the environment is missing; {HOW}")
+    pytest.skip(HOW, allow_module_level=True)
+pytestmark = [pytest.mark.sglang_real, pytest.mark.timeout(1200)]
+
+# imported after the skip decision: matrixrun.engines.sglang reads MATRIXRUN_SGLANG_PYTHON
+from matrixrun.engines import for_spec  # noqa: E402
+from matrixrun.engines.base import flush_cache, free_port, get_json  # noqa: E402
+from matrixrun.load.apis import make_parser  # noqa: E402
+from matrixrun.load.client import LoadConfig  # noqa: E402
+from matrixrun.load.multi import run_load_sync  # noqa: E402
+from matrixrun.plan import expand  # noqa: E402
+from matrixrun.spec import load_spec  # noqa: E402
+
+MODEL = str(CPU_ROOT / "tiny-llama")
+
+
+# ------------------------------------------------------------------------------ one server
+
+
+class Real:
+    """The module's real server, as matrixrun launched it."""
+
+    def __init__(self, tmp: Path) -> None:
+        spec = load_spec(SPEC)
+        group = expand(spec).groups[0]
+        self.engine = for_spec(spec.engine)
+        self.launch = self.engine.launch(group, "127.0.0.1", free_port())
+        self.server = self.engine.serve(self.launch, "sglang", tmp / "server.log", tmp / "pid")
+        self.base = self.launch.base_url
+        self.log = tmp / "server.log"
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real]:
+    r = Real(tmp_path_factory.mktemp("sglang"))
+    r.server.start()
+    try:
+        r.server.wait_healthy(r.engine.health_path, 600)
+        yield r
+    finally:
+        r.server.stop()
+
+
+def _stream(base: str, path: str, body: dict[str, Any], stop_after: int | None = None) -> list[Any]:
+    """The JSON events of one streamed request (`[DONE]` as the string), or the first
+    `stop_after` of them before the client hangs up."""
+    events: list[Any] = []
+    with (
+        httpx.Client(timeout=120) as client,
+        client.stream("POST", base + path, json=body) as response,
+    ):
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            payload = line.removeprefix("data:").strip()
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+            if stop_after is not None and len(events) >= stop_after:
+                break
+    return events
+
+
+def test_readiness_version_and_args(real: Real) -> None:
+    info = get_json(real.base, real.engine.info_paths)
+    assert real.engine.version(info) == "0.5.23"
+    args = real.engine.effective_args(info)
+    assert args["schedule_policy"] == "fcfs" and args["device"] == "cpu"
+    assert args["max_total_tokens"] == 8192
+    for per_launch in ("launch_command", "startup_time", "version"):
+        assert per_launch not in args  # never "differs between arms"
+    assert real.server.startup_s is not None and real.server.startup_s > 1
+
+
+def test_the_stand_in_kernel_was_never_called(real: Real) -> None:
+    """A new SGLang release that starts calling a CUDA kernel on the CPU path shows up here."""
+    log = real.log.read_text(errors="replace")
+    assert "sgl_kernel stand-in: asked for" in log  # it is the one in use
+    assert "sgl_kernel stand-in: CALLED" not in log
+
+
+@pytest.mark.parametrize(
+    ("api", "prompt_format", "strict"),
+    [("sglang", "token_ids", False), ("openai", "token_ids", False), ("openai", "text", True)],
+)
+def test_the_load_client_measures_the_real_server(
+    real: Real, api: str, prompt_format: str, strict: bool
+) -> None:
+    config = LoadConfig(
+        base_url=real.base, api=api, model=MODEL, num_prompts=4, input_len=32, output_len=8,
+        concurrency=2, warmup_requests=1, seed=5, request_timeout_s=120,
+        prompt_format=prompt_format, tokenizer=MODEL if prompt_format == "text" else None,
+        strict_openai=strict,
+    )  # fmt: skip
+    result = run_load_sync(config)
+    assert result.metrics.completed == 4, [r.error for r in result.records]
+    assert all(r.ttft is not None and r.ttft > 0 for r in result.records)
+    if not strict:  # ignore_eos: every answer has its full length
+        assert result.metrics.total_output_tokens == 4 * 8
+        assert {r.output_tokens for r in result.records} == {8}
+    if prompt_format == "token_ids":  # the server saw exactly the ids sent
+        assert {r.prompt_tokens for r in result.records} == {32}
+
+
+def test_flush_idle_answers_200_and_busy_400(real: Real) -> None:
+    assert flush_cache(real.base, "/flush_cache", 30.0) is None
+    body = {"input_ids": [1000 + i for i in range(16)], "stream": True,
+            "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}  # fmt: skip
+    started = threading.Event()
+    done: list[list[Any]] = []
+
+    def long_request() -> None:
+        events: list[Any] = []
+        with (
+            httpx.Client(timeout=300) as c,
+            c.stream("POST", real.base + "/generate", json=body) as r,
+        ):
+            for line in r.iter_lines():
+                if line.startswith("data:"):
+                    started.set()
+                    events.append(line)
+        done.append(events)
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    assert started.wait(120)
+    busy = httpx.post(real.base + "/flush_cache", timeout=30)
+    assert busy.status_code == 400 and "Flush cache failed" in busy.text
+    # matrixrun's flush asks the server to wait for idle (?timeout=) and gets its 200
+    assert flush_cache(real.base, "/flush_cache", 120.0, timeout_param="timeout") is None
+    t.join(300)
+    assert done and done[0][-1].strip() == "data: [DONE]"
+
+
+def test_client_disconnect_leaves_the_server_serving(real: Real) -> None:
+    body = {"input_ids": [2000 + i for i in range(16)], "stream": True,
+            "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}  # fmt: skip
+    first = _stream(real.base, "/generate", body, stop_after=2)
+    assert len(first) == 2
+    assert flush_cache(real.base, "/flush_cache", 60.0, timeout_param="timeout") is None
+    assert httpx.get(real.base + "/health_generate", timeout=60).status_code == 200
+
+
+def test_abort_request_is_a_failed_request_with_its_reason(real: Real) -> None:
+    body = {
+        "rid": "matrixrun-abort-1",
+        "input_ids": [3000 + i for i in range(16)],
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 400, "ignore_eos": True},
+    }
+    parser = make_parser("sglang")  # fmt: skip
+    with httpx.Client(timeout=120) as c, c.stream("POST", real.base + "/generate", json=body) as r:
+        aborted = False
+        for chunk in r.iter_raw():
+            parser.feed(chunk, time.perf_counter())
+            if not aborted and parser.total >= 2:
+                answer = httpx.post(real.base + "/abort_request", json={"rid": body["rid"]})
+                assert answer.status_code == 200
+                aborted = True
+        parser.finish(time.perf_counter())
+    assert parser.error == "aborted by the server: Aborted"
+    assert 2 <= parser.total < 400  # the tokens before the abort still count
+
+
+# ------------------------------------------------------------------ the simulator beside it
+
+
+def _shape(value: Any, depth: int = 0) -> Any:
+    """The structure of a JSON value: dicts as their keys' shapes, lists as their first
+    element's, scalars as their type name (int and float alike: a count is a count)."""
+    if isinstance(value, dict):
+        return {k: _shape(v, depth + 1) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_shape(value[0], depth + 1)] if value else []
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+#: Fields of the real server's answers that the simulator leaves out on purpose: none of them
+#: is read by matrixrun (checked by grep in the test below), so a missing one cannot hide a bug.
+NOT_SIMULATED = {
+    "weight_version", "weight_versions", "num_retractions", "reasoning_tokens", "dp_rank",
+    "cached_tokens_details", "spec_verify_ct", "hidden_states", "routed_experts",
+    "queue_time", "prefill_launch_delay", "prefill_launch_latency", "decode_launch_latency",
+    "request_received_ts", "prefill_finished_ts", "decode_finished_ts", "inference_time",
+    "system_fingerprint", "prompt_tokens_details", "matched_stop",
+    "metadata", "reasoning_content", "tool_calls", "logprobs", "refusal", "annotations",
+    "audio", "function_call", "token_ids", "name", "index",
+}  # fmt: skip
+
+
+def _keys(shape: Any, prefix: str = "") -> set[str]:
+    if isinstance(shape, dict):
+        out: set[str] = set()
+        for k, v in shape.items():
+            if k in NOT_SIMULATED:
+                continue
+            out.add(prefix + k)
+            out |= _keys(v, prefix + k + ".")
+        return out
+    if isinstance(shape, list) and shape:
+        return _keys(shape[0], prefix + "[].")
+    return set()
+
+
+def _event_keys(events: list[Any]) -> list[set[str]]:
+    """First, middle and last event's keys, and whether the stream ends with [DONE]."""
+    data = [e for e in events if e != "[DONE]"]
+    picks = [data[0], data[len(data) // 2], data[-1]]
+    return [_keys(_shape(e)) for e in picks] + [{"[DONE]"} if events[-1] == "[DONE]" else set()]
+
+
+REQUESTS: list[tuple[str, dict[str, Any]]] = [
+    ("/generate", {"input_ids": [1500 + i for i in range(12)], "stream": True,
+                   "sampling_params": {"max_new_tokens": 6, "ignore_eos": True,
+                                       "temperature": 0.0}}),
+    ("/v1/completions", {"model": MODEL, "prompt": [1500 + i for i in range(12)],
+                         "max_tokens": 6, "ignore_eos": True, "stream": True, "temperature": 0,
+                         "stream_options": {"include_usage": True}}),
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+                              "max_tokens": 6, "ignore_eos": True, "stream": True,
+                              "stream_options": {"include_usage": True}}),
+]  # fmt: skip
+
+
+def test_the_simulator_answers_as_the_real_server_does(real: Real) -> None:
+    """Shape, fields and events of the same requests, real vs simulated: a rehearsal can no
+    longer drift from SGLang unnoticed (fields matrixrun never reads are listed above)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from simserver import start_sim
+
+    with start_sim(["--model-path", MODEL]) as (_, sim):
+        time.sleep(0.5)
+        for path, body in REQUESTS:
+            got = _event_keys(_stream(sim, path, body))
+            want = _event_keys(_stream(real.base, path, body))
+            for which, (g, w) in enumerate(zip(got, want, strict=True)):
+                assert g == w, (
+                    f"{path} event {which}: simulator lacks {sorted(w - g)}, "
+                    f"has extra {sorted(g - w)}"
+                )
+        for path in ("/flush_cache",):
+            s, r = httpx.post(sim + path, timeout=30), httpx.post(real.base + path, timeout=30)
+            assert s.status_code == r.status_code == 200
+            assert s.text.split(".")[0] == r.text.split(".")[0]  # "Cache flushed"
+        s_info = httpx.get(sim + "/server_info", timeout=30).json()
+        r_info = httpx.get(real.base + "/server_info", timeout=30).json()
+        assert {"version", "schedule_policy", "model_path"} <= s_info.keys() & r_info.keys()
+
+
+def test_stop_takes_the_whole_tree_and_frees_the_port(tmp_path: Path) -> None:
+    """Its own launch: stop, then no process of its session is left and the port binds."""
+    r = Real(tmp_path)
+    r.server.start()
+    proc = r.server.proc  # type: ignore[attr-defined]
+    try:
+        r.server.wait_healthy(r.engine.health_path, 600)
+    finally:
+        r.server.stop()
+    pgid = proc.pid
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"processes of the server's group {pgid} outlived stop()")
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", r.launch.port))  # nothing listens there any more
+
+
+# --------------------------------------------------------------------- whole runs, by the CLI
+
+
+def _variant(tmp: Path, replace: dict[str, str]) -> Path:
+    text = SPEC.read_text()
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def _run(spec: Path, out: Path, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "matrixrun.cli.main", "run", str(spec), "--out", str(out)],
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=spec.parent, check=False,
+    )  # fmt: skip
+
+
+def _measurements(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if x]
+
+
+def test_the_committed_two_arm_spec_runs_on_real_servers(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = _run(SPEC, out)
+    assert res.returncode == 0, res.stdout + res.stderr[-4000:]
+    ms = _measurements(out)
+    assert {m["arm"] for m in ms} == {"fcfs", "lpm"} and all(m["error"] is None for m in ms)
+    assert not any(m["simulated"] for m in ms)
+    env = json.loads((out / "env.json").read_text())
+    servers = env["servers"].values()
+    assert {s["version"] for s in servers} == {"0.5.23"}
+    assert all(s["env"]["SGLANG_USE_CPU_ENGINE"] == "1" for s in servers)
+    gates = [json.loads(p.read_text()) for p in (out / "correctness").glob("*.json")]
+    assert len(gates) == 2 and all(g["answers"] and g["error"] is None for g in gates)
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    flushes = [e for e in events if e.get("event") == "flush_cache"]
+    assert flushes and all(e["ok"] for e in flushes)
+    report = (out / "report.md").read_text()
+    assert "SIMULATED" not in report and "outputs agree" in report
+    assert "`SGLANG_USE_CPU_ENGINE=1`" in report  # engine.env, shown in Setup
+    assert not (tmp_path / "reports").exists()  # --out: every file in the run directory
+
+
+def test_bench_serving_measures_through_the_real_client(tmp_path: Path) -> None:
+    spec = _variant(tmp_path, {
+        "kind: sglang\n": f"kind: sglang\n  client: bench_serving\n  client_launch: "
+                          f"[{PYTHON}, -m, sglang.benchmark.serving]\n",
+        "sweep: {concurrency: [1, 4]}": "sweep: {concurrency: [2]}",
+        "max_runs: 2": "max_runs: 1",
+        "correctness: {enabled: true,": "correctness: {enabled: false,",
+    })  # fmt: skip
+    out = tmp_path / "run"
+    res = _run(spec, out)
+    assert res.returncode == 0, res.stdout + res.stderr[-4000:]
+    ms = _measurements(out)
+    assert ms and all(m["client"] == "bench_serving" and m["error"] is None for m in ms)
+    assert all(m["metrics"]["completed"] == 8 for m in ms)
+    assert all((out / "bench_serving").glob("*/bench_serving.jsonl"))
+
+
+def test_a_model_with_a_2048_token_vocabulary_runs_cleanly(tmp_path: Path) -> None:
+    """Prompt ids drawn past a small vocabulary killed SGLang's scheduler (IndexError): the
+    ids now come from the model's own vocabulary, the correctness gate's too."""
+    spec = _variant(tmp_path, {
+        "tiny-llama}": "tiny-llama-2k}",
+        "sweep: {concurrency: [1, 4]}": "sweep: {concurrency: [2]}",
+        "max_runs: 2": "max_runs: 1",
+    })  # fmt: skip
+    out = tmp_path / "run"
+    res = _run(spec, out)
+    assert res.returncode == 0, res.stdout + res.stderr[-4000:]
+    ms = _measurements(out)
+    assert len(ms) == 2 and all(m["error"] is None for m in ms)
+    logs = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("*.log"))
+    assert "IndexError" not in logs
+
+
+def test_a_server_that_dies_mid_cell_is_reported_with_its_first_error(tmp_path: Path) -> None:
+    """An out-of-vocabulary id sent beside the cell kills the real scheduler, as in issue 42:
+    the measurement names the phase and SGLang's own first error, not its teardown."""
+    spec = _variant(tmp_path, {
+        "sweep: {concurrency: [1, 4]}": "sweep: {concurrency: [1]}",
+        "num_prompts: 8": "num_prompts: 64",
+        "output_len: 16": "output_len: 64",
+        "max_runs: 2": "max_runs: 1",
+        "correctness: {enabled: true,": "correctness: {enabled: false,",
+        "  lpm: {schedule_policy: lpm}\n": "",
+    })  # fmt: skip
+    spec.write_text(spec.read_text().replace("arms:", "arms:\n  other: {schedule_policy: lpm}", 1)
+                    if "other" not in spec.read_text() else spec.read_text())  # fmt: skip
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "matrixrun.cli.main", "run", str(spec), "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        port = _cell_started(out, proc)
+        bad = {"input_ids": [10**6], "sampling_params": {"max_new_tokens": 1}}
+        with contextlib.suppress(httpx.HTTPError):  # it drops the connection as it dies
+            httpx.post(f"http://127.0.0.1:{port}/generate", json=bad, timeout=60)
+        stdout, stderr = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout + stderr[-3000:]
+    died = [m for m in _measurements(out) if m["error"]]
+    assert died, "no measurement failed"
+    error = died[0]["error"]
+    assert "died" in error and "during the cell" in error, error
+    assert "IndexError: index out of range in self" in error, error
+    assert "SIGQUIT" not in error and "kill_process_tree" not in error
+    assert "IndexError: index out of range in self" in (out / "report.md").read_text()
+
+
+def _cell_started(out: Path, proc: subprocess.Popen[str]) -> int:
+    """The port of the first launch, once its first cell's flush is on file."""
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before its first cell: {proc.communicate()}")
+        events_file = out / "events.jsonl"
+        if events_file.exists():
+            events = [json.loads(x) for x in events_file.read_text().splitlines() if x]
+            if any(e.get("event") == "flush_cache" for e in events):
+                time.sleep(2.0)  # the cell's requests are in flight
+                return int(next(e["port"] for e in events if e.get("event") == "launch"))
+        time.sleep(0.5)
+    pytest.fail("no cell started within 900 s")
