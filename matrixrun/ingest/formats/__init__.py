@@ -37,8 +37,17 @@ from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.metrics import METRIC_NAMES
 from matrixrun.ingest.formats import (
-    aiperf, axis, checks, genai_bench, guidellm, inference_perf, llmperf, vllm, vllm_legacy,
-    vllm_sweep, vllm_table,
+    aiperf,
+    axis,
+    checks,
+    genai_bench,
+    guidellm,
+    inference_perf,
+    llmperf,
+    vllm,
+    vllm_legacy,
+    vllm_sweep,
+    vllm_table,
 )  # fmt: skip
 from matrixrun.ingest.formats import words as client_words
 from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
@@ -117,6 +126,11 @@ def detect(path: str | Path) -> Format:
     fmt = _detect_data(data)
     if fmt is not None:
         return fmt
+    if isinstance(data, dict) and {"client_command", "gpu_type"} <= data.keys():
+        raise InputError(
+            f"{p}: vLLM's nightly-runner sidecar (client_command, gpu_type), not a result; pass "
+            f"the result {p.with_suffix('.json').name} beside it, which is read with it"
+        )
     if isinstance(data, list) and data and all(vllm.is_vllm(d) for d in data):
         raise InputError(
             f"{p}: a list of vLLM runs (a sweep's summary.json?); pass the sweep's directory, "

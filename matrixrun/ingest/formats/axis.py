@@ -53,7 +53,8 @@ def find(runs: Sequence[Run], axis_field: str) -> tuple[str, str | None]:
             )
         return (
             name,
-            f"{name}: the only field that varies across the runs (max_concurrency is null in every one)",
+            f"{name}: the only field that varies across the runs (max_concurrency is null "
+            "in every one)",
         )
     if len(varying) > 1:
         raise InputError(
@@ -64,6 +65,7 @@ def find(runs: Sequence[Run], axis_field: str) -> tuple[str, str | None]:
     if all(v is not None for v in _values(runs, "request_rate")):
         return (
             "request_rate",
-            "request_rate: one point per arm, named by its request rate (max_concurrency is null in every run)",
+            "request_rate: one point per arm, named by its request rate (max_concurrency "
+            "is null in every run)",
         )
     return axis_field, None

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML, YAMLError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
@@ -255,7 +256,7 @@ def read_file(path: str | Path) -> list[Run]:
             notes=(
                 "std of TTFT and e2e latency: inference-perf writes no standard "
                 "deviation, so they are absent",
-            ),  # fmt: skip
+            ),
             server_side=_server_side(p),
         )
     ]

@@ -135,7 +135,7 @@ def _row(row: dict[str, Any], where: str, source: str, line: int) -> Run:
         notes=(
             "failed: the table lists completed requests only ('# of req.'); failures "
             "are not recorded and are counted as 0",
-        ),  # fmt: skip
+        ),
     )
 
 

@@ -35,6 +35,19 @@ _WORDS = {
         no_concurrency="(its profiling phase ran at a request rate: pass --axis-field "
         "request_rate)",
     ),
+    "inference-perf": ClientWords(
+        unit="stage report",
+        default_arm="the folder holding the results/ folder",
+        arm_hint="give each server configuration its own folder, as inference-perf's "
+        "report output does",
+        no_concurrency="(inference-perf sweeps a request rate: pass --axis-field request_rate)",
+    ),
+    "llmperf": ClientWords(
+        unit="summary",
+        default_arm="the summary's file name",
+        arm_hint="give each arm its own summary file (--results-dir)",
+        no_concurrency="(no num_concurrent_requests in the summary?)",
+    ),
 }
 #: For --mix-formats: words that fit every client.
 MIXED = ClientWords(

@@ -1,0 +1,328 @@
+"""Every file of the shared wild corpus (`../shared/wild/`, listed in its SOURCES.md) read
+with numbers equal to its own fields, or refused in one sentence naming it; and the natural
+comparisons SOURCES.md names, refused where they are not one and decided where the files
+decide them. Expected values are taken from the raw files here, never from the readers.
+
+The corpus is not in the repository (its files are read in place, never copied): CI has it
+at `../shared/wild/`; elsewhere, without it, the module is skipped with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from matrixrun.core.errors import InputError
+from matrixrun.ingest.command import ingest
+from matrixrun.ingest.formats import detect, load, read
+
+WILD = Path(__file__).resolve().parent.parent.parent / "shared" / "wild"
+if not (WILD / "SOURCES.md").is_file():
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(f"{WILD}/SOURCES.md is missing: CI must provide the wild corpus")
+    pytest.skip(f"no wild corpus at {WILD} (CI provides it)", allow_module_level=True)
+
+SOURCES = (WILD / "SOURCES.md").read_text()
+LLMK8S = WILD / "surajssd__llm-k8s" / "results_serving_meta-llama-Llama-3.3-70B-Instruct"
+NO_IB, IB = LLMK8S / "02_tp4_pp2_no_IB", LLMK8S / "03_tp4_pp2_IB"
+IPERF = WILD / "kubernetes-sigs__inference-perf" / "demos" / "kubecon-na-2025"
+GENAI = WILD / "sgl-project__genai-bench"
+LLMPERF = WILD / "ray-project__llmperf-leaderboard" / "raw_data"
+FILES = sorted(p for p in WILD.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
+
+
+def raw(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def refusal(given: Path | list[Path], baseline: str = "x", **kw: Any) -> str:
+    """The one sentence `load` refuses with (it must name a file)."""
+    paths = given if isinstance(given, list) else [given]
+    with pytest.raises(InputError) as err:
+        load(paths, baseline, **kw)
+    text = str(err.value)
+    assert "\n" not in text and "Traceback" not in text
+    assert any(str(p) in text or p.name in text for p in paths), text
+    return text
+
+
+def test_sources_lists_every_folder_and_the_corpus_is_whole() -> None:
+    """SOURCES.md names each repository folder; the file counts it states hold."""
+    for folder in {p.relative_to(WILD).parts[0] for p in FILES}:
+        assert f"## {folder}" in SOURCES, folder
+    assert len([p for p in FILES if p.parent.name == "results"]) == 96
+    assert len(list((LLMPERF / "summary").glob("*.json"))) == 19
+    assert len(list((LLMPERF / "individual").glob("*.json"))) == 8
+
+
+# ---------------------------------------------------------------- every file: read or refused
+
+
+def _kind(p: Path) -> str:
+    """What each corpus file is, by where SOURCES.md says it came from and its content."""
+    if p.suffix == ".commands" or p.suffix == ".yaml":
+        return "sidecar"
+    if p.name == "benchmark_results.json":
+        return "vllm_table"
+    if "llm-k8s" in str(p):
+        return "vllm"
+    if "inference-perf" in str(p):
+        return (
+            "iperf_stage"
+            if re.fullmatch(r"stage_\d+_lifecycle_metrics\.json", p.name)
+            else "iperf_other"
+        )
+    if "genai-bench" in str(p):
+        return "genai"
+    return "llmperf"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(WILD)) for p in FILES])
+def test_every_file_is_read_or_refused_in_one_sentence(path: Path) -> None:
+    kind = _kind(path)
+    if kind in ("sidecar", "iperf_other", "genai"):
+        text = refusal(path)
+        if kind == "genai":
+            assert "genai-bench 0.0.2" in text
+        return
+    runs = read(path)
+    assert runs, path
+    for run in runs:
+        m = run.record.metrics
+        assert m.completed > 0 and m.duration > 0 and m.output_throughput > 0
+
+
+@pytest.mark.parametrize("path", sorted(LLMK8S.glob("*/serving_*.json")), ids=lambda p: p.name)
+def test_vllm_v083_numbers_are_the_files_own(path: Path) -> None:
+    """benchmark_serving.py v0.8.3: aggregates as written, failures from `errors`, the rate
+    "inf" or a number, the sidecar's gpu_type as hardware; no e2e, no p90/p95 invented."""
+    data, side = raw(path), raw(path.with_suffix(".commands"))
+    assert detect(path) == "vllm"
+    (run,) = read(path)
+    m = run.record.metrics
+    assert m.completed == data["completed"] and m.duration == data["duration"]
+    assert m.failed == sum(1 for e in data["errors"] if e)
+    assert m.output_throughput == data["output_throughput"]
+    assert m.total_throughput == data["total_token_throughput"]
+    assert m.input_throughput == pytest.approx(data["total_input_tokens"] / data["duration"])
+    for fam in ("ttft", "tpot", "itl"):
+        for stat in ("mean", "median", "std", "p99"):
+            assert getattr(m, f"{stat}_{fam}_ms") == data[f"{stat}_{fam}_ms"]
+        assert getattr(m, f"p90_{fam}_ms") is None and getattr(m, f"p95_{fam}_ms") is None
+    assert m.mean_e2e_latency_ms is None and m.concurrency is None
+    rate = data["request_rate"]
+    assert run.record.request_rate == (math.inf if rate == "inf" else float(rate))
+    assert run.identity["gpu"] == side["gpu_type"]
+    assert run.identity["model"] == data["model_id"]
+    assert "request_goodput:" in data and "v0.8" in run.tool
+
+
+@pytest.mark.parametrize("path", [NO_IB / "benchmark_results.json", IB / "benchmark_results.json"])
+def test_nightly_table_rows_are_their_own_fields(path: Path) -> None:
+    rows = raw(path)
+    runs = read(path)
+    assert len(runs) == len(rows)
+    for row, run in zip(rows, runs, strict=True):
+        m = run.record.metrics
+        assert m.completed == row["# of req."]
+        assert m.request_throughput == row["Tput (req/s)"]
+        assert m.output_throughput == row["Output Tput (tok/s)"]
+        assert m.total_throughput == row["Total Tput (tok/s)"]
+        assert m.duration == pytest.approx(row["# of req."] / row["Tput (req/s)"])
+        assert m.median_tpot_ms == row["Median TPOT (ms)"] and m.p99_itl_ms == row["P99 ITL (ms)"]
+        assert m.p90_ttft_ms is None and m.std_ttft_ms is None
+        assert run.identity["gpu"] == row["GPU"]
+        rate = row["Test name"].rsplit("_qps_", 1)[1]
+        assert run.record.request_rate == (math.inf if rate == "inf" else float(rate))
+    # The rate-inf row copies the result file of that run, to the last digit.
+    (inf,) = [r for r in runs if r.record.request_rate == math.inf]
+    own = raw(next(path.parent.glob("*_qps_inf.json")))
+    assert inf.record.metrics.duration == pytest.approx(own["duration"], rel=1e-12)
+    assert inf.record.metrics.total_output_tokens == own["total_output_tokens"]
+
+
+STAGES = sorted(IPERF.glob("*/results/stage_*_lifecycle_metrics.json"))
+
+
+@pytest.mark.parametrize("path", STAGES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_inference_perf_stage_in_seconds_becomes_ms(path: Path) -> None:
+    data = raw(path)
+    (run,) = read(path)
+    m, s = run.record.metrics, data["successes"]
+    assert m.completed == s["count"] and m.failed == data["failures"]["count"]
+    assert m.output_throughput == s["throughput"]["output_tokens_per_sec"]
+    assert m.request_throughput == s["throughput"]["requests_per_sec"]
+    assert m.duration == pytest.approx(s["count"] / s["throughput"]["requests_per_sec"])
+    assert m.total_output_tokens == round(s["output_len"]["mean"] * s["count"])
+    for ours, theirs in (("ttft", "time_to_first_token"), ("e2e_latency", "request_latency")):
+        for stat in ("mean", "median", "p90", "p95", "p99"):
+            want = s["latency"][theirs][stat] * 1000
+            assert getattr(m, f"{stat}_{ours}_ms") == pytest.approx(want, rel=1e-12)
+        assert getattr(m, f"std_{ours}_ms") is None
+    for stat in STATS:  # lines, not tokens: left out, never converted
+        assert getattr(m, f"{stat}_tpot_ms") is None and getattr(m, f"{stat}_itl_ms") is None
+    assert run.record.request_rate == data["load_summary"]["requested_rate"]
+    assert run.identity["model"] == "meta-llama/Meta-Llama-3-8B-Instruct"
+    prom = raw(path.with_name(path.name.replace("lifecycle", "prometheus")))
+    assert run.server_side["rate"] == prom["successes"]["rate"]
+    assert m.model_dump().get("rate") is None  # the server's numbers stay beside, not inside
+
+
+@pytest.mark.parametrize("path", sorted((LLMPERF / "summary").glob("*.json")), ids=lambda p: p.name)
+def test_llmperf_summary_numbers_are_its_own(path: Path) -> None:
+    data = raw(path)
+    (run,) = read(path)
+    m = run.record.metrics
+    n = data["results_num_completed_requests"]
+    assert m.completed == n and m.failed == data["results_number_errors"]
+    assert m.output_throughput == data["results_mean_output_throughput_token_per_s"]
+    assert m.request_throughput * 60 == pytest.approx(
+        data["results_num_completed_requests_per_min"]
+    )
+    assert m.median_ttft_ms == pytest.approx(data["results_ttft_s_quantiles_p50"] * 1000)
+    assert m.p99_e2e_latency_ms == pytest.approx(
+        data["results_end_to_end_latency_s_quantiles_p99"] * 1000
+    )
+    want_std = data["results_ttft_s_stddev"] * math.sqrt((n - 1) / n) * 1000
+    assert m.std_ttft_ms == pytest.approx(want_std)
+    assert m.mean_itl_ms is None
+    assert run.record.max_concurrency == data["num_concurrent_requests"]
+    assert run.identity["model"] == data["model"]
+    individual = LLMPERF / "individual" / path.name
+    if not individual.is_file():  # llmperf's inter_token_latency_s includes the TTFT
+        assert m.median_tpot_ms is None and "tpot" in run.definitions
+
+
+@pytest.mark.parametrize(
+    "path", sorted((LLMPERF / "individual").glob("*.json")), ids=lambda p: p.name
+)
+def test_llmperf_requests_give_tpot_as_bench_serving_defines_it(path: Path) -> None:
+    rows = [r for r in raw(path) if r["error_code"] is None]
+    (run,) = read(path)
+    m = run.record.metrics
+    assert m.completed == len(rows)
+    tpot = [(r["end_to_end_latency_s"] - r["ttft_s"]) / (r["number_output_tokens"] - 1) * 1000
+            for r in rows if r["number_output_tokens"] > 1]  # fmt: skip
+    assert m.median_tpot_ms == pytest.approx(float(np.median(tpot)))
+    assert m.p99_tpot_ms == pytest.approx(float(np.percentile(tpot, 99)))
+    assert m.median_ttft_ms == pytest.approx(float(np.median([r["ttft_s"] for r in rows])) * 1000)
+    # The summary and its requests are one run, counted once when both are given.
+    partner = "together_70b" if path.stem == "anyscale_70b" else "anyscale_70b"
+    both = load([LLMPERF / "summary" / path.name, path, LLMPERF / "summary" / f"{partner}.json"],
+                partner, allow_differences=["model"])  # fmt: skip
+    assert len(both.runs) == 2
+
+
+def test_genai_bench_folder_without_result_is_refused_naming_it() -> None:
+    folder = GENAI / "regression_main_50req"
+    for given in (folder, folder / "experiment_metadata.json"):
+        text = refusal(given)
+        assert "no result file" in text and "regression_main_50req" in text
+
+
+# ------------------------------------------------------------------------- natural pairs
+
+IB_FILES = sorted(LLMK8S.glob("*/serving_*.json"))
+
+
+def test_infiniband_pair_refused_for_its_hardware_record_unless_allowed() -> None:
+    text = refusal(IB_FILES, "02_tp4_pp2_no_IB")
+    assert "gpu" in text and "Standard_ND96asr_v4 x 2" in text
+    got = load(IB_FILES, "02_tp4_pp2_no_IB", allow_differences=["gpu"])
+    assert got.result.settings.axis == "request_rate"  # found: max_concurrency null everywhere
+    assert {m.arm for m in got.result.measurements} == {"02_tp4_pp2_no_IB", "03_tp4_pp2_IB"}
+    assert {m.point["request_rate"] for m in got.result.measurements} == {4.0, "inf"}
+
+
+def _cell(run_dir: Path, metric: str, x: Any) -> dict[str, Any]:
+    verdict = raw(run_dir / "verdict.json")
+    for cand in verdict["slices"][0]["candidates"]:
+        for met in cand["metrics"]:
+            if met["metric"] == metric:
+                for series in met["series"]:
+                    for cell in series["cells"]:
+                        if cell["point"]["request_rate"] == x:
+                            return dict(cell)
+    raise AssertionError(f"no {metric} cell at {x}")
+
+
+def test_infiniband_at_rate_inf_the_verdict_follows_the_files(tmp_path: Path) -> None:
+    """Single runs decide nothing alone (no noise estimate); with a declared 2% noise the
+    rate-inf TTFT, 14% lower with InfiniBand in the files, is better, and the report opens
+    with the hardware difference."""
+    base = raw(NO_IB / next(NO_IB.glob("*_qps_inf.json")).name)
+    cand = raw(IB / next(IB.glob("*_qps_inf.json")).name)
+    change = cand["median_ttft_ms"] / base["median_ttft_ms"] - 1
+    assert change < -0.10
+    alone = ingest([str(p) for p in IB_FILES], baseline="02_tp4_pp2_no_IB", out=tmp_path / "a",
+                   allow_differences=["gpu"], metrics="median_ttft_ms")  # fmt: skip
+    assert alone is not None and _cell(alone, "median_ttft_ms", "inf")["verdict"] == "inconclusive"
+    out = ingest([str(p) for p in IB_FILES], baseline="02_tp4_pp2_no_IB", out=tmp_path / "b",
+                 allow_differences=["gpu"], metrics="median_ttft_ms", noise="2%")  # fmt: skip
+    assert out is not None
+    cell = _cell(out, "median_ttft_ms", "inf")
+    assert cell["verdict"] == "better"
+    assert cell["change"] == pytest.approx(change, rel=1e-6)
+    report = (out / "report.md").read_text()
+    assert "Read first:** the arms differ in gpu" in report.split("**Verdict")[0]
+
+
+def test_nightly_tables_pair_the_same_way() -> None:
+    tables = [NO_IB / "benchmark_results.json", IB / "benchmark_results.json"]
+    assert "gpu" in refusal(tables, "tp4_pp2_no_IB")
+    got = load(tables, "tp4_pp2_no_IB", allow_differences=["gpu"])
+    assert len({str(m.point["request_rate"]) for m in got.result.measurements}) == 4
+    assert "not recorded: failed" in got.summary()
+    # The table and the result files it copies are one measurement given twice.
+    assert "same run" in refusal([tables[0], *NO_IB.glob("serving_*.json")], "tp4_pp2_no_IB")
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        "vllm+batch_size",
+        "vllm+chunking_and_prefix_caching",
+        "vllm+eagle",
+        "vllm+quantization",
+        "vllm+v0_engine",
+    ],
+)
+def test_inference_perf_baseline_against_each_change(candidate: str) -> None:
+    """Stages sweep each server's own rates: only the requested rates both ran compare
+    (stage 0, rate 1.0, in every folder); the others are a caveat, never paired by index."""
+    got = load([IPERF / "vllm" / "results", IPERF / candidate / "results"], "vllm")
+    rates = {a: {raw(p)["load_summary"]["requested_rate"]
+                 for p in (IPERF / a / "results").glob("stage_*_lifecycle_metrics.json")}
+             for a in ("vllm", candidate)}  # fmt: skip
+    shared = rates["vllm"] & rates[candidate]
+    assert 1.0 in shared
+    points = {m.point["request_rate"] for m in got.result.measurements}
+    assert points == rates["vllm"] | rates[candidate]
+    lonely = [c for c in got.caveats if c["kind"] == "one_arm_points"]
+    assert bool(lonely) == (rates["vllm"] != rates[candidate])
+    assert "server-side (Prometheus scrape, shown, not compared)" in got.summary()
+    assert "left out: median_tpot_ms" in got.summary()
+
+
+def test_llmperf_providers_differ_in_model_and_sizes_are_refused() -> None:
+    s = LLMPERF / "summary"
+    text = refusal([s / "anyscale_70b.json", s / "together_70b.json"], "anyscale_70b")
+    assert raw(s / "anyscale_70b.json")["model"] in text and "model" in text
+    assert "model" in refusal([s / "anyscale_70b.json", s / "anyscale_7b.json"], "anyscale_70b")
+    others = sorted(p for p in s.glob("*_70b.json") if p.name != "anyscale_70b.json")
+    got = load([s / "anyscale_70b.json", *others], "anyscale_70b", allow_differences=["model"])
+    assert len(got.result.settings.candidates) == len(others)
+    assert any(c["kind"] == "differs" and c["field"] == "model" for c in got.caveats)
+
+
+def test_genai_bench_builds_are_refused() -> None:
+    folders = [GENAI / "regression_main_branch", GENAI / "regression_feature_no_flag"]
+    assert "run_duration" in refusal(folders, "regression_main_branch")
