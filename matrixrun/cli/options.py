@@ -364,6 +364,20 @@ def _processes(text: str) -> int | str:
     return value
 
 
+def _warmup(text: str) -> int | str:
+    if text == "cell":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'cell', got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 (or cell), got {text}")
+    return value
+
+
 def add_bench_client(parser: argparse.ArgumentParser) -> None:
     """Declare bench-client's options (names follow bench_serving's where they overlap)."""
     parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
@@ -383,7 +397,13 @@ def add_bench_client(parser: argparse.ArgumentParser) -> None:
         default=math.inf,
         help="Poisson arrival rate in requests/s (default: inf, all at once)",
     )
-    parser.add_argument("--warmup-requests", type=int, default=1, help="unmeasured (default 1)")
+    parser.add_argument(
+        "--warmup-requests",
+        type=_warmup,
+        default=1,
+        help="unmeasured requests first (default 1, outputs capped at 32 tokens), or 'cell': "
+        "an unmeasured copy of the measurement (as workload.warmup_requests: cell)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="prompt and arrival seed (default 0)")
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="per-request timeout in seconds (default 600)"
@@ -400,4 +420,60 @@ def add_bench_client(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--api-key", default=None, help="bearer token, if the server wants one (never logged)"
+    )
+    _add_bench_client_requests(parser)
+
+
+def _add_bench_client_requests(parser: argparse.ArgumentParser) -> None:
+    """What bench-client's requests are, as a run's spec can say it (engine.prompt_format,
+    engine.strict_openai, model.tokenizer, model.vocab_size, workload.duration, the time cap),
+    so a server the runner can measure bench-client can measure too."""
+    parser.add_argument(
+        "--prompt-format",
+        choices=("token_ids", "text"),
+        default="token_ids",
+        help="token_ids: random token ids (default); text: the same prompts as text of exactly "
+        "--input-len tokens of --tokenizer, for servers that refuse token ids "
+        "(engine.prompt_format; needs pip install 'matrixrun[text]')",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="the model's tokenizer.json or its folder (a model folder with config.json too): "
+        "text prompts are made with it, and token ids are drawn within its vocabulary",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="tokens in the model's vocabulary, where --tokenizer cannot say (model.vocab_size); "
+        "without either, ids come from [1000, 30000), which a smaller vocabulary cannot take",
+    )
+    parser.add_argument(
+        "--strict-openai",
+        action="store_true",
+        help="with --api openai: send only OpenAI completions fields, no ignore_eos, for "
+        "servers that answer it with 422 (engine.strict_openai); outputs may then end short, "
+        "counted as short_outputs",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop sending new requests after this many seconds (workload.duration; "
+        "--num-prompts is then an upper bound)",
+    )
+    parser.add_argument(
+        "--time-cap",
+        type=float,
+        default=None,
+        help="cancel what has not finished this many seconds after the start and report the "
+        "requests that did (a run's limits.cell_timeout)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="the client's HTTP implementation: raw (default, what runs use) or httpx (the "
+        "reference, for cross-checking)",
     )

@@ -416,4 +416,6 @@ _FLAGS = {
     "request_rate": "--request-rate",
     "warmup_requests": "--warmup-requests",
     "request_timeout_s": "--timeout",
+    "duration_s": "--duration",
+    "time_cap_s": "--time-cap",
 }

@@ -8,16 +8,16 @@ import json
 import sys
 
 from matrixrun.cli.exits import EXIT_FAILED, EXIT_OK, say
-from matrixrun.load.command import client_warning, failure_summary
+from matrixrun.load.command import client_warning, failure_summary, short_warning
 from matrixrun.load.command import run as run_bench_client
 
 
 def cmd_bench_client(args: argparse.Namespace) -> int:
     out = run_bench_client(args)
     print(json.dumps(out, indent=2))
-    warning = client_warning(out)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (client_warning(out), short_warning(out, args.output_len)):
+        if warning:
+            print(warning, file=sys.stderr)
     failures = failure_summary(out)
     if failures:
         say(failures)
