@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from matrixrun.core.format_version import VERDICT_VERSION
 from matrixrun.core.format_version import check_schema_version as check_schema_version
 from matrixrun.core.launches import LaunchCheck as LaunchCheck
 from matrixrun.core.launches import LaunchSpread as LaunchSpread
@@ -548,9 +549,10 @@ class Caveat(_Model):
     xs: list[float] = Field(default_factory=list, description="Axis values it concerns.")
 
 
-VERDICT_SCHEMA = 1
-"""verdict.json's format. Raised when a field changes meaning; an older file is refused with one
-sentence (`check_schema_version`), never read through compatibility code."""
+VERDICT_SCHEMA = VERDICT_VERSION
+"""verdict.json's format (`core.format_version`). Raised when a field changes meaning, with a
+step in `rundir.migrate` that brings an older file forward, so the report's readers see only
+the current format and no reader keeps compatibility code."""
 
 
 class Verdict(_Model):

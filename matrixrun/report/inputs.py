@@ -9,7 +9,6 @@ the spec: a report renders from a run directory whose spec copy is gone. Everyth
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,7 @@ from pydantic import ValidationError
 
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
-from matrixrun.core.verdict import (
-    VERDICT_SCHEMA,
-    Verdict,
-    check_schema_version,
-)
+from matrixrun.core.verdict import Verdict
 from matrixrun.plan import Plan
 from matrixrun.report.chart_png import CHART_FILE
 from matrixrun.rundir.jobs import JobsFile, read_jobs
@@ -48,10 +43,11 @@ class RunInputs:
     chart_png: bool = False
 
 
-def _optional_json(path: Path) -> Any:
+def _optional_json(rd: RunDir, name: str) -> Any:
+    """A file the report can do without: None when it is missing or does not parse."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        return rd.read_json(name) if rd.has(name) else None
+    except InputError:
         return None
 
 
@@ -71,14 +67,11 @@ def display_path(path: Path) -> str:
 def read_inputs(rd: RunDir) -> RunInputs:
     """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
     settings = read_settings(rd)
-    if not (rd.path / "verdict.json").exists():
+    if not rd.has("verdict.json"):
         raise InputError(
             f"{rd.path} has no verdict.json; write it with `matrixrun analyse {rd.path}`"
         )
-    data = rd.read_json("verdict.json")
-    check_schema_version(
-        data, VERDICT_SCHEMA, rd.path / "verdict.json", f"matrixrun analyse {rd.path}"
-    )
+    data = rd.read_json("verdict.json")  # every file read through RunDir: an older one migrated
     try:
         verdict = Verdict.model_validate(data)
     except ValidationError as exc:
@@ -86,18 +79,18 @@ def read_inputs(rd: RunDir) -> RunInputs:
             f"{rd.path / 'verdict.json'} is not the verdict of this matrixrun version "
             f"({exc.error_count()} problem(s)); rewrite it with `matrixrun analyse {rd.path}`"
         ) from exc
-    plan_file = rd.path / "plan.json"
-    env = _optional_json(rd.path / "env.json")
-    ingest = _optional_json(rd.path / "ingest.json")
+    env = _optional_json(rd, "env.json")
+    ingest = _optional_json(rd, "ingest.json")
+    jobs = _optional_json(rd, "jobs.json")
     return RunInputs(
         run_dir=display_path(rd.path),
         verdict=verdict,
         settings=settings,
         measurements=rd.measurements() if rd.results_file.exists() else [],
-        plan=Plan.model_validate(rd.read_json("plan.json")) if plan_file.exists() else None,
+        plan=Plan.model_validate(rd.read_json("plan.json")) if rd.has("plan.json") else None,
         env=env if isinstance(env, dict) else {},
         events=rd.events(),
-        jobs=read_jobs(rd.path / "jobs.json") if (rd.path / "jobs.json").exists() else None,
+        jobs=None if jobs is None else read_jobs(rd.path / "jobs.json"),
         ingest=ingest if isinstance(ingest, dict) else None,
         chart_png=(rd.path / CHART_FILE).exists(),
     )

@@ -17,6 +17,9 @@
                                (`--executor slurm`): each group's job appends only to its own
                                files, and reading merges them with results.jsonl/events.jsonl
       jobs.json  slurm/        the Slurm jobs (executors/slurm.py) and submitit's files
+      format.json              the format version of every file without its own
+                               (core/format_version.py); older files are read through
+                               rundir/migrate.py, and a resumed run rewrites them first
 
 A crash loses at most the measurement in flight; `--resume` reads results.jsonl back and skips
 what is there. Lines are never rewritten: a rerun is a new line. (A last line torn by a crash
@@ -36,10 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from matrixrun.core.errors import InputError
+from matrixrun.core.format_version import FORMAT_FILE, RECORDS_VERSION
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.redact import redact_json
+from matrixrun.rundir import migrate
 
 
 def now_iso() -> str:
@@ -150,9 +157,32 @@ class RunDir:
         return [main, *sorted((self.path / folder).glob("*.jsonl"))]
 
     def create(self) -> RunDir:
+        """Make the directory ready to write: its folders, and every file in this matrixrun's
+        format — a fresh directory records the format, an older one (a run resumed by a newer
+        matrixrun) is migrated in place first, so no file ever mixes two formats."""
         for sub in ("logs", "pids", "requests"):
             (self.path / sub).mkdir(parents=True, exist_ok=True)
+        files = self._model_files()
+        holds = self.exists() or "settings.json" in files
+        if holds and not migrate.is_current(files):
+            self.upgrade()
+        elif FORMAT_FILE not in files:
+            self.write_json(FORMAT_FILE, {"version": RECORDS_VERSION})
         return self
+
+    def upgrade(self) -> None:
+        """Rewrite every file of an older format in the current one (each file atomically;
+        format.json last, so a crash midway leaves a directory that migrates again)."""
+        files = self.migrated()
+        for name, content in sorted(files.items()):
+            if name == FORMAT_FILE or name.startswith("spec."):
+                continue
+            if name.endswith(".jsonl"):
+                lines = "".join(json.dumps(r, default=str) + "\n" for r in content)
+                self.write_text(name, lines)
+            else:
+                self.write_json(name, content)
+        self.write_json(FORMAT_FILE, files[FORMAT_FILE])
 
     def exists(self) -> bool:
         return (
@@ -218,9 +248,28 @@ class RunDir:
         shard's, the merge ordered by start time. A truncated last line of a file (a crash
         mid-write) is skipped; any other bad line is an error naming file and line."""
         files = self._all(self.results_file, "results.d")
-        out = [m for path in files for m in self._read_measurements(path)]
+        if migrate.records_version(self._model_files()) != RECORDS_VERSION:
+            out = self._migrated_measurements()
+        else:
+            out = [m for path in files for m in self._read_measurements(path)]
         if len(files) > 1:
             out.sort(key=lambda m: m.started_at or "")  # stable: one file's order is kept
+        return out
+
+    def _migrated_measurements(self) -> list[Measurement]:
+        """results.jsonl (and shards) of an older directory, through the migrations."""
+        made = self.migrated()
+        out: list[Measurement] = []
+        for path in self._all(self.results_file, "results.d"):
+            name = path.relative_to(self.path).as_posix()
+            for number, record in enumerate(made.get(name, []), 1):
+                try:
+                    out.append(Measurement.model_validate(record))
+                except ValidationError as exc:
+                    raise InputError(
+                        f"{path}: record {number}: not a measurement after migrating it to "
+                        f"this matrixrun's format ({exc.errors()[0]['msg']})"
+                    ) from exc
         return out
 
     @staticmethod
@@ -248,7 +297,13 @@ class RunDir:
     def events(self) -> list[dict[str, Any]]:
         """The audit log: events.jsonl, then every shard's, the merge ordered by time."""
         files = self._all(self.events_file, "events.d")
-        out = []
+        merge = len(files) > 1
+        out: list[dict[str, Any]] = []
+        if migrate.records_version(self._model_files()) != RECORDS_VERSION:
+            made = self.migrated()
+            names = [p.relative_to(self.path).as_posix() for p in files]
+            out = [e for name in names for e in made.get(name, []) if isinstance(e, dict)]
+            files = []
         for path in files:
             if not path.exists():
                 continue
@@ -259,17 +314,94 @@ class RunDir:
                     continue
                 if isinstance(record, dict):
                     out.append(record)
-        if len(files) > 1:
+        if merge:
             out.sort(key=lambda e: str(e.get("t", "")))
         return out
 
     def read_json(self, name: str) -> Any:
+        """A JSON file of the directory in this matrixrun's format: as stored when it is
+        current, else through the migrations (which may also make one an older directory
+        lacks, as settings.json of a run from before that file existed)."""
+        data = self._raw_json(name)
+        files = self._model_files()
+        if data is not None and migrate.version_of(files, name) == migrate.current_of(name):
+            return data
+        if data is None and migrate.records_version(files) == RECORDS_VERSION:
+            raise InputError(
+                f"{self.path / name} is missing; is {self.path} a matrixrun run directory?"
+            )
+        made = self.migrated().get(name)
+        if made is None:
+            raise InputError(
+                f"{self.path / name} is missing; is {self.path} a matrixrun run directory?"
+            )
+        return made
+
+    def has(self, name: str) -> bool:
+        """The file exists, or the migrations make it (settings.json of an old run)."""
+        if (self.path / name).exists():
+            return True
+        if migrate.records_version(self._model_files()) == RECORDS_VERSION:
+            return False
+        return name in self.migrated()
+
+    def _raw_json(self, name: str) -> Any:
         path = self.path / name
         try:
             return json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise InputError(
-                f"{path} is missing; is {self.path} a matrixrun run directory?"
-            ) from exc
+        except FileNotFoundError:
+            return None
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+
+    def _model_files(self) -> dict[str, Any]:
+        """The files the format versions are read from (format.json, settings.json,
+        verdict.json), those that exist."""
+        names = (FORMAT_FILE, *migrate.SELF_VERSIONED)
+        raw = {name: self._raw_json(name) for name in names}
+        return {name: data for name, data in raw.items() if data is not None}
+
+    def migrated(self) -> dict[str, Any]:
+        """Every file of the directory, read as plain data and brought to the current format
+        by `rundir.migrate` — the one place old formats are read."""
+        files: dict[str, Any] = {}
+        for path in sorted(self.path.glob("*.json")):
+            files[path.name] = self._raw_json(path.name)
+        for folder in ("", "results.d/", "events.d/"):
+            for path in sorted(self.path.glob(f"{folder}*.jsonl")):
+                files[folder + path.name] = _jsonl_records(path, lenient="events" in path.name)
+        spec = self.path / "spec.yaml"
+        if spec.exists():
+            files["spec.yaml"] = _yaml_mapping(spec)
+        sha = self.path / "spec.sha256"
+        if sha.exists():
+            files["spec.sha256"] = sha.read_text(errors="replace")
+        return migrate.migrate(files)
+
+
+def _jsonl_records(path: Path, lenient: bool = False) -> list[Any]:
+    """A JSONL file's records as plain data for the migrations: a torn last line (a crash
+    mid-write) is skipped, as the readers of the current format skip it (`lenient`, the audit
+    log: any line that does not parse)."""
+    lines = path.read_bytes().splitlines()
+    out: list[Any] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError as exc:
+            if lenient or number == len(lines):
+                continue
+            raise InputError(f"{path}:{number}: not a JSON record ({exc})") from exc
+    return out
+
+
+def _yaml_mapping(path: Path) -> dict[str, Any] | None:
+    """The spec copy as plain data (for the migrations that need what it says); None when it
+    does not parse into a mapping."""
+    try:
+        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except (YAMLError, OSError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,11 +1,12 @@
 """settings.json: what a run was judged by and what its report states, fixed when it starts.
 
 The run directory is the interface between stages (docs/architecture.md): `run` and `ingest`
-write settings.json, `stages.analyse_run` reads it beside results.jsonl to write verdict.json,
-and `stages.render_run` reads it beside verdict.json, plan.json and env.json. So analysing and
-rendering never parse a spec (and still work when the spec copy is gone), and the statistics'
-parameters — margins, α and its spending over the looks, the correctness gate's outcome — are
-written down once, where anyone can read them.
+write settings.json, `run.outputs.analyse_run` reads it beside results.jsonl to write
+verdict.json, and `run.outputs.render_run` reads it beside verdict.json, plan.json and env.json.
+So analysing and rendering never parse a spec (and still work when the spec copy is gone), and
+the statistics' parameters — margins, α and its spending over the looks, the correctness gate's
+outcome — are written down once, where anyone can read them. An older settings.json (or none,
+from a run older than the file) is brought forward by `rundir.migrate`.
 
 `analysis_settings` is the one translation of a spec's verify block into statistics settings,
 shared by the runner, the verify policy and its scoring benchmark.
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from matrixrun.core.errors import InputError
-from matrixrun.core.verdict import AnalysisSettings, check_schema_version
+from matrixrun.core.format_version import SETTINGS_VERSION
+from matrixrun.core.verdict import AnalysisSettings
 from matrixrun.plan.history import noise_history
 from matrixrun.plan.rehearsal import blind_pairs, rehearsal_setup
 from matrixrun.rundir.results import RunDir
@@ -30,9 +32,9 @@ if TYPE_CHECKING:
     from matrixrun.plan import Plan
     from matrixrun.spec import Spec
 
-SETTINGS_SCHEMA = 1
-"""settings.json's format. Raised when a field changes meaning; an older file is refused with
-one sentence (`read_settings`), never read through compatibility code."""
+SETTINGS_SCHEMA = SETTINGS_VERSION
+"""settings.json's format. Raised when a field changes meaning, with a step in
+`rundir.migrate` that brings an older file forward: readers see only the current format."""
 
 
 class _Model(BaseModel):
@@ -242,14 +244,12 @@ def write_settings(rd: RunDir, settings: RunSettings) -> Path:
 def read_settings(rd: RunDir) -> RunSettings:
     """settings.json, or one sentence saying why it cannot be used."""
     path = rd.path / "settings.json"
-    if not path.exists():
+    if not rd.has("settings.json"):
         raise InputError(
             f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
-            f"`matrixrun ingest` (an older run gets one from `matrixrun run SPEC --resume "
-            f"{rd.path}`)"
+            "`matrixrun ingest`"
         )
-    data = rd.read_json("settings.json")
-    check_schema_version(data, SETTINGS_SCHEMA, path, f"matrixrun run SPEC --resume {rd.path}")
+    data = rd.read_json("settings.json")  # an older file through rundir.migrate
     try:
         return RunSettings.model_validate(data)
     except ValidationError as exc:
