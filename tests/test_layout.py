@@ -259,6 +259,7 @@ ANALYSIS_ORDER = [
     "comparison",
     "axis",
     "reruns",
+    "capacity",
     "",  # matrixrun.analysis: `analyse`
 ]
 #: What the stages after the noise stage must not reach behind it to: they receive its

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from matrixrun.core.capacity import Capacity
 from matrixrun.core.format_version import VERDICT_VERSION
 from matrixrun.core.format_version import check_schema_version as check_schema_version
 from matrixrun.core.launches import LaunchCheck as LaunchCheck
@@ -576,6 +577,9 @@ class Verdict(_Model):
     )
     warm_aside: list[WarmAside] = Field(
         default_factory=list, description="Warm runs left out where a warm-up is confirmed."
+    )
+    capacity: Capacity | None = Field(
+        None, description="Capacity under the spec's SLO (`analysis.capacity`), when it has one."
     )
 
     def comparisons(self, metric: str | None = None) -> list[tuple[str, str, Comparison]]:

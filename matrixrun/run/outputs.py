@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matrixrun.core.capacity import Bound, Capacity
 from matrixrun.core.errors import InputError
-from matrixrun.core.verdict import Verdict
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.verdict import AnalysisSettings, Verdict
+from matrixrun.load.records import read_jsonl
 from matrixrun.report import chart_png, render_run_dir
 from matrixrun.rundir.results import RunDir
-from matrixrun.rundir.settings import read_settings
+from matrixrun.rundir.settings import SloBound, read_settings
 
 
 def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
@@ -34,8 +37,33 @@ def analyse_run(run_dir: str | Path | RunDir) -> Path:
             f"{rd.path} has no results.jsonl; give a directory written by `matrixrun run` or "
             "`matrixrun ingest`"
         )
-    verdict = analyse(rd.measurements(), read_settings(rd).analysis)
-    return rd.write_text("verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    settings = read_settings(rd)
+    measurements = rd.measurements()
+    verdict = analyse(measurements, settings.analysis)
+    slo = settings.spec.slo if settings.spec is not None else []
+    if slo:
+        verdict.capacity = _capacity(rd, measurements, verdict.settings, slo)
+    # a run without an SLO writes no `capacity` key: its verdict.json reads as it always did
+    text = verdict.model_dump_json(indent=2, exclude=None if verdict.capacity else {"capacity"})
+    return rd.write_text("verdict.json", text + "\n")
+
+
+def _capacity(
+    rd: RunDir, measurements: list[Measurement], settings: AnalysisSettings, slo: list[SloBound]
+) -> Capacity | None:
+    """Capacity under the SLO, goodput counted from each measurement's per-request records
+    where the run directory kept them (`requests/`)."""
+    from matrixrun.analysis.capacity import capacity, goodput  # late: as `analyse` above
+
+    bounds = [Bound(metric=b.metric, max=b.max, min=b.min) for b in slo]
+    good: dict[tuple[str, int], tuple[float, float]] = {}
+    for m in measurements:
+        path = rd.path / m.requests_file if m.requests_file else None
+        if m.ok and path is not None and path.exists():
+            counted = goodput(read_jsonl(path), bounds, m.time_scale)
+            if counted is not None:
+                good[(m.cell_id, m.attempt)] = counted
+    return capacity(measurements, settings, bounds, good)
 
 
 def report_text(run_dir: str | Path | RunDir, templates: str | Path | None = None) -> str:

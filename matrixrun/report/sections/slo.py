@@ -1,12 +1,17 @@
-"""The goodput view: for each arm and series, the best primary value at a point where the arm's
-means meet every bound of the spec's SLO (`slo_best`), as a table (`slo_row`).
-Template: `templates/sections/slo.md.j2`."""
+"""Within the SLO. With a load axis (concurrency or request rate) and verdict.json's
+`capacity` (`analysis/capacity.py`): each arm's capacity — the highest load at which every
+bound holds, bracketed between measured loads — with the throughput and goodput there, and
+the arms' capacities compared (`capacity_lines`; the first of them open the document:
+`templates/sections/slo_head.md.j2`, included by the headline). Otherwise (another axis, or
+an older verdict.json) the earlier view: the best primary value at a point where the arm's
+means meet every bound (`slo_best`, `slo_row`). Template: `templates/sections/slo.md.j2`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from matrixrun.core.capacity import ArmCapacity, Capacity, CapacityComparison, CapacityOutcome
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import (
     Verdict,
@@ -132,6 +137,118 @@ def slo_row(b: SloBest, axis: str, primary: str) -> list[str]:
     ]
 
 
+def _varying(cap: Capacity) -> set[str]:
+    """The series keys whose values differ between the capacity's series (the rest say
+    nothing), plus the slice when there are several."""
+    keys = {k for a in cap.arms for k in a.series}
+    out = {k for k in keys if len({repr(a.series.get(k)) for a in cap.arms}) > 1}
+    if len({a.slice for a in cap.arms}) > 1:
+        out.add("")
+    return out
+
+
+def _series_label(slice_name: str, series: dict[str, object], varying: set[str]) -> str:
+    parts = ([slice_name] if "" in varying and slice_name else []) + [
+        f"{k} {fmt.x(v)}" for k, v in sorted(series.items()) if k in varying
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _times(r: float) -> str:
+    return f"{fmt.approx(r)}×"
+
+
+def arm_words(c: ArmCapacity, axis: str, varying: set[str] | None = None) -> str:
+    """An arm's capacity: where, how sure, and what it serves there."""
+    head = f"`{c.arm}`{_series_label(c.slice, c.series, varying or set())}: "
+    if c.missing:
+        return head + f"not judged ({fmt.join_words(c.missing)} not measured)"
+    if not c.points:
+        return head + "not judged (no load measured without failing)"
+    if c.last_meeting is None:
+        limit = fmt.join_words([f"`{m}`" for m in c.limiting])
+        return head + f"below the lowest {axis} measured ({fmt.x(c.first_missing)} misses {limit})"
+    if c.first_missing is None:
+        where = f"{axis} at least {fmt.x(c.last_meeting)} (every {axis} measured holds)"
+    else:
+        est = f"about {fmt.approx(c.estimate)}, " if c.estimate is not None else ""
+        where = f"{axis} {est}between {fmt.x(c.last_meeting)} and {fmt.x(c.first_missing)}"
+        where += f" (`{'`, `'.join(c.limiting)}` binds)"
+    return head + where + _served(c)
+
+
+def _served(c: ArmCapacity) -> str:
+    if c.request_throughput is None:
+        return ""
+    out = f"; at {fmt.x(c.last_meeting)}: {fmt.value(c.request_throughput)} req/s"
+    if c.output_throughput is not None:
+        out += f", {fmt.value(c.output_throughput)} tok/s"
+    if c.goodput is not None and c.good_share is not None:
+        out += f", goodput {fmt.value(c.goodput)} req/s ({fmt.share(c.good_share)} within)"
+    return out
+
+
+def _bracket(c: CapacityComparison) -> str:
+    lo = _times(c.ratio_lo) if c.ratio_lo else None
+    hi = _times(c.ratio_hi) if c.ratio_hi else None
+    if lo and hi:
+        return f"between {lo} and {hi} by the sweep's brackets"
+    if lo:
+        return f"at least {lo} by the sweep's brackets"
+    if hi:
+        return f"at most {hi} by the sweep's brackets"
+    return "the brackets are open"
+
+
+def comparison_words(c: CapacityComparison, axis: str, varying: set[str] | None = None) -> str:
+    """The capacity verdict of one candidate, with its interval."""
+    where = _series_label(c.slice, c.series, varying or set())
+    cand, base = f"`{c.candidate}`", f"`{c.baseline}`"
+    if c.outcome is CapacityOutcome.NOT_JUDGED:
+        return f"Capacity{where}: {cand} against {base} not judged (see the table)."
+    if c.outcome is CapacityOutcome.UNDECIDED:
+        ratio = f" (about {_times(c.ratio)}; {_bracket(c)})" if c.ratio else f" ({_bracket(c)})"
+        return (
+            f"Capacity{where}: the sweep cannot tell {cand}'s from {base}'s{ratio}; a "
+            f"{axis} between the brackets' ends would."
+        )
+    word = "more" if c.outcome is CapacityOutcome.HIGHER else "less"
+    if c.ratio:
+        return (
+            f"**{cand} sustains {_times(c.ratio)} the {axis} of {base} within the SLO**{where} "
+            f"({_bracket(c)})."
+        )
+    return f"**{cand} sustains {word} {axis} than {base} within the SLO**{where} ({_bracket(c)})."
+
+
+def capacity_lines(cap: Capacity) -> list[str]:
+    """The capacity verdicts, then each arm's capacity: what the document opens with."""
+    varying = _varying(cap)
+    return [comparison_words(c, cap.axis, varying) for c in cap.comparisons] + [
+        arm_words(a, cap.axis, varying) for a in cap.arms
+    ]
+
+
+def capacity_note(cap: Capacity) -> str:
+    """How the capacities were judged, and what goodput counts."""
+    judged = (
+        "A load holds when the arm's mean over its runs there meets every bound; the bracket "
+        f"is widened where a cell's runs spread ({fmt.confidence(cap.level)} t-interval), and "
+        "a load measured once is taken at its one run."
+    )
+    if not cap.goodput_from_records:
+        good = "Goodput is not known: the run kept no per-request records."
+    elif cap.per_request:
+        good = (
+            "Goodput counts the requests that met "
+            f"{fmt.join_words([f'`{m}`' for m in cap.per_request])} on their own (vLLM's "
+            "definition)."
+        )
+    else:
+        good = "No bound applies to one request, so goodput counts every completed request."
+    return f"{judged} {good}"
+
+
 # ------------------------------------------------------------------------------ the section
 
 
@@ -140,12 +257,23 @@ class SloView:
     bounds: str
     header: list[str]
     rows: list[list[str]]
+    #: With a capacity: its verdicts then each arm's (the headline opens with them).
+    capacity: list[str] = field(default_factory=list)
+    note: str = ""
 
 
 def of(verdict: Verdict, settings: RunSettings) -> SloView | None:
     facts = settings.spec
     if facts is None or not facts.slo:
         return None
+    if verdict.capacity is not None:
+        return SloView(
+            bounds=slo_bounds(facts.slo),
+            header=[],
+            rows=[],
+            capacity=capacity_lines(verdict.capacity),
+            note=capacity_note(verdict.capacity),
+        )
     best = slo_best(verdict, facts.slo)
     with_series = any(b.series for b in best)
     s = verdict.settings
