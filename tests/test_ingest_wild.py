@@ -224,3 +224,27 @@ def test_a_guidellm_rate_profile_gets_guidellm_advice(tmp_path: Path) -> None:
     text = str(err.value)
     assert "rate or throughput profile" in text and "--axis-field request_rate" in text
     assert "bench_serving" not in text and "every benchmark has" in text
+
+
+def test_an_old_sglang_rate_sweep_finds_its_axis_from_the_files(tmp_path: Path) -> None:
+    """Late-2024 bench_serving rate sweeps: max_concurrency null on every line and
+    request_rate 1..16; the axis is the one field that varies, found without --axis-field,
+    and a second varying field makes ingest ask instead of guessing."""
+    line = json.loads(STEADY.read_text().splitlines()[0])
+    paths = []
+    for arm in ("base", "cand"):
+        lines = [
+            {**line, "tag": arm, "max_concurrency": None, "request_rate": r} for r in (1, 4, 16)
+        ]
+        path = tmp_path / f"{arm}.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        paths.append(path)
+    got = load(paths, "base")
+    assert got.result.settings.axis == "request_rate"
+    assert {m.point["request_rate"] for m in got.result.measurements} == {1.0, 4.0, 16.0}
+    assert "axis found from the files: request_rate" in got.summary()
+    mixed = [{**line, "tag": "cand", "max_concurrency": None, "request_rate": r,
+              "random_input_len": n} for r, n in ((1, 128), (4, 256))]  # fmt: skip
+    paths[1].write_text("".join(json.dumps(x) + "\n" for x in mixed))
+    with pytest.raises(InputError, match="pass --axis-field request_rate"):
+        load(paths, "base")
