@@ -11,6 +11,13 @@ connection raises `ConnectFailed`. Two implementations:
   at high concurrency.
 * `HttpxTransport`: httpx's AsyncClient with a pool sized to the concurrency. Kept as the
   reference implementation (and for https with proxies, which the raw one does not do).
+
+Kept-alive connections die: uvicorn, which SGLang's and vLLM's HTTP servers run on, closes one
+idle for 5 s. Both transports take only connections the server has not closed, and a request
+that fails on a reused connection before any response byte is sent once more, on a fresh
+connection, inside the same `post_stream` (one request, one record); a second failure is the
+request's error, with both reasons. Before, a request written to such a connection hung until
+its timeout on asyncio's loop (the write is dropped silently) and failed on uvloop's.
 """
 
 from __future__ import annotations
