@@ -44,15 +44,17 @@ EXAMPLES = {
 def rendered(run_dir: Path) -> str:
     """The document `run_dir` gives today: analysed and rendered in a scratch copy laid out
     as it is here (reports/runs/<...>, working directory the scratch root, so the paths it
-    prints are the repository's), leaving the committed one as is."""
+    prints are the repository's), leaving the committed one as is. An example's links are
+    relative to its reports/*.md (the report's links are relative to where it is written)."""
     from matrixrun.run import outputs
 
     tail = run_dir.relative_to(ROOT).parts
+    report = next((r for r, run in EXAMPLES.items() if ROOT / run == run_dir), None)
     with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
         copy = Path(tmp).joinpath(*tail)
         shutil.copytree(run_dir, copy)
         outputs.analyse_run(copy)
-        return outputs.report_text(copy)
+        return outputs.report_text(copy, report_at=Path(tmp) / report if report else None)
 
 
 #: every committed run directory that has a verdict (the examples among them)
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         outputs.analyse_run(run_dir)
         outputs.render_run(run_dir)  # RUN_DIR/report.md and chart.png beside it
-        (ROOT / report).write_text((run_dir / "report.md").read_text())
+        outputs.render_run(run_dir, ROOT / report)  # the same, its links from reports/
         print(f"wrote {report} from {run}")
     for run in RUN_DIRS:
         if run in EXAMPLES.values():

@@ -10,16 +10,20 @@ The method, and why it claims no more than the sweep gives:
   there (as the SLO table always judged). Capacity lies after the last load that meets and
   before the first that misses (`last_meeting`, `first_missing`); `estimate` interpolates,
   in log-log, where the binding bound is crossed between the two, and is only that.
-* The bracket that counts is wider where the runs disagree: `lo` is the highest load at which,
-  and below which, every bound holds even at the far end of the cell's t-interval of the
-  log mean (its own runs' spread, at the run's confidence level; one run has no spread, so
-  there the mean is all there is, and `min_runs` says so); `hi` is the lowest load that misses
-  a bound beyond it. The comparison of two arms uses these brackets only: the candidate
-  sustains more load than the baseline when it holds (`lo`) at a load where the baseline
-  misses (`hi`), less in the mirror case, and otherwise the sweep cannot tell — never
-  'the same', since two overlapping brackets say nothing about equality. The ratio's interval
-  is the brackets' (lo_c / hi_b to hi_c / lo_b): what the sweep's spacing allows, which the
-  point estimate's ratio does not narrow.
+* The bracket that counts is wider where runs disagree: `lo` is the highest load at which,
+  and below which, every bound holds even at the far end of the t-interval of the arm's log
+  mean there; `hi` is the lowest load that misses a bound beyond it. The interval's σ is the
+  run-to-run spread of the bound's metric pooled over every cell with repeated runs (on the
+  log scale, so relative noise is taken as alike across loads and arms; its df the pool's),
+  so a load measured once is judged with the noise its neighbours showed, and a cell's
+  second run narrows its interval instead of widening it through a t on 1 df. With no
+  repeated run anywhere there is no spread to use: the means are all there is
+  (`Capacity.spread` is empty and the report says so).
+* The comparison of two arms uses these brackets only: the candidate sustains more load than
+  the baseline when it holds (`lo`) at a load where the baseline misses (`hi`), less in the
+  mirror case, and otherwise the sweep cannot tell — never 'the same', since two overlapping
+  brackets say nothing about equality. The ratio's interval is the brackets' (lo_c / hi_b to
+  hi_c / lo_b): what the sweep's spacing allows, which the point estimate does not narrow.
 * Goodput is vLLM's: requests per second that met every bound that applies to one request
   (TTFT, TPOT, end-to-end latency: any statistic of them bounds each request's own value);
   bounds on throughput or ITL hold only for a cell as a whole and do not filter requests.
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 
 from matrixrun.analysis.axis import series_key, x_of
 from matrixrun.analysis.samples import arm_sample
-from matrixrun.analysis.stats import quantile
+from matrixrun.analysis.stats import pooled_sigma, quantile
 from matrixrun.core.capacity import (
     ArmCapacity,
     Bound,
@@ -119,13 +123,38 @@ def _holds(v: float, b: Bound) -> bool:
     return (b.max is None or v <= b.max) and (b.min is None or v >= b.min)
 
 
-def _judge_bound(values: Sequence[float], b: Bound, level: float) -> tuple[bool, bool, bool]:
+#: A metric's pooled run-to-run spread: (σ of one run's log value, the t quantile for it).
+Spread = Mapping[str, tuple[float, float]]
+
+
+def pooled_spread(
+    measurements: Sequence[Measurement], bounds: Sequence[Bound], axis: str, level: float
+) -> dict[str, tuple[float, float]]:
+    """Per bound metric, the pooled σ of one run's log value over every (slice, arm, load)
+    with 2+ runs, and the t quantile at `level` on its df; a metric without such a cell is
+    left out (no spread known)."""
+    cells: dict[tuple[str, str, str], list[Measurement]] = {}
+    for m in measurements:
+        cells.setdefault((m.slice, m.arm, str(x_of(m.point, axis))), []).append(m)
+    out: dict[str, tuple[float, float]] = {}
+    for b in bounds:
+        groups = [
+            [math.log(v) for v in arm_sample(a, ms, b.metric).values]
+            for (_, a, _), ms in cells.items()
+        ]
+        sigma, df = pooled_sigma(groups)
+        if sigma is not None and df > 0:
+            out[b.metric] = (sigma, quantile(level, df))
+    return out
+
+
+def _judge_bound(
+    values: Sequence[float], b: Bound, spread: tuple[float, float] | None
+) -> tuple[bool, bool, bool]:
     """(mean holds, holds at the interval's worse end, misses at its better end)."""
     logs = [math.log(v) for v in values]
     centre = statistics.fmean(logs)
-    half = 0.0
-    if len(logs) >= 2:
-        half = quantile(level, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = 0.0 if spread is None else spread[1] * spread[0] / math.sqrt(len(logs))
     lo, mid, hi = math.exp(centre - half), math.exp(centre), math.exp(centre + half)
     worst_ok = (b.max is None or hi <= b.max) and (b.min is None or lo >= b.min)
     best_miss = (b.max is not None and lo > b.max) or (b.min is not None and hi < b.min)
@@ -133,12 +162,12 @@ def _judge_bound(values: Sequence[float], b: Bound, level: float) -> tuple[bool,
 
 
 def _judge_point(
-    x: float, ms: Sequence[Measurement], arm: str, bounds: Sequence[Bound], level: float
+    x: float, ms: Sequence[Measurement], arm: str, bounds: Sequence[Bound], spread: Spread
 ) -> _Judged | None:
     samples = {b.metric: arm_sample(arm, ms, b.metric).values for b in bounds}
     if any(not v for v in samples.values()):
         return None  # no successful run here: nothing to judge (failures are reported apart)
-    verdicts = [(b, _judge_bound(samples[b.metric], b, level)) for b in bounds]
+    verdicts = [(b, _judge_bound(samples[b.metric], b, spread.get(b.metric))) for b in bounds]
     return _Judged(
         x=x,
         mean_meets=all(v[0] for _, v in verdicts),
@@ -189,12 +218,13 @@ def arm_capacity(
     arm: str,
     by_x: Mapping[float, Sequence[Measurement]],
     bounds: Sequence[Bound],
-    level: float,
+    spread: Spread,
     good: Mapping[tuple[str, int], tuple[float, float]],
 ) -> ArmCapacity:
-    """One arm's capacity along one series: `by_x` its measurements per load."""
+    """One arm's capacity along one series: `by_x` its measurements per load, `spread`
+    the run-to-run noise per metric (`pooled_spread`)."""
     xs = sorted(by_x)
-    judged = [j for x in xs if (j := _judge_point(x, by_x[x], arm, bounds, level))]
+    judged = [j for x in xs if (j := _judge_point(x, by_x[x], arm, bounds, spread))]
     cap = ArmCapacity(arm=arm, points=len(judged))
     if not judged:
         return cap
@@ -291,12 +321,14 @@ def capacity(
         settings.candidates or [a for a in arms_seen if a != settings.baseline]
     )
     missing = _unmeasured(measurements, bounds)
+    spread = pooled_spread(measurements, bounds, settings.axis, settings.confidence)
     result = Capacity(
         axis=settings.axis,
         bounds=list(bounds),
         per_request=[b.metric for b in per_request(bounds)],
         goodput_from_records=bool(good),
-        level=settings.level,
+        level=settings.confidence,
+        spread={metric: sigma for metric, (sigma, _) in spread.items()},
         arms=[],
         comparisons=[],
     )
@@ -306,7 +338,7 @@ def capacity(
         for arm in order:
             if arm not in by_arm:
                 continue
-            cap = arm_capacity(arm, by_arm[arm], bounds, settings.level, good)
+            cap = arm_capacity(arm, by_arm[arm], bounds, spread, good)
             cap = cap.model_copy(update={"slice": slice_name, "series": fixed, "missing": missing})
             caps[arm] = cap
             result.arms.append(cap)

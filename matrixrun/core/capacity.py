@@ -45,14 +45,14 @@ class ArmCapacity(_Model):
     series: dict[str, object] = Field(default_factory=dict)
     lo: float | None = Field(
         None,
-        description="The highest load known to hold: every run there and at every lower load "
-        "meets every bound (with the cell's own t-interval when it has 2+ runs). None: not "
-        "even the lowest load measured.",
+        description="The highest load known to hold: there and at every lower load every "
+        "bound holds at the far end of the mean's t-interval (the pooled run spread). None: "
+        "not even the lowest load measured.",
     )
     hi: float | None = Field(
         None,
         description="The lowest load known to miss: a bound is missed there beyond the "
-        "cell's runs' spread. None: no load measured misses.",
+        "runs' spread. None: no load measured misses.",
     )
     last_meeting: float | None = Field(
         None, description="The highest load before the first miss at which the means meet."
@@ -117,6 +117,11 @@ class Capacity(_Model):
     goodput_from_records: bool = Field(
         False, description="Goodput was counted from per-request records (else not known)."
     )
-    level: float = Field(description="Confidence level of a point's t-interval (2+ runs).")
+    level: float = Field(description="Confidence level of a load's t-interval.")
+    spread: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per bound metric, the pooled σ of one run's log value (cells with 2+ "
+        "runs) that widens each load's judgement; a metric absent: no repeated run, means only.",
+    )
     arms: list[ArmCapacity]
     comparisons: list[CapacityComparison]

@@ -46,13 +46,16 @@ def template_dirs(extra: str | Path | None = None) -> list[Path]:
     return dirs
 
 
-def render_run_dir(rd: RunDir, templates: str | Path | None = None) -> str:
-    """The document of a run directory that has its verdict.json."""
+def render_run_dir(
+    rd: RunDir, templates: str | Path | None = None, report_at: Path | None = None
+) -> str:
+    """The document of a run directory that has its verdict.json, to be written at
+    `report_at` (default RUN_DIR/report.md: its links are relative to it)."""
     # imported here: `report.wording.counts` (progress lines, `validate`) must not load the
     # whole report with the package
     from matrixrun.report.context import build_context
 
-    return render(build_context(rd), templates)
+    return render(build_context(rd, report_at), templates)
 
 
 def render_template(context: Context, templates: str | Path | None = None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from matrixrun.report import fmt
@@ -131,7 +132,11 @@ def context_from(inputs: RunInputs) -> Context:
         checks=checks.of(verdict, inputs.settings, simulated is not None),
         why=why.of(verdict),
         charts=charts.charts_of(verdict),
-        chart_png=charts.picture_line(inputs.run_dir, CHART_FILE) if inputs.chart_png else None,
+        chart_png=(
+            charts.picture_line(inputs.run_dir, CHART_FILE, inputs.link_base)
+            if inputs.chart_png
+            else None
+        ),
         baseline=s.baseline,
         several_candidates=len(verdict.overall) > 1,
         axis=s.axis,
@@ -161,6 +166,7 @@ def context_from(inputs: RunInputs) -> Context:
     )
 
 
-def build_context(rd: RunDir) -> Context:
-    """The template context of a run directory (what `report.render_run_dir` renders)."""
-    return context_from(read_inputs(rd))
+def build_context(rd: RunDir, report_at: Path | None = None) -> Context:
+    """The template context of a run directory (what `report.render_run_dir` renders), its
+    links relative to `report_at` (default RUN_DIR/report.md)."""
+    return context_from(read_inputs(rd, report_at))

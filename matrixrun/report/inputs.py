@@ -9,6 +9,7 @@ the spec: a report renders from a run directory whose spec copy is gone. Everyth
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class RunInputs:
     jobs: JobsFile | None = None
     #: RUN_DIR/chart.png exists (written beside the report when matplotlib is installed).
     chart_png: bool = False
+    #: The run directory as a relative link from where the document is written ("." for
+    #: RUN_DIR/report.md): links into the directory keep working when both are copied.
+    link_base: str = "."
 
 
 def _optional_json(rd: RunDir, name: str) -> Any:
@@ -64,8 +68,19 @@ def display_path(path: Path) -> str:
     return str(path)
 
 
-def read_inputs(rd: RunDir) -> RunInputs:
-    """Read a run directory (spec-driven or ingested). Missing optional files are empty."""
+def link_base(run_dir: Path, report_at: Path | None) -> str:
+    """The run directory relative to the folder the document is written to (RUN_DIR/report.md
+    when `report_at` is None): what links into the directory start with. Never absolute, so a
+    run directory copied to another machine, its report inside, keeps working links."""
+    folder = (report_at if report_at is not None else run_dir / "report.md").resolve().parent
+    return Path(os.path.relpath(run_dir.resolve(), folder)).as_posix()
+
+
+def read_inputs(rd: RunDir, report_at: Path | None = None) -> RunInputs:
+    """Read a run directory (spec-driven or ingested). Missing optional files are empty.
+    `report_at` is where the document will be written (default RUN_DIR/report.md): the links
+    and paths it prints are relative to it wherever the working directory does not hold the
+    run (a run written to /tmp/NAME is not printed as /tmp/NAME)."""
     settings = read_settings(rd)
     if not rd.has("verdict.json"):
         raise InputError(
@@ -82,8 +97,11 @@ def read_inputs(rd: RunDir) -> RunInputs:
     env = _optional_json(rd, "env.json")
     ingest = _optional_json(rd, "ingest.json")
     jobs = _optional_json(rd, "jobs.json")
+    base = link_base(rd.path, report_at)
+    shown = display_path(rd.path)
     return RunInputs(
-        run_dir=display_path(rd.path),
+        run_dir=base if Path(shown).is_absolute() else shown,
+        link_base=base,
         verdict=verdict,
         settings=settings,
         measurements=rd.measurements() if rd.results_file.exists() else [],

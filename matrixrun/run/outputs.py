@@ -66,9 +66,15 @@ def _capacity(
     return capacity(measurements, settings, bounds, good)
 
 
-def report_text(run_dir: str | Path | RunDir, templates: str | Path | None = None) -> str:
-    """The verdict document of an analysed run directory."""
-    return render_run_dir(_run_dir(run_dir), templates)
+def report_text(
+    run_dir: str | Path | RunDir,
+    templates: str | Path | None = None,
+    report_at: str | Path | None = None,
+) -> str:
+    """The verdict document of an analysed run directory, its links relative to where it will
+    be written (`report_at`, default RUN_DIR/report.md)."""
+    at = Path(report_at) if report_at is not None else None
+    return render_run_dir(_run_dir(run_dir), templates, at)
 
 
 def write_chart(rd: RunDir) -> Path | None:
@@ -84,10 +90,10 @@ def render_run(
 ) -> Path:
     """Render the document to `out` (default RUN_DIR/report.md) and return its path."""
     rd = _run_dir(run_dir)
-    text = report_text(rd, templates)  # first: it checks the inputs, with its sentences
+    text = report_text(rd, templates, out)  # first: it checks the inputs, with its sentences
     had_chart = (rd.path / "chart.png").exists()
     if write_chart(rd) is not None and not had_chart:
-        text = report_text(rd, templates)  # the document links chart.png where it exists
+        text = report_text(rd, templates, out)  # the document links chart.png where it exists
     if out is None:
         return rd.write_text("report.md", text)
     target = Path(out)

@@ -272,13 +272,12 @@ def arms_chart(
     )
 
 
-def picture_line(run_dir: str, name: str) -> str:
-    """The line that links RUN_DIR/chart.png. The link is from the repository's root (GitHub
-    resolves `/path` there) when the run directory is shown relative to the working directory,
-    so it works alike from RUN_DIR/report.md and from a copy elsewhere (reports/*.md)."""
+def picture_line(run_dir: str, name: str, link_base: str = ".") -> str:
+    """The line that links RUN_DIR/chart.png: shown as `run_dir` names the directory, linked
+    relative to the document (`link_base`: "." from RUN_DIR/report.md, `runs/x` from
+    reports/x.md), so the link works wherever the directory and its report are copied."""
     shown = f"{run_dir}/{name}"
-    inside = not run_dir.startswith(("/", "..")) and ":" not in run_dir
-    link = f"/{shown}" if inside else shown
+    link = name if link_base in ("", ".") else f"{link_base}/{name}"
     if any(c in link for c in " ()<>"):
         link = f"<{link.replace('<', '%3C').replace('>', '%3E')}>"
     return picture(link, fmt.user_plain(shown))

@@ -231,11 +231,18 @@ def capacity_lines(cap: Capacity) -> list[str]:
 
 def capacity_note(cap: Capacity) -> str:
     """How the capacities were judged, and what goodput counts."""
-    judged = (
-        "A load holds when the arm's mean over its runs there meets every bound; the bracket "
-        f"is widened where a cell's runs spread ({fmt.confidence(cap.level)} t-interval), and "
-        "a load measured once is taken at its one run."
-    )
+    if cap.spread:
+        sigmas = ", ".join(f"`{m}` {fmt.percent(v)}" for m, v in cap.spread.items())
+        judged = (
+            "A load holds when the arm's mean there meets every bound; the bracket counts a "
+            f"load as within or beyond only past the {fmt.confidence(cap.level)} interval of "
+            f"that mean, from the run-to-run spread pooled over repeated cells ({sigmas})."
+        )
+    else:
+        judged = (
+            "A load holds when the arm's mean there meets every bound; no cell was measured "
+            "twice, so no run-to-run spread widens the bracket: it rests on one run per load."
+        )
     if not cap.goodput_from_records:
         good = "Goodput is not known: the run kept no per-request records."
     elif cap.per_request:
