@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 from matrixrun.cli.commands.bench_client import cmd_bench_client
 from matrixrun.cli.options import add_bench_client
 from matrixrun.core.errors import InputError
+from matrixrun.load import LoadConfig
 from matrixrun.load import command as bench_client
 from matrixrun.load.vocab import DEFAULT_HIGH, DEFAULT_LOW
 
@@ -224,6 +225,10 @@ def test_every_load_option_of_a_run_reaches_the_client(tokenizer: Path) -> None:
     assert (config.duration_s, config.time_cap_s, config.transport) == (30, 45, "httpx")
     assert (config.request_rate, config.seed, config.warmup_requests) == (8, 7, 3)
     assert config.warmup_output_len is None  # a plain warm-up: capped at 32 tokens
+    # a field LoadConfig gains is one a run can set: bench-client must get a flag for it
+    # (cli/options.py's add_bench_client, load/command.py's config_from)
+    missing = set(LoadConfig.model_fields) - config.model_fields_set
+    assert not missing, f"bench-client has no flag for LoadConfig's {sorted(missing)}"
     defaults = bench_client.config_from(parse(*common("http://127.0.0.1:1")))
     assert (defaults.prompt_format, defaults.strict_openai, defaults.transport) == (
         "token_ids", False, "raw",
