@@ -31,7 +31,7 @@ arms:
   mnbt2048: {max_num_batched_tokens: 2048}
   mnbt8192: {max_num_batched_tokens: 8192}
 sweep: {concurrency: [1, 16, 64, 256]}
-workload: {dataset: random, input_len: 512, output_len: 128, num_prompts: 64}
+workload: {dataset: random, input_len: 512, output_len: 128, num_prompts: 256}
 metrics: {primary: output_throughput, secondary: [p99_ttft_ms]}
 verify: {threshold: 3%, max_runs: 3}
 """
@@ -148,7 +148,7 @@ def test_the_seed_is_the_spec_s_and_fixes_every_launch_s_draws() -> None:
 TINY_OWN = (
     OWN.replace("[1, 16, 64, 256]", "[1, 4]")
     .replace(
-        "input_len: 512, output_len: 128, num_prompts: 64",
+        "input_len: 512, output_len: 128, num_prompts: 256",
         "input_len: 16, output_len: 8, num_prompts: 8",
     )
     .replace(

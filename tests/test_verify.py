@@ -27,7 +27,7 @@ arms:
   base: {{backend: a}}
   cand: {{backend: b}}
 sweep: {{concurrency: [1, 4, 16]}}
-workload: {{input_len: 16, output_len: 8, num_prompts: 8}}
+workload: {{input_len: 16, output_len: 8, num_prompts: 16}}
 metrics: {{primary: output_throughput}}
 verify: {verify}
 estimate: {{launch: 10m, cell: 2m}}

@@ -61,8 +61,13 @@ def in_server_time(config: LoadConfig, scale: TimeScale) -> LoadConfig:
     """`config` (modelled time) as the client must run it against a server on `scale`."""
     if scale.factor == 1:
         return config
+    # a trace's schedule is modelled time too: its offsets shrink with the scale
+    dataset = config.dataset.model_copy(
+        update={"time_scale": scale.server_seconds(config.dataset.time_scale)}
+    )
     return config.model_copy(
         update={
+            "dataset": dataset,
             "request_rate": scale.server_rate(config.request_rate),
             "request_timeout_s": scale.server_seconds(config.request_timeout_s),
             "duration_s": _server_seconds(scale, config.duration_s),
@@ -129,6 +134,8 @@ def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[st
     cap (`cap_s`, modelled) that cut requests, completed requests that ended short of
     `output_len`."""
     extra: dict[str, Any] = {}
+    if result.output_lens and len(set(result.output_lens)) > 1:
+        extra["output_lens"] = [min(result.output_lens), max(result.output_lens)]
     if result.warmup_failed:
         extra["warmup_failed"] = result.warmup_failed  # tolerated; the report can say so
     if result.warmup_capped:

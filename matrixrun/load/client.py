@@ -36,11 +36,10 @@ from matrixrun.core.errors import InputError, LoadError
 from matrixrun.core.metrics import Metrics
 from matrixrun.load.aggregate import compute_metrics, duration_of
 from matrixrun.load.apis import PATHS, Api, StreamParser, make_parser, request_body
-from matrixrun.load.datasets import DatasetConfig
-from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
+from matrixrun.load.datasets import Cell, DatasetConfig
+from matrixrun.load.datasets.build import arrivals, requests_for, warmup_for
 from matrixrun.load.records import RequestRecord
 from matrixrun.load.selfcheck import ClientCheck, LagProbe, LagSamples, judge
-from matrixrun.load.text_prompts import text_prompts
 from matrixrun.load.transport import (
     CLIENT_LIMIT,
     ConnectFailed,
@@ -67,6 +66,9 @@ class LoadConfig(BaseModel):
     output_len: int = Field(ge=1)
     concurrency: int = Field(ge=1, description="most requests in flight at once")
     request_rate: float = Field(math.inf, gt=0, description="requests/s; inf sends at once")
+    burstiness: float = Field(
+        1.0, gt=0, description="gamma shape of the gaps at a finite rate (1: Poisson)"
+    )
     warmup_requests: int = Field(1, ge=0)
     warmup_output_len: int | None = Field(
         None, ge=1, description="output tokens per warmup request; None: output_len, at most 32"
@@ -138,21 +140,29 @@ class LoadResult:
     check: ClientCheck | None = None
     #: Client processes the requests were spread over (`multi.py`).
     processes: int = 1
+    #: The output tokens each request asked for, by index (a dataset's differ per request).
+    output_lens: tuple[int, ...] = ()
 
     def short_outputs(self, output_len: int) -> int:
-        """Completed requests that produced fewer than `output_len` tokens (the model stopped
-        early: possible only where ignore_eos could not be sent)."""
-        return sum(1 for r in self.records if r.ok and r.output_tokens < output_len)
+        """Completed requests that produced fewer tokens than asked (`output_len`, or each
+        request's own): the model stopped early, possible only where ignore_eos was not sent."""
+        lens = self.output_lens
+
+        def asked(i: int) -> int:
+            return lens[i] if i < len(lens) else output_len
+
+        return sum(1 for r in self.records if r.ok and r.output_tokens < asked(r.index))
 
 
-def _prompts(config: LoadConfig, ids: list[list[int]]) -> list[tuple[list[int] | str, int]]:
-    """(prompt as sent, its token count): ids as they are, or text of the same count."""
-    if config.prompt_format == "token_ids":
-        return [(p, len(p)) for p in ids]
-
-    if not config.tokenizer:
+def cell_of(config: LoadConfig) -> Cell:
+    """The sizes the dataset builds the cell's requests from (`load/datasets`)."""
+    text = config.prompt_format == "text"
+    tokenizer = config.dataset.tokenizer or config.tokenizer
+    if text and not tokenizer:
         raise InputError("prompt_format text needs a tokenizer (model.tokenizer or model.path)")
-    return [(text, n) for text, n in text_prompts(config.tokenizer, ids, config.input_len)]
+    return Cell(
+        config.seed, config.num_prompts, config.input_len, config.output_len, text, tokenizer
+    )
 
 
 def _outcome(parser: StreamParser, output_len: int) -> str:
@@ -270,26 +280,28 @@ def finish(
         capped = config.num_prompts - len(records)
     metrics = compute_metrics(records, duration_of(records))
     check = judge(records, [m.lags for m in parts], cpu, cpu_max)
+    lens = tuple(r.output_len for r in requests_for(config.dataset, cell_of(config)))
     return LoadResult(
         records, metrics, sum(m.warmup_failed for m in parts), capped=capped, client_cpu=cpu,
         check=check, processes=len(parts), warmup_capped=sum(m.warmup_capped for m in parts),
+        output_lens=lens,
     )  # fmt: skip
 
 
 async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> Measured:
     """Warm up, open the share's connections, wait for the start instant, then send the
     share's requests at their global arrival offsets under the share's concurrency."""
-    # every process draws the whole cell's ids (same seed, same prompts as one process) but
-    # turns only its own share into what is sent: text prompts are tokenised once per request
-    ids = make_prompts(config.seed, config.num_prompts, config.input_len, config.dataset.ids)
-    prompts = dict(
-        zip(share.indices, _prompts(config, [ids[i] for i in share.indices]), strict=True)
-    )
+    # every process builds the whole cell's requests (same seed, same prompts as one process,
+    # before the start instant) and sends its share of them
+    cell = cell_of(config)
+    reqs = requests_for(config.dataset, cell)
     bodies = {
-        i: request_body(config.api, p, config.output_len, config.model, config.strict_openai)
-        for i, (p, _) in prompts.items()
+        i: request_body(
+            config.api, reqs[i].prompt, reqs[i].output_len, config.model, config.strict_openai
+        )
+        for i in share.indices
     }
-    offsets = arrival_offsets(config.seed, config.num_prompts, config.request_rate)
+    offsets = arrivals(config.dataset, cell, config.request_rate, config.burstiness)
     key = config.api_key.get_secret_value() if config.api_key else None
     transport = make_transport(config.transport, config.base_url, share.concurrency, key)
     try:
@@ -304,8 +316,8 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
                 if stop_at is not None and time.perf_counter() >= stop_at:
                     return None  # duration-sized cell: the time is up, never sent
                 return await _request(
-                    transport, config.api, bodies[i], i, prompts[i][1],
-                    config.output_len, config.request_timeout_s, t0,
+                    transport, config.api, bodies[i], i, reqs[i].prompt_tokens,
+                    reqs[i].output_len, config.request_timeout_s, t0,
                 )  # fmt: skip
 
         t0 = await start_at()
@@ -360,15 +372,14 @@ async def _warmup(
     if n == 0:
         return 0, 0
     out_len = config.warmup_output_len or min(config.output_len, WARMUP_OUTPUT_LEN)
-    warm = make_warmup_prompts(config.seed, n, config.input_len, config.dataset.ids)
-    prompts = _prompts(config, warm)
+    prompts = warmup_for(config.dataset, cell_of(config), n, out_len)
     sem = asyncio.Semaphore(concurrency)
     t0 = time.perf_counter()
 
     async def one(i: int) -> RequestRecord | None:
         async with sem:
-            text, count = prompts[i]
-            body = request_body(config.api, text, out_len, config.model, config.strict_openai)
+            prompt, count = prompts[i].prompt, prompts[i].prompt_tokens
+            body = request_body(config.api, prompt, out_len, config.model, config.strict_openai)
             return await _request(
                 transport, config.api, body, i, count, out_len, config.request_timeout_s, t0,
             )  # fmt: skip

@@ -61,20 +61,30 @@ def _draw(rng: np.random.Generator, count: int, length: int, span: IdRange) -> l
     return rows
 
 
-def arrival_offsets(seed: int, count: int, request_rate: float) -> list[float]:
+def arrival_offsets(
+    seed: int, count: int, request_rate: float, burstiness: float = 1.0
+) -> list[float]:
     """When each request becomes due, in seconds after the benchmark starts.
 
     A Poisson process of `request_rate` requests/s (exponential gaps, the first request at 0,
-    as bench_serving sends its first request at once); all zeros for an infinite rate.
-    Absolute offsets rather than gaps let the dispatcher sleep until each one, so its own
-    scheduling delays do not accumulate into a lower rate.
+    as bench_serving sends its first request at once); all zeros for an infinite rate. With
+    `burstiness` other than 1, gamma gaps of that shape and the same mean (vLLM's
+    `--burstiness`: below 1 burstier, above 1 more regular). Absolute offsets rather than gaps
+    let the dispatcher sleep until each one, so its own scheduling delays do not accumulate
+    into a lower rate.
     """
     if count == 0:
         return []
     if request_rate == float("inf"):
         return [0.0] * count
-    if not request_rate > 0:
-        raise ValueError(f"request_rate must be > 0 or inf, got {request_rate}")
-    gaps = _rng(seed, _STREAM_ARRIVALS).exponential(1.0 / request_rate, size=count - 1)
+    if not request_rate > 0 or not burstiness > 0:
+        raise ValueError(
+            f"request_rate and burstiness must be > 0, got {request_rate} and {burstiness}"
+        )
+    rng = _rng(seed, _STREAM_ARRIVALS)
+    if burstiness == 1.0:
+        gaps = rng.exponential(1.0 / request_rate, size=count - 1)
+    else:
+        gaps = rng.gamma(burstiness, 1.0 / (request_rate * burstiness), size=count - 1)
     offsets: list[float] = [0.0, *np.cumsum(gaps).tolist()]
     return offsets

@@ -26,28 +26,32 @@ from matrixrun.core.errors import InputError
 _TRIES = 4
 
 
-def tokenizer_file(path: str) -> Path:
+def tokenizer_file(path: str, needs: str = "prompt_format text") -> Path:
     """`path` itself when it is a file, else `path/tokenizer.json`; one sentence if missing."""
     p = Path(path).expanduser()
     candidate = p if p.is_file() else p / "tokenizer.json"
     if not candidate.is_file():
         raise InputError(
-            f"prompt_format text needs the model's tokenizer.json, and {candidate} does not "
+            f"{needs} needs the model's tokenizer.json, and {candidate} does not "
             "exist; set model.tokenizer to the file (or its folder)"
         )
     return candidate
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> Any:
+def load_tokenizer(path: str, needs: str = "prompt_format text") -> Any:
+    """The `tokenizers` Tokenizer at `path` (a tokenizer.json or its folder), read once per
+    process; `needs` names what needs it in the sentence a missing one gets."""
     try:
         from tokenizers import Tokenizer  # optional (matrixrun[text]): imported when used
     except ImportError:
         raise InputError(
-            "prompt_format text needs the `tokenizers` package: pip install 'matrixrun[text]'"
+            f"{needs} needs the `tokenizers` package: pip install 'matrixrun[text]'"
         ) from None
     try:
-        return Tokenizer.from_file(str(tokenizer_file(path)))
+        return Tokenizer.from_file(str(tokenizer_file(path, needs)))
+    except InputError:
+        raise
     except Exception as exc:  # the library raises a bare Exception on a bad file
         raise InputError(f"cannot read the tokenizer at {path}: {exc}") from None
 
@@ -87,5 +91,5 @@ def to_text(tok: Any, ids: list[int], length: int) -> tuple[str, int]:
 
 def text_prompts(tokenizer: str, id_prompts: list[list[int]], length: int) -> list[tuple[str, int]]:
     """Each token-id prompt as text of `length` tokens of `tokenizer`: (text, token count)."""
-    tok = _load(tokenizer)
+    tok = load_tokenizer(tokenizer)
     return [to_text(tok, ids, length) for ids in id_prompts]

@@ -388,6 +388,7 @@ class Runner:
             output_len=output_len,
             concurrency=int(cell.point["concurrency"]),
             request_rate=float(cell.point["request_rate"]),
+            burstiness=w.burstiness,
             warmup_requests=cell.num_prompts if copy else int(w.warmup_requests),
             warmup_output_len=output_len if copy else None,
             seed=w.seed,

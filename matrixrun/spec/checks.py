@@ -8,6 +8,7 @@ from typing import Any
 
 from matrixrun.spec.messages import did_you_mean
 from matrixrun.spec.models import Spec
+from matrixrun.spec.points import combinations
 
 
 def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
@@ -40,6 +41,8 @@ def semantic_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             )
         )
     found += _command_issues(spec)
+    found += _sizing_issues(spec)
+    found += _dataset_issues(spec)
     measured = [spec.metrics.primary, *spec.metrics.secondary]
     for i, bound in enumerate(spec.slo):
         if bound.metric not in measured:
@@ -105,4 +108,87 @@ def _command_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
             )
     if spec.engine.api == "sglang":
         found.append((("engine", "api"), "kind command speaks the OpenAI API; remove engine.api"))
+    return found
+
+
+def _sizing_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
+    """A cell cannot hold more requests in flight than it sends: with `num_prompts` below a
+    swept concurrency the cell measures a lower concurrency than its row says (the README's
+    own example once swept to 256 with 64 prompts and reported "+36.8% at 256" from 62-64 in
+    flight). Caught here, before anything runs, naming the cells."""
+    n = spec.workload.num_prompts
+    if n is None:
+        return []
+    over = sorted({int(c["concurrency"]) for c in combinations(spec) if c["concurrency"] > n})
+    if not over:
+        return []
+    values = " and ".join(map(str, over)) if len(over) <= 2 else f"{over[0]} to {over[-1]}"
+    return [
+        (
+            ("workload", "num_prompts"),
+            f"{n} prompts per cell cannot fill concurrency {values}: the cells there would "
+            f"never have more than {n} requests in flight; raise num_prompts to at least "
+            f"{over[-1]}, size cells by prompts_per_concurrency, or exclude those concurrencies",
+        )
+    ]
+
+
+#: Keys that belong to one dataset each; set with another they would be silently ignored.
+_OWN_KEYS = {
+    "path": ("sharegpt", "trace"),
+    "length_filter": ("sharegpt",),
+    "context_len": ("sharegpt",),
+    "groups": ("shared_prefix",),
+    "prompts_per_group": ("shared_prefix",),
+    "system_len": ("shared_prefix",),
+    "question_len": ("shared_prefix",),
+    "time_scale": ("trace",),
+}
+
+
+def _dataset_issues(spec: Spec) -> list[tuple[tuple[Any, ...], str]]:
+    """A dataset's keys with that dataset only, the file where one is needed, the axes a
+    dataset fixes itself (a ShareGPT prompt's length is the conversation's; a trace's
+    schedule is its arrivals), and bench_serving only where its prompts are ours."""
+    w = spec.workload
+    found: list[tuple[tuple[Any, ...], str]] = []
+    for key, kinds in _OWN_KEYS.items():
+        if key in w.model_fields_set and w.dataset not in kinds:
+            found.append(
+                (("workload", key), f"applies to dataset {' and '.join(kinds)} only; remove it")
+            )
+    if w.dataset in ("sharegpt", "trace") and not w.path:
+        found.append(
+            (("workload", "dataset"), f"dataset {w.dataset} needs workload.path: the local file")
+        )
+    fixed: dict[str, tuple[str, ...]] = {
+        "sharegpt": ("input_len",),
+        "shared_prefix": ("input_len",),
+        "trace": ("input_len", "output_len", "request_rate"),
+    }
+    for axis in fixed.get(w.dataset, ()):
+        if getattr(spec.sweep, axis) is not None:
+            found.append(
+                (("sweep", axis), f"dataset {w.dataset} sets each request's {axis} itself")
+            )
+    if w.dataset == "trace" and "request_rate" in w.model_fields_set:
+        found.append((("workload", "request_rate"), "a trace is replayed on its own schedule"))
+    if w.dataset != "random" and spec.engine.client == "bench_serving":
+        found.append(
+            (
+                ("engine", "client"),
+                f"bench_serving draws its own prompts, not this {w.dataset} workload's; use "
+                "the builtin client (every arm then gets the same requests)",
+            )
+        )
+    if w.dataset == "shared_prefix" and w.num_prompts is not None:
+        groups, per, _, _ = w.shared_prefix_shape()
+        if w.num_prompts > groups * per:
+            found.append(
+                (
+                    ("workload", "num_prompts"),
+                    f"shared_prefix makes {groups * per} prompts (groups x prompts_per_group); "
+                    "raise those or lower num_prompts",
+                )
+            )
     return found

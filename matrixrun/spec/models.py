@@ -163,13 +163,66 @@ class WorkloadSpec(StrictModel):
     """What each cell sends. Sizing: `prompts_per_concurrency` (with `min_prompts`), or
     `num_prompts`, or `duration` — exactly one."""
 
-    dataset: Literal["random"] = Field(
-        "random", description="random: token-id prompts of exact lengths, generated from `seed`."
+    dataset: Literal["random", "sharegpt", "shared_prefix", "trace"] = Field(
+        "random",
+        description="random: token-id prompts of input_len tokens from `seed`; sharegpt: a "
+        "local ShareGPT-format JSON (`path`), first human turn as the prompt; shared_prefix: "
+        "SGLang's generated shared prefix (groups x prompts_per_group, system_len + "
+        "question_len); trace: a Mooncake-format JSONL (`path`) replayed on its schedule. "
+        "Identical for every arm; text datasets need the model's tokenizer.",
+    )
+    path: str | None = Field(
+        None, description="sharegpt and trace: the local file (never downloaded)."
     )
     input_len: int = Field(512, ge=1)
-    output_len: int = Field(128, ge=1)
-    range_ratio: float = Field(1.0, gt=0, le=1, description="1: every prompt exactly input_len.")
-    request_rate: Rate = Field(math.inf, description="Requests/s (Poisson) or inf.")
+    output_len: int = Field(
+        128,
+        ge=1,
+        description="Output tokens per request; with sharegpt, given here or swept, it "
+        "replaces each reply's length.",
+    )
+    range_ratio: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="random and shared_prefix: lengths uniform in [ratio x len, len] (SGLang's "
+        "--random-range-ratio); 1: every prompt exactly input_len.",
+    )
+    length_filter: Literal["sglang", "vllm"] = Field(
+        "sglang",
+        description="sharegpt: which client's filter drops conversations. sglang: prompt or "
+        "output under 2 tokens, and prompt + output above context_len when given; vllm: "
+        "under 4 tokens (the output check skipped when output_len is fixed), prompt above "
+        "1024, prompt + output above 2048.",
+    )
+    context_len: int | None = Field(
+        None, ge=2, description="sharegpt, sglang filter: drop prompt + output above this."
+    )
+    groups: int | None = Field(None, ge=1, description="shared_prefix: groups (default 64).")
+    prompts_per_group: int | None = Field(
+        None, ge=1, description="shared_prefix: prompts sharing one system prompt (default 16)."
+    )
+    system_len: int | None = Field(
+        None, ge=1, description="shared_prefix: shared system prompt tokens (default 2048)."
+    )
+    question_len: int | None = Field(
+        None, ge=1, description="shared_prefix: question tokens per prompt (default 128)."
+    )
+    time_scale: float | None = Field(
+        None,
+        gt=0,
+        description="trace: multiplies the trace's time offsets (2: half the rate, as SGLang's "
+        "--mooncake-slowdown-factor).",
+    )
+    request_rate: Rate = Field(
+        math.inf, description="Requests/s (Poisson, or gamma with burstiness) or inf."
+    )
+    burstiness: float = Field(
+        1.0,
+        gt=0,
+        description="Arrivals at a finite request_rate: gamma gaps of this shape (vLLM's "
+        "--burstiness); 1 is Poisson, below 1 burstier, above 1 more regular.",
+    )
     prompts_per_concurrency: int | None = Field(None, ge=1)
     min_prompts: int = Field(1, ge=1)
     num_prompts: int | None = Field(None, ge=1)
@@ -211,6 +264,16 @@ class WorkloadSpec(StrictModel):
                 "has no fixed count: give warmup_requests a number"
             )
         return self
+
+    def shared_prefix_shape(self) -> tuple[int, int, int, int]:
+        """(groups, prompts_per_group, system_len, question_len), SGLang's bench_serving
+        defaults where the spec leaves one out."""
+        return (
+            self.groups or 64,
+            self.prompts_per_group or 16,
+            self.system_len or 2048,
+            self.question_len or 128,
+        )
 
     def prompts_for(self, concurrency: int) -> int:
         """Number of measured prompts at a concurrency. With `duration` sizing this is an

@@ -19,9 +19,12 @@ ordinary ids (`text_prompts.py`), so they need the tokenizer, not the vocabulary
 from __future__ import annotations
 
 from matrixrun.core.errors import InputError
-from matrixrun.load.datasets import DatasetConfig
+from matrixrun.load.datasets import Cell, DatasetConfig
+from matrixrun.load.datasets.build import requests_for
+from matrixrun.load.text_prompts import load_tokenizer
 from matrixrun.load.vocab import IdRange, Vocab, id_range, read_vocab, unreadable
 from matrixrun.spec.models import ModelSpec, Spec
+from matrixrun.spec.points import combinations
 
 
 def ids_for(model: ModelSpec, prompt_format: str, required: bool) -> IdRange:
@@ -44,17 +47,43 @@ def dataset_for(spec: Spec, model: ModelSpec, required: bool = False) -> Dataset
     """The `DatasetConfig` of every cell of `model` (identical for every arm). The runner
     calls it with `required` false: `check_workload` has refused a real run that needs a
     vocabulary it cannot read, before any launch."""
-    ids = ids_for(model, spec.engine.prompt_format, required)
+    w = spec.workload
+    text = spec.engine.prompt_format == "text"
+    # a ShareGPT prompt's ids are its tokenizer's own: it draws none
+    sharegpt = w.dataset == "sharegpt"
+    ids = IdRange() if sharegpt else ids_for(model, spec.engine.prompt_format, required)
+    groups, per, system, question = w.shared_prefix_shape()
+    tokenizer = model.tokenizer or model.path if sharegpt or text else None
     return DatasetConfig(
-        kind=spec.workload.dataset,
+        kind=w.dataset,
         id_low=ids.low,
         id_high=ids.high,
-        range_ratio=spec.workload.range_ratio,
+        range_ratio=w.range_ratio,
+        path=w.path,
+        tokenizer=tokenizer,
+        fixed_output="output_len" in w.model_fields_set or spec.sweep.output_len is not None,
+        length_filter=w.length_filter,
+        context_len=w.context_len,
+        groups=groups,
+        prompts_per_group=per,
+        system_len=system,
+        question_len=question,
+        time_scale=w.time_scale or 1.0,
     )
 
 
 def check_workload(spec: Spec, rehearse: bool) -> None:
-    """Before any launch: every model's cells can be built (vocabulary read, files and
-    tokenizer loaded); raises `InputError` with one sentence otherwise."""
+    """Before any launch: every model's cells can be built (vocabulary read, the dataset's
+    file and tokenizer loaded, enough requests for the largest cell); raises `InputError`
+    with one sentence otherwise. Builds the largest cell once (the others are its prefixes)."""
+    text = spec.engine.prompt_format == "text"
+    w = spec.workload
+    largest = max(w.prompts_for(int(c["concurrency"])) for c in combinations(spec))
     for model in spec.models:
-        dataset_for(spec, model, required=not rehearse)
+        ds = dataset_for(spec, model, required=not rehearse)
+        if text:
+            load_tokenizer(model.tokenizer or model.path)
+        if ds.kind == "random":
+            continue  # seeded ids (or their text): nothing more to read
+        cell = Cell(w.seed, largest, w.input_len, w.output_len, text, ds.tokenizer)
+        requests_for(ds, cell)
