@@ -1,7 +1,7 @@
 """The verdict engine: measurements in, a `Verdict` out, by the method of VERDICTS.md.
 
 Pure functions only: no files, clocks, printing or words (the report's `wording` module says
-what the numbers mean). The verify policy calls `analyse` between stages, `stages.analyse_run`
+what the numbers mean). The verify policy calls `analyse` between stages, `run.outputs.analyse_run`
 writes its result as verdict.json, and `ingest` feeds it measurements built from bench_serving
 files. One pass, each step entered once (docs/architecture.md, "The analysis: one pass";
 `tests/test_layout.py` keeps the imports in this order): `stats` (primitives), `samples` (a

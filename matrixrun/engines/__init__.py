@@ -21,7 +21,7 @@ from matrixrun.spec import EngineSpec
 def for_spec(engine: EngineSpec | str, negatable: Negatable | None = None) -> Engine:
     """The engine for a spec's `engine:` section (or just its kind, for the launched engines).
 
-    Rehearsals wrap the sglang engine around the simulator instead (`sim.rehearsal_engine`).
+    Rehearsals wrap the sglang engine around the simulator instead (`engines.sim.rehearsal_engine`).
     `negatable` gives a launch's `--x/--no-x` switches (`flags.negatable_for`, from the flag
     list `validate` checks against), so that `false` renders `--no-x`; without it `false` is
     omitted.

@@ -1,8 +1,9 @@
 """Orchestration: launch each server group, measure its cells, verify, analyse, report.
 
 The runner owns the order of work and the run directory; it decides nothing about statistics.
-What to rerun comes from `verify.py` (a pure policy over the measurements so far), verdicts
-from `analysis.py`, the document from `report.py`. Every measurement is appended to
+What to rerun comes from `verify` (the policy over the measurements so far, in the order of
+`verify.Schedule`), verdicts from `analysis`, the document from `report` (both through
+`run.outputs`). Every measurement is appended to
 results.jsonl the moment it completes, so an interrupted run loses at most the cell in flight,
 and `--resume` continues from what is there (a resumed run replays the same policy over the
 same measurements, so it asks for the same reruns).

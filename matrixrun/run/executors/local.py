@@ -1,5 +1,6 @@
 """The local executor: every server group on this machine, one after another, in the verify
-policy's order (`Runner.run` → `verify.drive`). What `matrixrun run` has always done."""
+policy's order (`Runner.run` → the launches of `verify.Schedule`, each by
+`Runner.run_launch`). What `matrixrun run` has always done."""
 
 from __future__ import annotations
 
