@@ -271,6 +271,7 @@ def test_infiniband_at_rate_inf_the_verdict_follows_the_files(tmp_path: Path) ->
     cell = _cell(out, "median_ttft_ms", "inf")
     assert cell["verdict"] == "better"
     assert cell["change"] == pytest.approx(change, rel=1e-6)
+    assert raw(out / "ingest.json")["axis_found"].startswith("request_rate")
     report = (out / "report.md").read_text()
     assert "Read first:** the arms differ in gpu" in report.split("**Verdict")[0]
 

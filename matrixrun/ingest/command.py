@@ -14,7 +14,7 @@ from typing import Any
 from matrixrun.core.errors import InputError
 from matrixrun.core.metrics import METRIC_NAMES
 from matrixrun.core.units import parse_percent
-from matrixrun.ingest.formats import Format, Ingested, load
+from matrixrun.ingest.formats import Format, Ingested, load, server_side
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
 from matrixrun.ingest.records import ServerMode
 from matrixrun.run import outputs
@@ -152,5 +152,9 @@ def _write(
             "baseline": baseline,
             "margin": margin,
             "caveats": ingested.caveats,
+            "axis_found": ingested.axis_note,
+            # The server's own numbers (inference-perf's Prometheus scrape): beside the
+            # client's measurements, never in results.jsonl, so never in the verdict.
+            "server_side": server_side(ingested.runs),
         },
     )
