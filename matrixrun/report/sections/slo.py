@@ -174,7 +174,16 @@ def arm_words(c: ArmCapacity, axis: str, varying: set[str] | None = None) -> str
         est = f"about {fmt.approx(c.estimate)}, " if c.estimate is not None else ""
         where = f"{axis} {est}between {fmt.x(c.last_meeting)} and {fmt.x(c.first_missing)}"
         where += f" (`{'`, `'.join(c.limiting)}` binds)"
-    return head + where + _served(c)
+    return head + where + _sure(c) + _served(c)
+
+
+def _sure(c: ArmCapacity) -> str:
+    """The bracket beyond the runs' spread, where it is wider than the means'."""
+    if (c.lo, c.hi) == (c.last_meeting, c.first_missing):
+        return ""
+    held = f"holds surely up to {fmt.x(c.lo)}" if c.lo is not None else "holds surely nowhere"
+    missed = f"misses surely from {fmt.x(c.hi)}" if c.hi is not None else "misses surely nowhere"
+    return f"; beyond the runs' spread it {held} and {missed}"
 
 
 def _served(c: ArmCapacity) -> str:
