@@ -187,9 +187,14 @@ def test_chat_stream_deltas_and_whole_response(sim: str) -> None:
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(p) for p in payloads[:-1]]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] == 12
-    deltas = chunks[:-1]
+    # as SGLang 0.5.23 streams a chat (tests/test_sglang_real.py): a role chunk with empty
+    # content, one chunk per step, then an empty delta with the finish reason; no usage key
+    role, *deltas, end = chunks[:-1]
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert end["choices"][0]["delta"] == {} and end["choices"][0]["finish_reason"] == "length"
     assert len(deltas) == 4 and all(c["object"] == "chat.completion.chunk" for c in deltas)
-    assert [c["choices"][0]["finish_reason"] for c in deltas] == [None] * 3 + ["length"]
+    assert [c["choices"][0]["finish_reason"] for c in deltas] == [None] * 4
+    assert not any("usage" in c for c in [role, *deltas, end])
     text = "".join(c["choices"][0]["delta"]["content"] for c in deltas)
     assert len(text.split()) == 4
     whole = httpx.post(sim + "/v1/chat/completions", json={**body, "stream": False}).json()

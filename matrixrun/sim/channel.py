@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from matrixrun.sim import protocol
 from matrixrun.sim.batcher import SimRequest
@@ -138,6 +139,7 @@ class Channel:
                 event = protocol.native_event(
                     self.rid_json, prompt_len, text, ids, produced, finished,
                     deadline - self.arrival, self.cached,
+                    time.time() if produced == len(new) else None,  # its first event
                 )  # fmt: skip
                 if self.token_slot is not None:
                     self.pending[self.token_slot] = event
@@ -147,12 +149,13 @@ class Channel:
                     self.token_slot = len(self.pending)
             else:
                 usage = (
-                    protocol.openai_usage(prompt_len, produced, self.reported_cached)
+                    protocol.openai_usage(prompt_len, produced, self.reported_cached, req.chat)
                     if req.continuous_usage
                     else None
                 )
                 if req.chat:
-                    event = protocol.chat_chunk(self.head, text, finished, usage)
+                    first = produced == len(new)
+                    event = protocol.chat_chunk(self.head, text, finished, usage, first)
                 else:
                     event = protocol.openai_chunk(
                         self.head, text, ids if req.return_token_ids else None, finished, usage
@@ -167,7 +170,7 @@ class Channel:
                 if req.api == "openai" and req.include_usage:
                     self.pending.append(
                         protocol.openai_usage_chunk(
-                            self.head, prompt_len, produced, self.reported_cached
+                            self.head, prompt_len, produced, self.reported_cached, req.chat
                         )
                     )
                 if req.done_event:

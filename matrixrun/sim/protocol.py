@@ -277,8 +277,17 @@ def native_event(
     finished: bool,
     e2e_latency: float,
     cached_tokens: int = 0,
+    sent_ts: float | None = None,
 ) -> bytes:
-    """One native SSE event; `text`/`ids` are the JSON-ready text and comma-joined ids."""
+    """One native SSE event; `text`/`ids` are the JSON-ready text and comma-joined ids;
+    `sent_ts` (wall clock) on a request's first event, SGLang's `response_sent_to_client_ts`."""
+    if sent_ts is not None:
+        cached_tokens_part = b'%d,"response_sent_to_client_ts":%s' % (
+            cached_tokens,
+            repr(sent_ts).encode(),
+        )
+    else:
+        cached_tokens_part = b"%d" % cached_tokens
     if finished:
         fin = b'{"type":"length","length":%d}' % completion_tokens
         tail = b',"e2e_latency":%s}}\n\n' % repr(e2e_latency).encode()
@@ -296,7 +305,8 @@ def native_event(
             b',"finish_reason":',
             fin,
             b',"prompt_tokens":%d,"weight_version":"default","completion_tokens":%d,'
-            b'"cached_tokens":%d' % (prompt_tokens, completion_tokens, cached_tokens),
+            b'"cached_tokens":' % (prompt_tokens, completion_tokens),
+            cached_tokens_part,
             tail,
         )
     )
@@ -364,27 +374,46 @@ def openai_chunk(
     )
 
 
-def chat_chunk(head: bytes, text: bytes, finished: bool, usage: bytes | None) -> bytes:
-    """One OpenAI chat chunk; `head` as for `openai_chunk`, with the chat object type."""
+def _chat_event(head: bytes, delta: bytes, finish: bytes, usage: bytes | None) -> bytes:
     return b"".join(
         (
             b'data: {"id":',
             head,
-            b',"choices":[{"index":0,"delta":{"role":"assistant","content":"',
-            text,
-            b'"},"logprobs":null,"finish_reason":',
-            b'"length"' if finished else b"null",
-            b'}],"usage":',
-            b"null" if usage is None else usage,
+            b',"choices":[{"index":0,"delta":{',
+            delta,
+            b'},"logprobs":null,"finish_reason":',
+            finish,
+            b',"matched_stop":null}]',
+            b"" if usage is None else b',"usage":' + usage,
             b"}\n\n",
         )
     )
 
 
-def openai_usage(prompt_tokens: int, completion_tokens: int, cached: int | None = None) -> bytes:
+def chat_chunk(
+    head: bytes, text: bytes, finished: bool, usage: bytes | None, first: bool = False
+) -> bytes:
+    """The OpenAI chat chunks for one step; `head` as for `openai_chunk`, with the chat object
+    type. As SGLang 0.5.23 streams them (tests/test_sglang_real.py compares): the first step
+    is preceded by a chunk with the role and empty content, a step's chunk carries only
+    `content`, the last step is followed by a chunk with an empty delta and the finish
+    reason, and chunks have no `usage` key unless usage is reported on each."""
+    out = _chat_event(head, b'"role":"assistant","content":""', b"null", usage) if first else b""
+    out += _chat_event(head, b'"content":"' + text + b'"', b"null", usage)
+    if finished:
+        out += _chat_event(head, b"", b'"length"', usage)
+    return out
+
+
+def openai_usage(
+    prompt_tokens: int, completion_tokens: int, cached: int | None = None, chat: bool = False
+) -> bytes:
     """`usage`; `cached`: the prompt tokens found cached, reported (SGLang's
-    `--enable-cache-report`) as `prompt_tokens_details.cached_tokens` when above 0."""
+    `--enable-cache-report`) as `prompt_tokens_details.cached_tokens` when above 0; a chat
+    stream's usage also has `completion_tokens_details` (null), as SGLang's does."""
     details = b"" if not cached else b',"prompt_tokens_details":{"cached_tokens":%d}' % cached
+    if chat:
+        details += b',"completion_tokens_details":null'
     return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}' % (
         prompt_tokens,
         prompt_tokens + completion_tokens,
@@ -399,9 +428,13 @@ def usage_details(cached: int | None) -> dict[str, Any]:
 
 
 def openai_usage_chunk(
-    head: bytes, prompt_tokens: int, completion_tokens: int, cached: int | None = None
+    head: bytes,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached: int | None = None,
+    chat: bool = False,
 ) -> bytes:
-    usage = openai_usage(prompt_tokens, completion_tokens, cached)
+    usage = openai_usage(prompt_tokens, completion_tokens, cached, chat)
     return b'data: {"id":' + head + b',"choices":[],"usage":' + usage + b"}\n\n"
 
 
