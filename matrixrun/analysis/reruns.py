@@ -11,7 +11,7 @@ from matrixrun.analysis.noise import NoiseModel, WarmupGap, confirmed_warmup
 from matrixrun.analysis.samples import value_of
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better
-from matrixrun.core.tuning import BAND_Z
+from matrixrun.core.tuning import BAND_Z, WARMUP_Z
 from matrixrun.core.verdict import CheckOutcome, Comparison, Explanation, Rerun, RerunKind
 
 #: Reasons whose rerun tests a named explanation; the others are replicates.
@@ -29,40 +29,73 @@ def _alone(arm: str, baseline: str, value: float | None, cell: Comparison | None
 def judge_rerun(
     r: Rerun, cell: Comparison | None, margin: float, surprise: float, sigma: float | None
 ) -> tuple[Explanation, CheckOutcome | None]:
-    """A warm rerun tests first-run JIT/warmup, which predicts the rerun is better than the
-    first run beyond the margin: within the margin (or worse) falsifies it; better beyond the
-    margin confirms it only if also beyond what noise explains for one pair
-    (`noise.confirmed_warmup` with the run's σ), else it settles nothing. A fresh-server rerun
-    tests "that instance was odd", which predicts the effect does not reproduce: the rerun on
-    its own still beyond the surprise threshold, same sign, falsifies it; within the margin of
-    the baseline confirms it; in between settles nothing. It tests that only where the first
-    run, on its own against the other arm, was beyond the surprise threshold: an ordinary cell
-    has no effect for an odd server to explain. Inconclusive/crossover/A/A reruns are
-    replicates and test no story."""
+    """What a rerun that tests an explanation says about it, each claim at the standard of a
+    verdict: confirmed or falsified only when its test clears what noise explains for one
+    pair (`sigma`: the σ of one run as this kind of pair sees it; without one nothing is
+    claimed), else not settled. Inconclusive/crossover/A/A reruns are replicates and test no
+    story. A warm rerun tests first-run JIT/warm-up (`_warm`); a fresh-server rerun tests
+    "that instance was odd" (`_instance`), and only where the first run, on its own against
+    the other arm, was beyond the surprise threshold: an ordinary cell has no effect for an
+    odd server to explain."""
     if r.reason not in _CHECKS or r.change_vs_first is None:
         return Explanation.REPLICATE, None
+    first_alone = _alone(r.arm, cell.baseline.arm, r.first_value, cell) if cell else None
     if r.kind == RerunKind.WARM:
-        improved = (r.change_vs_first > 0) == higher_is_better(r.metric)
-        within_margin = abs(r.change_vs_first) <= margin
-        if within_margin or not improved:
-            return Explanation.WARMUP, CheckOutcome.FALSIFIED
-        gain = WarmupGap(gap=abs(math.log1p(r.change_vs_first or 0.0)), pairs=1)
-        settled = confirmed_warmup(gain, margin, sigma)
-        return Explanation.WARMUP, CheckOutcome.CONFIRMED if settled else CheckOutcome.NOT_SETTLED
+        return Explanation.WARMUP, _warm(r, first_alone, margin, surprise, sigma)
     alone = r.alone
     if alone is None or cell is None or cell.change is None:
         return Explanation.INSTANCE, None
-    first_alone = _alone(r.arm, cell.baseline.arm, r.first_value, cell)
     if first_alone is not None and abs(first_alone) <= surprise:
         # nothing surprising to explain: a fresh-server run of an ordinary cell (the policy's
         # σ replicates share the reason) is a replicate, not a test of "that server was odd"
         # (a real run printed "odd server confirmed" from a baseline replicate 3.4% off)
         return Explanation.REPLICATE, None
-    if abs(alone) > surprise and (alone > 0) == (cell.change > 0):
-        return Explanation.INSTANCE, CheckOutcome.FALSIFIED
-    if abs(math.log1p(alone)) < math.log1p(margin):
-        return Explanation.INSTANCE, CheckOutcome.CONFIRMED
-    return Explanation.INSTANCE, CheckOutcome.NOT_SETTLED
+    return Explanation.INSTANCE, _instance(r, alone, cell.change, margin, surprise)
+
+
+def _warm(
+    r: Rerun, first_alone: float | None, margin: float, surprise: float, sigma: float | None
+) -> CheckOutcome:
+    """Warm-up predicts the warm rerun beats the first run by about the gap it explains.
+    Confirmed: better beyond the margin and beyond what noise explains for one pair, one-sided
+    (`noise.confirmed_warmup`, the test the analysis's own warm-up finding uses). Falsified:
+    not better beyond the margin, and short of the gain the warm-up would need (the first
+    run's own change against the other arm, at least the surprise threshold) by more than
+    noise explains. Anything else, or no σ: not settled."""
+    if sigma is None or r.change_vs_first is None:
+        return CheckOutcome.NOT_SETTLED
+    gain = math.log1p(r.change_vs_first) * (1 if higher_is_better(r.metric) else -1)
+    if gain > 0 and confirmed_warmup(WarmupGap(gap=gain, pairs=1), margin, sigma):
+        return CheckOutcome.CONFIRMED
+    needed = abs(math.log1p(first_alone)) if first_alone is not None else 0.0
+    needed = max(needed, math.log1p(surprise))
+    floor = warm_floor(sigma)
+    if gain <= math.log1p(margin) and needed - gain > floor:
+        return CheckOutcome.FALSIFIED
+    return CheckOutcome.NOT_SETTLED
+
+
+def warm_floor(sigma: float) -> float:
+    """The log gain one warm pair must exceed to be more than noise, one-sided (WARMUP_Z)."""
+    return WARMUP_Z * math.sqrt(2) * sigma
+
+
+def _instance(
+    r: Rerun, alone: float, change: float, margin: float, surprise: float
+) -> CheckOutcome:
+    """An odd instance predicts the effect does not reproduce on a fresh server. Falsified:
+    the rerun on its own still beyond the surprise threshold, same sign, and beyond the pair's
+    noise band (the effect reproduced is more than noise). Confirmed: the rerun on its own
+    within the margin of the other arm, and beyond its first run's noise band (the two
+    instances differ by more than noise). Anything else, or no band: not settled."""
+    if r.noise_band is None or r.matches_first is None:
+        return CheckOutcome.NOT_SETTLED
+    band = math.log1p(r.noise_band)
+    if abs(alone) > surprise and (alone > 0) == (change > 0) and abs(math.log1p(alone)) > band:
+        return CheckOutcome.FALSIFIED
+    if abs(math.log1p(alone)) < math.log1p(margin) and not r.matches_first:
+        return CheckOutcome.CONFIRMED
+    return CheckOutcome.NOT_SETTLED
 
 
 def _pair_sigma(
@@ -116,7 +149,11 @@ def reruns(
                 change = math.expm1(math.log(value / first_value))
             kind = RerunKind.WARM if m.instance == here.instance else RerunKind.FRESH_SERVER
             pair = _pair_sigma(noise, m.point, axis, kind)
-            band = None if pair is None else math.expm1(BAND_Z * math.sqrt(2) * pair)
+            # a warm check's band is its test's (one-sided: warm-up predicts a gain), so the
+            # number printed beside its outcome is the one that decided it
+            check = kind == RerunKind.WARM and m.reason in _CHECKS
+            z = WARMUP_Z if check else BAND_Z
+            band = None if pair is None else math.expm1(z * math.sqrt(2) * pair)
             r = Rerun(
                 slice=slice_name,
                 arm=arm,

@@ -398,6 +398,13 @@ def add_bench_client(parser: argparse.ArgumentParser) -> None:
         help="Poisson arrival rate in requests/s (default: inf, all at once)",
     )
     parser.add_argument(
+        "--burstiness",
+        type=float,
+        default=1.0,
+        help="gamma shape of the gaps between arrivals at a finite --request-rate "
+        "(workload.burstiness; 1 = Poisson, below 1 burstier)",
+    )
+    parser.add_argument(
         "--warmup-requests",
         type=_warmup,
         default=1,

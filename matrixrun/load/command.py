@@ -62,6 +62,7 @@ def config_from(args: argparse.Namespace) -> LoadConfig:
         output_len=args.output_len,
         concurrency=args.concurrency,
         request_rate=args.request_rate,
+        burstiness=args.burstiness,
         warmup_requests=args.num_prompts if copy else args.warmup_requests,
         warmup_output_len=args.output_len if copy else None,
         seed=args.seed,

@@ -6,10 +6,12 @@ Template: `templates/sections/checks.md.j2`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import (
+    Caveat,
     CaveatKind,
     CheckOutcome,
     Explanation,
@@ -28,7 +30,9 @@ class ExplanationCheck:
 
     explanation: Explanation
     outcome: CheckOutcome  # falsified only when every test of it falsified it
-    reruns: list[Rerun]  # the tests, the one to cite first
+    reruns: list[Rerun]  # the tests with that outcome (the evidence), the one to cite first
+    tests: int = 0  # how many reruns tested it, whatever they showed
+    caveat: Caveat | None = None  # the analysis's warm-up finding over all of an arm's pairs
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,24 @@ def checks(verdict: Verdict) -> Checks:
             outcome = CheckOutcome.CONFIRMED
         else:
             outcome = CheckOutcome.NOT_SETTLED
-        # cite a test with the outcome, the first one run
-        cited = sorted(tests, key=lambda r: r.outcome != outcome)  # stable: run order
-        explanations.append(ExplanationCheck(kind, outcome, cited))
+        # the evidence that decided it: the tests with that outcome, the first one run first;
+        # never a test the rerun log words otherwise
+        cited = [r for r in tests if r.outcome == outcome] or tests
+        explanations.append(ExplanationCheck(kind, outcome, cited, len(tests)))
     # The analysis's own warm-up finding (over all of an arm's repeats) outranks single
-    # reruns: a line saying "ruled out" beside a warm-up caveat would contradict it.
-    if any(c.kind == CaveatKind.WARMUP for c in verdict.caveats):
+    # reruns: a line saying "ruled out" beside a warm-up caveat would contradict it. It is
+    # cited by the reruns that confirmed it, else by its own numbers (the caveat's).
+    found = [c for c in verdict.caveats if c.kind == CaveatKind.WARMUP]
+    if found:
         explanations = [e for e in explanations if e.explanation != Explanation.WARMUP]
         warm = by_kind.get(Explanation.WARMUP, [])
-        explanations.insert(0, ExplanationCheck(Explanation.WARMUP, CheckOutcome.CONFIRMED, warm))
+        confirmed = [r for r in warm if r.outcome == CheckOutcome.CONFIRMED]
+        explanations.insert(
+            0,
+            ExplanationCheck(
+                Explanation.WARMUP, CheckOutcome.CONFIRMED, confirmed, len(warm), found[0]
+            ),
+        )
     seen: dict[tuple[str, str, str], tuple[int, int, int]] = {}
     for sl, _cand, cell in verdict.comparisons():
         for arm in (cell.baseline, cell.candidate):
@@ -114,6 +127,12 @@ EXPLANATION_WORDS = {Explanation.WARMUP: "warm-up", Explanation.INSTANCE: "an od
 
 OK, WARN, BAD = "✅", "⚠️", "❌"
 
+#: what would settle a check that one test left open (the rerun log says it at length)
+SETTLE = {
+    Explanation.WARMUP: "more warm reruns",
+    Explanation.INSTANCE: "another fresh launch",
+}
+
 
 def _rerun_numbers(r: Rerun) -> str:
     where = f" at {fmt.x(r.point.get('concurrency', r.point_id))}"
@@ -126,6 +145,25 @@ def _rerun_numbers(r: Rerun) -> str:
             "  ", " "
         )
     )
+
+
+def _cite(e: ExplanationCheck, axis: str) -> str:
+    """The evidence that decided a check: the first rerun with its outcome (and how many
+    tests there were), or the analysis's warm-up finding in its own numbers."""
+    if e.caveat is not None and not e.reruns:
+        c = e.caveat
+        return (
+            f"later runs on a server beat the first by {fmt.change(math.expm1(c.value or 0.0))} "
+            f"on average, {plural(c.count or 0, 'pair')}: see the caveats"
+        )
+    if not e.reruns:
+        return "see the rerun log"
+    cite = _rerun_numbers(e.reruns[0]).replace(" at ", f" at {axis} ", 1)
+    if e.tests > 1:
+        cite += f"; {e.tests} tests"
+    if e.outcome == CheckOutcome.NOT_SETTLED:
+        cite += f"; {SETTLE.get(e.explanation, 'more runs')} would settle it"
+    return cite
 
 
 def checks_line(
@@ -147,12 +185,7 @@ def checks_line(
     tested = {e.explanation for e in c.explanations}
     for e in c.explanations:
         words = EXPLANATION_WORDS.get(e.explanation, e.explanation.value)
-        if e.reruns:
-            cite = _rerun_numbers(e.reruns[0]).replace(" at ", f" at {axis} ", 1)
-            if len(e.reruns) > 1:
-                cite += f"; {len(e.reruns)} tests"
-        else:
-            cite = "later runs on a server beat the first: see the caveats"
+        cite = _cite(e, axis)
         if e.outcome == CheckOutcome.FALSIFIED:
             items.append(f"Ruled out: {words} {OK} ({cite})")
         elif e.outcome == CheckOutcome.CONFIRMED:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 from pydantic import ValidationError
 
 from matrixrun.core.metrics import higher_is_better, unit
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
-from matrixrun.core.tuning import FUTILITY
+from matrixrun.core.tuning import FUTILITY, WARMUP_Z
 from matrixrun.core.verdict import (
     AnalysisSettings,
     CheckOutcome,
@@ -46,11 +47,24 @@ def rerun_server(r: Rerun) -> str:
     ) + f"`{r.instance}`"
 
 
+#: the level of a warm check's one-sided test (`analysis.reruns.warm_floor`), as printed
+WARM_LEVEL = fmt.setting_percent(round(NormalDist().cdf(WARMUP_Z), 3))
+#: what would settle a check that is not settled
+SETTLE_WARM = (
+    "more warm reruns at this point (or a smaller σ, from more replicates) would settle it"
+)
+SETTLE_INSTANCE = (
+    "another fresh launch at this point (or a smaller σ, from more replicates) would settle it"
+)
+
+
 def rerun_showed(
     r: Rerun, cell: Comparison | None, where: str, s: AnalysisSettings, aside: bool = False
 ) -> str:
     """'the slowdown at concurrency 256 is not warmup: warm rerun 515.77 vs first run 515.58
-    tok/s (+0.04%, within ±3%) — the JIT/warmup explanation is falsified.'"""
+    tok/s (+0.04%; noise explains up to +9.1% for one pair, 95% one-sided) — the JIT/warmup
+    explanation is falsified.' Each check's sentence prints the band its test used, so
+    "within noise" never stands beside "confirmed" or "falsified"."""
     if r.value is None or r.first_value is None:
         failed = "the rerun failed" if r.value is None else "the first run failed"
         return f"{failed}, so it shows nothing about the explanation."
@@ -61,56 +75,89 @@ def rerun_showed(
     delta = fmt.change(r.change_vs_first or 0.0, 2)
     band = f"±{fmt.percent(r.noise_band)}" if r.noise_band is not None else margin
     within = f"within noise, {band}" if r.matches_first else f"beyond noise, {band}"
-    effect = f"the {_effect(cell, r.metric)} at {where}"
     alone = (
         f"; on its own the rerun gives {fmt.change(r.alone)} vs `{s.baseline}`"
         if r.alone is not None
         else ""
     )
     if r.tests == Explanation.WARMUP:
-        rerun = f"warm rerun {numbers} ({delta}, {within}{alone})"
-        if r.outcome == CheckOutcome.CONFIRMED:
-            return (
-                f"the first run at {where} was held back: {rerun}, better than the first run "
-                "beyond what noise explains — the JIT/warmup explanation is confirmed for that "
-                + (
-                    "first run; the warm run is set aside here (another condition than the "
-                    "cold runs: cold is compared with cold, see the caveats)."
-                    if aside
-                    else "first run; both runs are kept and counted (whether a verdict rests on "
-                    "cold first runs is judged over all of the arm's repeats: see the caveats)."
-                )
-            )
-        if r.outcome == CheckOutcome.NOT_SETTLED:
-            return (
-                f"the first run at {where} may have been held back: {rerun}, better than the "
-                "first run but within what the noise σ explains for one pair — the JIT/warmup "
-                "explanation is neither confirmed nor falsified."
-            )
-        if r.matches_first:
-            return f"{effect} is not warmup: {rerun} — the JIT/warmup explanation is falsified."
-        return (
-            f"{effect} is not warmup: {rerun}, worse than the first run — the JIT/warmup "
-            "explanation is falsified; the server drifts."
-        )
+        return _warm_showed(r, cell, where, numbers, (delta, alone), aside)
     if r.tests == Explanation.INSTANCE:
-        rerun = f"fresh server {numbers} ({delta}{alone})"
-        if r.outcome == CheckOutcome.FALSIFIED:
-            return (
-                f"{effect} is not an odd server instance: {rerun}, so the fresh server "
-                "reproduces it — the odd-instance explanation is falsified."
+        bits = f"{delta}, {within}{alone}" if r.noise_band is not None else delta + alone
+        if r.outcome == CheckOutcome.FALSIFIED and r.alone is not None:
+            # what decided it: the effect on the fresh server alone, beyond the pair's band
+            bits = (
+                f"{delta}; on its own the rerun gives {fmt.change(r.alone)} vs "
+                f"`{s.baseline}`, beyond noise, {band}"
             )
-        if r.outcome == CheckOutcome.CONFIRMED:
-            return (
-                f"{effect} does not reproduce on a fresh server: {rerun} — the odd-instance "
-                "explanation is confirmed."
-            )
-        return (
-            f"{effect} reproduces only in part on a fresh server: {rerun} — the odd-instance "
-            "explanation is neither confirmed nor falsified."
-        )
+        return _instance_showed(r, cell, where, f"fresh server {numbers} ({bits})")
     kind = "on the same server" if r.kind == RerunKind.WARM else "on a fresh server"
     return f"replicate {kind}: {numbers} ({delta}, {within})."
+
+
+def _warm_showed(
+    r: Rerun,
+    cell: Comparison | None,
+    where: str,
+    numbers: str,
+    delta: tuple[str, str],
+    aside: bool,
+) -> str:
+    effect = f"the {_effect(cell, r.metric)} at {where}"
+    noise = (
+        f"; noise explains up to +{fmt.percent(r.noise_band)} for one pair, {WARM_LEVEL} one-sided"
+        if r.noise_band is not None
+        else "; no noise estimate to test it against"
+    )
+    rerun = f"warm rerun {numbers} ({delta[0]}{noise}{delta[1]})"
+    if r.outcome == CheckOutcome.CONFIRMED:
+        return (
+            f"the first run at {where} was held back: {rerun}, better than the first run "
+            "beyond the margin and beyond what noise explains — the JIT/warmup explanation is "
+            "confirmed for that "
+            + (
+                "first run; the warm run is set aside here (another condition than the "
+                "cold runs: cold is compared with cold, see the caveats)."
+                if aside
+                else "first run; both runs are kept and counted (whether a verdict rests on "
+                "cold first runs is judged over all of the arm's repeats: see the caveats)."
+            )
+        )
+    if r.outcome == CheckOutcome.FALSIFIED:
+        drift = (
+            ", worse than the first run; the server drifts"
+            if r.noise_band is not None
+            and r.change_vs_first is not None
+            and (r.change_vs_first > 0) != higher_is_better(r.metric)
+            and abs(r.change_vs_first) > r.noise_band
+            else ""
+        )
+        return (
+            f"{effect} is not warmup: {rerun}{drift}; a warm-up large enough to explain it "
+            "would have shown beyond that — the JIT/warmup explanation is falsified."
+        )
+    return (
+        f"one warm pair cannot tell warm-up from noise at {where}: {rerun} — the JIT/warmup "
+        f"explanation is neither confirmed nor falsified; {SETTLE_WARM}."
+    )
+
+
+def _instance_showed(r: Rerun, cell: Comparison | None, where: str, rerun: str) -> str:
+    effect = f"the {_effect(cell, r.metric)} at {where}"
+    if r.outcome == CheckOutcome.FALSIFIED:
+        return (
+            f"{effect} is not an odd server instance: {rerun}, so the fresh server "
+            "reproduces it beyond noise — the odd-instance explanation is falsified."
+        )
+    if r.outcome == CheckOutcome.CONFIRMED:
+        return (
+            f"{effect} does not reproduce on a fresh server: {rerun}, the two servers "
+            "differing beyond noise — the odd-instance explanation is confirmed."
+        )
+    return (
+        f"one fresh server does not settle {effect}: {rerun} — the odd-instance "
+        f"explanation is neither confirmed nor falsified; {SETTLE_INSTANCE}."
+    )
 
 
 def rerun_why(w: RerunWhy) -> str:
