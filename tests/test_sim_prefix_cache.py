@@ -312,3 +312,44 @@ def test_without_cache_report_openai_usage_has_no_details() -> None:
         c.post("/v1/completions", json=body)
         usage = c.post("/v1/completions", json=body).json()["usage"]
     assert "prompt_tokens_details" not in usage
+
+
+# -- the load client ------------------------------------------------------------------------
+
+
+def test_the_client_reads_cached_tokens_from_either_api() -> None:
+    from matrixrun.load.aggregate import compute_metrics
+    from matrixrun.load.apis import make_parser
+    from matrixrun.load.records import RequestRecord, dumps_jsonl, loads_jsonl
+
+    native = make_parser("sglang")
+    native.feed(
+        b'data: {"text":" a","meta_info":{"completion_tokens":1,"cached_tokens":8,'
+        b'"cached_tokens_details":{"device":8,"host":0}}}\n\ndata: [DONE]\n\n',
+        1.0,
+    )
+    assert native.cached == 8
+    openai = make_parser("openai")
+    openai.feed(
+        b'data: {"choices":[{"text":"a","finish_reason":"length"}],"usage":null}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1,'
+        b'"prompt_tokens_details":{"cached_tokens":7}}}\n\ndata: [DONE]\n\n',
+        1.0,
+    )
+    assert openai.cached == 7
+    silent = make_parser("openai")
+    silent.feed(b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1}}\n\n', 1.0)
+    assert silent.cached is None
+
+    def rec(i: int, cached: int | None) -> RequestRecord:
+        return RequestRecord(
+            i=i, start=0.0, ttft=0.1, e2e=0.2, t=[0.1], n=[1], **{"in": 100}, out=1, c=cached
+        )
+
+    records = [rec(0, 80), rec(1, 0), rec(2, 60)]
+    metrics = compute_metrics(records)
+    assert metrics.total_cached_tokens == 140 and metrics.cache_hit_rate == pytest.approx(140 / 300)
+    assert loads_jsonl(dumps_jsonl(records))[0].cached_tokens == 80
+    assert '"c"' not in dumps_jsonl([rec(0, None)])  # a server that says nothing: no key
+    assert compute_metrics([rec(0, None)]).total_cached_tokens is None
+    assert "total_cached_tokens" not in compute_metrics([rec(0, None)]).model_dump_json()

@@ -7,9 +7,9 @@ conversion of a time-dilated simulator measurement back to modelled time.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
@@ -66,6 +66,9 @@ class Metrics(BaseModel):
     failed: int = 0
     total_input_tokens: int
     total_output_tokens: int
+    #: Prompt tokens found in the server's prefix cache (SGLang's `cached_tokens`, summed);
+    #: None where the server does not report it, and then left out of the JSON.
+    total_cached_tokens: int | None = None
     request_throughput: float
     input_throughput: float
     output_throughput: float
@@ -95,6 +98,22 @@ class Metrics(BaseModel):
     p95_e2e_latency_ms: float | None = None
     p99_e2e_latency_ms: float | None = None
     concurrency: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_cache(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `total_cached_tokens` out when unknown: results.jsonl lines of servers that
+        do not report it stay as they were."""
+        data: dict[str, Any] = handler(self)
+        if data.get("total_cached_tokens", 0) is None:
+            del data["total_cached_tokens"]
+        return data
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """The share of prompt tokens found cached (None when unknown)."""
+        if self.total_cached_tokens is None or not self.total_input_tokens:
+            return None
+        return self.total_cached_tokens / self.total_input_tokens
 
     @property
     def failure_rate(self) -> float:

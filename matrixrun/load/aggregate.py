@@ -13,6 +13,8 @@ Pure: no clocks, files or network. Definitions, checked against bench_serving's 
 * `itl_ms`: for every chunk after the first, the gap since the previous token-carrying chunk;
   a chunk carrying k tokens contributes k values of gap/k (bench_serving's native-API rule;
   the first chunk's extra tokens contribute none).
+* `total_cached_tokens`: the prompt tokens the server's prefix cache held, over the requests
+  whose server reported it (SGLang's `cached_tokens`); None when none did.
 * throughputs: completed / duration, input tokens / duration, output tokens / duration,
   (input + output) / duration.
 * `concurrency`: sum of successful e2e latencies / duration.
@@ -83,6 +85,7 @@ def compute_metrics(records: Sequence[RequestRecord], duration: float | None = N
     for r in ok:
         itls.extend(itl_values(r))
     total_in = sum(r.prompt_tokens for r in ok)
+    reported = [r.cached_tokens for r in ok if r.cached_tokens is not None]
     total_out = sum(r.output_tokens for r in ok)
 
     def per_s(x: float) -> float:
@@ -94,6 +97,7 @@ def compute_metrics(records: Sequence[RequestRecord], duration: float | None = N
         failed=len(records) - len(ok),
         total_input_tokens=total_in,
         total_output_tokens=total_out,
+        total_cached_tokens=sum(reported) if reported else None,
         request_throughput=per_s(len(ok)),
         input_throughput=per_s(total_in),
         output_throughput=per_s(total_out),

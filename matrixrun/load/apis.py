@@ -23,6 +23,10 @@ Tokens per chunk (what splits a chunk's gap into ITL values, see `aggregate.py`)
   `continuous_usage_stats`), in which case its increase. The request's output tokens are the
   final `usage.completion_tokens` when reported, else the sum over chunks.
 
+Cached prompt tokens (the server's prefix cache): `meta_info.cached_tokens` of the first
+native event that carries tokens; `usage.prompt_tokens_details.cached_tokens` of OpenAI usage
+(SGLang with `--enable-cache-report`, vLLM); None when the server says nothing.
+
 The parsers are the client's hot path: one `feed()` per network read, no objects built per
 event beyond the two list appends, and for the native API no JSON parse at all on the common
 path (cumulative `text` makes each event longer than the last; a regex finds the token count
@@ -42,6 +46,9 @@ PATHS: dict[str, str] = {"sglang": "/generate", "openai": "/v1/completions"}
 
 _DONE = b"[DONE]"
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
+#: SGLang's `meta_info.cached_tokens` (the prompt tokens its prefix cache held); the same on
+#: every event of a request, so it is read from the first one only.
+_CACHED_TOKENS = re.compile(rb'"cached_tokens":\s*(\d+)')
 #: An abort's finish_reason; `"type":"abort"` appears nowhere else in a native event (a
 #: generated text containing it has its quotes escaped).
 _ABORT = re.compile(rb'"type":\s*"abort"')
@@ -109,6 +116,7 @@ class StreamParser:
 
     __slots__ = (
         "_buf",
+        "cached",
         "done_at",
         "error",
         "finished_at",
@@ -127,6 +135,9 @@ class StreamParser:
         self.reported_total: int | None = None
         #: The server's own prompt token count (`usage.prompt_tokens`), when it sends one.
         self.reported_prompt: int | None = None
+        #: The prompt tokens the server found in its prefix cache, when it reports them
+        #: (SGLang's `meta_info.cached_tokens`; OpenAI `usage.prompt_tokens_details`).
+        self.cached: int | None = None
         self.done_at: float | None = None
         #: When a chunk said the generation is over (`finish_reason`, or the usage chunk):
         #: the end of a stream that closes without `data: [DONE]` (transformers serve).
@@ -210,6 +221,10 @@ class NativeParser(StreamParser):
             if not self.error:
                 self._error_from(payload)
             return
+        if self.cached is None:
+            c = _CACHED_TOKENS.search(payload)
+            if c is not None:
+                self.cached = int(c.group(1))
         cumulative = int(m.group(1))
         k = cumulative - self.total
         if k > 0:
@@ -263,6 +278,9 @@ class OpenAIParser(StreamParser):
             prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
             if isinstance(prompt, int):
                 self.reported_prompt = prompt
+            details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                self.cached = int(details["cached_tokens"])
 
 
 def make_parser(api: Api) -> StreamParser:

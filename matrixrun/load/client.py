@@ -216,6 +216,7 @@ async def _request(
         prompt_tokens=prompt_tokens if parser.reported_prompt is None else parser.reported_prompt,
         output_tokens=parser.output_tokens,
         error=error,
+        cached_tokens=parser.cached,
     )
 
 

@@ -14,6 +14,7 @@ JSONL line (compact keys, times rounded to the microsecond)::
     {"i":0,"start":0.0,"ttft":0.0512,"e2e":1.3131,"t":[0.0512,0.0713,...],"n":[1,1,...],
      "in":128,"out":64,"err":""}
 
+`c` (present only when the server reported it) is the prompt tokens its prefix cache held.
 `t`/`n` are the arrival time and token count of every chunk that carried tokens (a chunk of
 k tokens arrives once, with n=k); `t[0] == ttft`. `err` is "" for a successful request and one
 line of text otherwise; a failed request keeps what arrived before the failure.
@@ -45,6 +46,8 @@ class RequestRecord(BaseModel):
     prompt_tokens: int = Field(alias="in")
     output_tokens: int = Field(0, alias="out")
     error: str = Field("", alias="err")
+    #: Prompt tokens the server found in its prefix cache (None: it did not say).
+    cached_tokens: int | None = Field(None, alias="c")
 
     @property
     def ok(self) -> bool:
@@ -68,6 +71,8 @@ def _line(record: RequestRecord) -> str:
         "out": record.output_tokens,
         "err": record.error,
     }
+    if record.cached_tokens is not None:  # only where the server reports it
+        data["c"] = record.cached_tokens
     return json.dumps(data, separators=(",", ":"))
 
 

@@ -20,6 +20,7 @@ from matrixrun.report.given import given_of
 from matrixrun.report.inputs import RunInputs, read_inputs
 from matrixrun.report.markdown_check import COMMENT_LIMIT
 from matrixrun.report.sections import (
+    cache,
     charts,
     checks,
     comparison,
@@ -37,6 +38,7 @@ from matrixrun.report.sections import (
     slo,
     why,
 )
+from matrixrun.report.sections.cache import CacheView
 from matrixrun.report.sections.charts import Chart
 from matrixrun.report.sections.comparison import MetricHeading, SliceTables
 from matrixrun.report.sections.environment import Environment
@@ -83,6 +85,7 @@ class Context:
     folded: list[str]
     unmatched: list[str]
     slo: SloView | None
+    cache: CacheView | None
     # the rest (`latency`, `failures`, `setup`, `reruns`, `noise`, `correctness`,
     # `environment`, `reproduce`)
     secondary: list[str]
@@ -147,6 +150,7 @@ def context_from(inputs: RunInputs) -> Context:
         folded=comparison.folded_lines(verdict),
         unmatched=comparison.unmatched_of(inputs, added),
         slo=slo.of(verdict, inputs.settings),
+        cache=cache.of(inputs.measurements, s.axis),
         secondary=latency.secondary_lines(verdict),
         latency=latency.of(verdict, labels, added),
         failures=failures.of(inputs),

@@ -255,7 +255,22 @@ def as_launched(flags: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: SGLang flags the simulator acts on by itself, with no profile rule (their defaults): arms
+#: that differ in one of them behave differently (docs/simulator.md, the prefix cache).
+NATIVE_FLAGS: dict[str, object] = {
+    "schedule_policy": "fcfs",
+    "disable_radix_cache": False,
+    "max_total_tokens": None,
+    "page_size": 1,
+    "max_running_requests": None,
+}
+
+
 def same_behaviour(profile: Profile, a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when servers launched with the spec flags `a` and `b` get the same curve and
-    effects: the simulator cannot tell them apart, so a rehearsal measures only noise."""
-    return profile.resolve(as_launched(a)) == profile.resolve(as_launched(b))
+    effects and the same native flags: the simulator cannot tell them apart, so a rehearsal
+    measures only noise."""
+    la, lb = as_launched(a), as_launched(b)
+    if any(la.get(k, d) != lb.get(k, d) for k, d in NATIVE_FLAGS.items()):
+        return False
+    return profile.resolve(la) == profile.resolve(lb)
