@@ -261,8 +261,11 @@ def _throughput_at(
     cap.request_throughput = _mean_at(ms, arm, "request_throughput")
     cap.output_throughput = _mean_at(ms, arm, "output_throughput")
     counted = [good[(m.cell_id, m.attempt)] for m in ms if m.ok and (m.cell_id, m.attempt) in good]
-    if counted:
-        cap.goodput = statistics.fmean(g for g, _ in counted)
+    if counted:  # geometric, as the throughputs beside it (so goodput ≤ throughput holds)
+        rates = [g for g, _ in counted]
+        cap.goodput = (
+            math.exp(statistics.fmean(math.log(g) for g in rates)) if min(rates) > 0 else 0.0
+        )
         cap.good_share = statistics.fmean(s for _, s in counted)
 
 
