@@ -43,7 +43,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from matrixrun.core.errors import InputError
-from matrixrun.core.format_version import FORMAT_FILE, RECORDS_VERSION
+from matrixrun.core.format_version import FORMAT_FILE, RECORDS_VERSION, found_version
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.redact import redact_json
 from matrixrun.rundir import migrate
@@ -248,7 +248,7 @@ class RunDir:
         shard's, the merge ordered by start time. A truncated last line of a file (a crash
         mid-write) is skipped; any other bad line is an error naming file and line."""
         files = self._all(self.results_file, "results.d")
-        if migrate.records_version(self._model_files()) != RECORDS_VERSION:
+        if self._records_version() != RECORDS_VERSION:
             out = self._migrated_measurements()
         else:
             out = [m for path in files for m in self._read_measurements(path)]
@@ -299,7 +299,7 @@ class RunDir:
         files = self._all(self.events_file, "events.d")
         merge = len(files) > 1
         out: list[dict[str, Any]] = []
-        if migrate.records_version(self._model_files()) != RECORDS_VERSION:
+        if self._records_version() != RECORDS_VERSION:
             made = self.migrated()
             names = [p.relative_to(self.path).as_posix() for p in files]
             out = [e for name in names for e in made.get(name, []) if isinstance(e, dict)]
@@ -323,27 +323,33 @@ class RunDir:
         current, else through the migrations (which may also make one an older directory
         lacks, as settings.json of a run from before that file existed)."""
         data = self._raw_json(name)
-        files = self._model_files()
-        if data is not None and migrate.version_of(files, name) == migrate.current_of(name):
-            return data
-        if data is None and migrate.records_version(files) == RECORDS_VERSION:
+        if data is not None:
+            own = name in migrate.SELF_VERSIONED
+            version = found_version(data) if own else self._records_version()
+            if version == migrate.current_of(name):
+                return data
+        current = self._records_version() == RECORDS_VERSION
+        found = None if data is None and current else self.migrated().get(name)
+        if found is None:
             raise InputError(
                 f"{self.path / name} is missing; is {self.path} a matrixrun run directory?"
             )
-        made = self.migrated().get(name)
-        if made is None:
-            raise InputError(
-                f"{self.path / name} is missing; is {self.path} a matrixrun run directory?"
-            )
-        return made
+        return found
 
     def has(self, name: str) -> bool:
         """The file exists, or the migrations make it (settings.json of an old run)."""
         if (self.path / name).exists():
             return True
-        if migrate.records_version(self._model_files()) == RECORDS_VERSION:
-            return False
-        return name in self.migrated()
+        return self._records_version() != RECORDS_VERSION and name in self.migrated()
+
+    def _records_version(self) -> int:
+        """The version of the files without their own (`core.format_version`): two small
+        reads, so the readers of a current directory pay nothing for the migrations."""
+        fmt = self._raw_json(FORMAT_FILE)
+        if fmt is not None:
+            return migrate.records_version({FORMAT_FILE: fmt})
+        settings = self._raw_json("settings.json")
+        return migrate.records_version({} if settings is None else {"settings.json": settings})
 
     def _raw_json(self, name: str) -> Any:
         path = self.path / name
