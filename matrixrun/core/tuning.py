@@ -100,6 +100,22 @@ LAUNCH_ALPHA = 0.05
 #: Pure-error df at a point below which the within-launch variance is pooled over all points.
 LAUNCH_MIN_DF_AT_X = 2
 
+# -- measurements a finding may rest on (core/keeping.py) ---------------------------------------
+
+#: How far a simulated measurement's engine may fall behind its model, as a share of the
+#: cell's duration, and still carry a finding (issue 44). The engine's worst lateness bounds
+#: how much the cell's duration grew, so it bounds the throughput the cell understates. At
+#: 3%, the practical margin most specs use, lateness alone cannot carry a cell across the
+#: margin; a loaded 2-core host at ×50 fell behind by up to 50.8% and turned that into an
+#: "unstable launches" headline, while the committed unloaded rehearsal's worst was 2.1%.
+SIM_LATE_LIMIT = 0.03
+#: Times a rehearsal halves its time scale for the rest of the run when a measurement falls
+#: behind (each relaunches the group and measures the cell again): ×50 becomes ×12.5 at most,
+#: which doubles then quadruples the rest of the rehearsal's wall time; past that the host is
+#: too slow for the spec and the report's first line says so.
+SIM_MAX_SLOWDOWNS = 2
+
+
 # -- the verify policy (verify/, spec/design.py, plan/) ----------------------------------------
 
 #: A rerun is planned only if it has at least this predicted chance of settling the cell by

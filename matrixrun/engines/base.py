@@ -27,7 +27,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import httpx
 from pydantic import SecretStr
@@ -123,6 +123,20 @@ class Engine(Protocol):
         """Engine-specific facts recorded with a cell's measurement (`Measurement.extra`),
         read right after the cell from a server that is still alive; `info` is what the
         server said about itself when it became healthy. {} when there is nothing to add."""
+        ...
+
+
+@runtime_checkable
+class SlowsDown(Protocol):
+    """An engine whose servers can run slower than they were asked to: the simulator, which
+    halves its time scale for the launches after one whose measurement fell behind its model
+    (`core.keeping`; issue 44). A real engine cannot, so the runner asks with isinstance."""
+
+    time_scale: TimeScale
+
+    def slow_down(self) -> TimeScale:
+        """Halve the speed-up for every later launch (the running server keeps its own); the
+        new time scale."""
         ...
 
 

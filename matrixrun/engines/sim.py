@@ -85,6 +85,15 @@ class SimEngine(SGLangEngine):
         self.time_scale = time_scale
         self.aliases = SGLANG_ALIASES if aliases is None else aliases
 
+    def slow_down(self) -> TimeScale:
+        """Halve the speed-up for every later launch (`engines.base.SlowsDown`): the simulator's
+        `--time-scale` argument and the factor the runner converts through change together, so
+        a server and the numbers read from it always agree on its speed."""
+        self.time_scale = TimeScale(self.time_scale.factor / 2)
+        at = self.extra_args.index("--time-scale") + 1
+        self.extra_args[at] = str(self.time_scale.factor)
+        return self.time_scale
+
     def launch(self, group: ServerGroup, host: str, port: int) -> Launch:
         self._launches += 1
         seed = launch_seed(self._seed_material, group.group_id, self._launches)

@@ -22,6 +22,7 @@ the group's remaining cells; a server that will not start marks the group's cell
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import time
@@ -33,6 +34,7 @@ from typing import Any
 from matrixrun import verify
 from matrixrun.core import interrupt
 from matrixrun.core.errors import EngineError
+from matrixrun.core.keeping import fell_behind, sim_late_share
 from matrixrun.core.measurement import (
     Failure,
     Measurement,
@@ -44,11 +46,13 @@ from matrixrun.core.measurement import (
 )
 from matrixrun.core.redact import redact_file, redact_json, redact_text
 from matrixrun.core.rerun_reason import RerunWhy
+from matrixrun.core.tuning import SIM_MAX_SLOWDOWNS
 from matrixrun.engines.base import (
     FLUSH_WAIT_S,
     Api,
     Engine,
     ServerHandle,
+    SlowsDown,
     flush_cache,
     free_port,
     get_json,
@@ -172,6 +176,8 @@ class Runner:
         #: the GPUs this process's servers run on, recorded with each: a run resumed on
         #: another machine (a lent GPU node is often a fresh one) shows it in env.json
         self.serials: list[str] = [] if options.rehearse else gpu_serials()
+        #: times this run halved the simulator's speed (`slowed`)
+        self.slowdowns = 0
 
     # -- bookkeeping --------------------------------------------------------------------
     def attempts(self, cell: Cell) -> list[Measurement]:
@@ -459,6 +465,9 @@ class Runner:
                                 )
                             m = self.measure(inst, w.cell, w.reason)
                             self.record(m, round_no=w.round_no if w.stage == 2 else None)
+                        if self.slowed(m):  # measure it again on a slower relaunch
+                            queue.insert(0, dataclasses.replace(w, why=None))
+                            break
                         if not inst.server.alive():
                             break  # relaunch for the rest
                         if not queue:
@@ -471,6 +480,34 @@ class Runner:
                         )
                 queue.clear()
                 interrupt.check()
+
+    def slowed(self, m: Measurement) -> bool:
+        """Whether `m` fell behind its simulator's model (`core.keeping`: the analysis reads no
+        value from it) and the engine could halve its speed for the launches after this one
+        (at most `SIM_MAX_SLOWDOWNS` times a run); if so it has, and events.jsonl says why."""
+        if not fell_behind(m) or self.slowdowns >= SIM_MAX_SLOWDOWNS:
+            return False
+        if not isinstance(self.engine, SlowsDown):
+            return False
+        before = self.engine.time_scale.factor
+        after = self.engine.slow_down().factor
+        self.slowdowns += 1
+        share = sim_late_share(m)
+        self.run_dir.event(
+            "slowed",
+            cell=m.cell_id,
+            attempt=m.attempt,
+            instance=m.instance,
+            late_share=None if share is None else round(share, 4),
+            time_scale=before,
+            new_time_scale=after,
+        )
+        self.options.observer.status(
+            f"the simulator fell behind its model in {m.arm} "
+            f"{self.plan.axis}={m.point.get(self.plan.axis)} "
+            f"attempt {m.attempt}: relaunching at {after:g}× (was {before:g}×) to measure it again"
+        )
+        return True
 
     def verify_event(
         self, stage: int, round_no: int, cell: Cell, reason: str, why: RerunWhy, **extra: Any

@@ -10,7 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from matrixrun.core.keeping import fell_behind, sim_late_share
 from matrixrun.core.measurement import Measurement
+from matrixrun.core.tuning import SIM_LATE_LIMIT
 from matrixrun.report import fmt
 from matrixrun.rundir.settings import RunSettings
 
@@ -30,13 +32,9 @@ def simulator_lag(measurements: Sequence[Measurement]) -> tuple[list[float], lis
     for m in measurements:
         if m.metrics is None:
             continue
-        engine = m.extra.get("sim_engine_lateness_ms")
-        if isinstance(engine, dict) and m.metrics.duration > 0:
-            worst = engine.get("max_ms", engine.get("p99_ms"))
-            if isinstance(worst, int | float):
-                share = worst * m.time_scale / 1000 / m.metrics.duration
-                if share > 0.01:
-                    throughput.append(share)
+        share = sim_late_share(m)
+        if share is not None and share > 0.01:
+            throughput.append(share)
         writes = m.extra.get("sim_write_lateness_ms")
         itl = m.metrics.mean_itl_ms
         if isinstance(writes, dict) and itl:
@@ -46,7 +44,73 @@ def simulator_lag(measurements: Sequence[Measurement]) -> tuple[list[float], lis
     return throughput, latency
 
 
+@dataclass(frozen=True)
+class Behind:
+    """The measurements the simulator could not keep (`core.keeping`: the analysis read no
+    value from them) and what the rehearsal did about them."""
+
+    #: successful simulated measurements, and those of them that fell behind
+    measured: int
+    late: int
+    #: the worst share of a cell's duration it fell behind by
+    worst: float
+    #: cells with a successful measurement, none of which kept up: no number of theirs counts
+    lost: int
+    #: the time scale the spec asked for and the slowest the rehearsal ran at
+    asked: float
+    slowest: float
+
+
+def behind(measurements: Sequence[Measurement], asked: float) -> Behind | None:
+    """None when every simulated measurement kept its model; else the counts the report
+    states (a cell with a late measurement that was measured again in time is not lost)."""
+    ok = [m for m in measurements if m.simulated and m.ok]
+    late = [m for m in ok if fell_behind(m)]
+    if not late:
+        return None
+    kept = {m.cell_id for m in ok if not fell_behind(m)}
+    return Behind(
+        measured=len(ok),
+        late=len(late),
+        worst=max(sim_late_share(m) or 0.0 for m in late),
+        lost=len({m.cell_id for m in late} - kept),
+        asked=asked,
+        slowest=min([asked, *(m.time_scale for m in ok)]),
+    )
+
+
 # ------------------------------------------------------------------------------ words
+
+
+def could_not_keep_up(b: Behind) -> str:
+    """The document's first line when some cell has no measurement that kept up: the host was
+    too slow for the rehearsal even after it slowed down, so those cells say nothing."""
+    slowed = (
+        f" even at {fmt.x(b.slowest)}× (slowed from {fmt.x(b.asked)}×)"
+        if (b.slowest < b.asked)
+        else f" at {fmt.x(b.asked)}×"
+    )
+    return (
+        f"**The rehearsal could not keep up with its model on this host:** the simulator fell "
+        f"behind by more than {100 * SIM_LATE_LIMIT:.0f}% of a cell's duration in {b.late} of "
+        f"{b.measured} measurements{slowed}, by up to {100 * b.worst:.1f}%. Those carry no "
+        f"number, so {b.lost} cell(s) have none and the verdict below is not the profile's: "
+        "rehearse on a quieter host or lower rehearsal.time_scale."
+    )
+
+
+def kept_up_after(b: Behind) -> str:
+    """The banner's sentence when every cell has a measurement that kept up in the end."""
+    slowed = (
+        f"; the rehearsal slowed to {fmt.x(b.slowest)}× and measured them again"
+        if b.slowest < b.asked
+        else "; each cell was measured again in time"
+    )
+    return (
+        f". In {b.late} measurement(s) the simulator fell behind its model by more than "
+        f"{100 * SIM_LATE_LIMIT:.0f}% of the cell's duration (up to {100 * b.worst:.1f}%): "
+        f"they carry no number{slowed}"
+    )
 
 
 def banner(
@@ -118,6 +182,8 @@ class Simulation:
     text: str
     #: the first screen's warning when the profile could not tell arms apart (else None)
     blind: str | None = None
+    #: the document's first line when the rehearsal could not keep up with its model
+    behind: str | None = None
 
 
 def settings_baseline(settings: RunSettings | None) -> str:
@@ -144,6 +210,9 @@ def of(
         note = note.rstrip() + "."
     slow_engine, slow_writes = simulator_lag(simulated)
     text = banner(scales, stream, slow_engine, slow_writes)
+    late = behind(simulated, float(declared or max(scales)))
+    if late is not None and not late.lost:
+        text = text[:-1] + kept_up_after(late) + "."
     blind = None
     if facts is not None and facts.rehearsal is not None:
         r = facts.rehearsal
@@ -157,4 +226,5 @@ def of(
         note=note,
         text=text,
         blind=blind,
+        behind=could_not_keep_up(late) if late is not None and late.lost else None,
     )

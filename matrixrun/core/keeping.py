@@ -1,0 +1,50 @@
+"""Whether a measurement kept its model: the one rule for which measurements may carry a
+finding (issue 44, "never cry wolf").
+
+The simulator runs `time_scale` times faster than the hardware it models; on a host shared
+with another job it can fall behind its own model, and a cell that took longer than modelled
+reads as a slower engine. On a loaded 2-core host the README's rehearsal turned exactly that
+into "unstable launches" and a −16% where the model says −49%. The simulator records how late
+its engine loop woke against its absolute deadlines in every cell (`sim/lateness.py`, kept as
+`extra.sim_engine_lateness_ms`); the worst lateness bounds how much the cell's duration grew,
+so as a share of the duration it bounds the error of every rate the cell reports.
+
+A measurement beyond `SIM_LATE_LIMIT` did not keep its model: the analysis reads no value from
+it (`analysis.samples.value_of`), so no verdict, check or launch finding rests on it; the
+runner measures it again on a slower simulator (`run.runner`), and the report says where a
+cell has no measurement that kept up. Real engines record no lateness and always keep their
+model here: their own distortion is the load client's self-check's (`load/selfcheck.py`).
+
+Pure: reads a measurement, no I/O.
+"""
+
+from __future__ import annotations
+
+from matrixrun.core.measurement import Measurement
+from matrixrun.core.tuning import SIM_LATE_LIMIT
+
+
+def sim_late_share(m: Measurement) -> float | None:
+    """How far behind its model the simulator's engine fell in this measurement, as a share of
+    the cell's (modelled) duration; None where nothing was recorded (a real engine, a failed
+    cell, a run directory from before lateness was recorded)."""
+    engine = m.extra.get("sim_engine_lateness_ms")
+    if not isinstance(engine, dict) or m.metrics is None or not m.metrics.duration > 0:
+        return None
+    worst = engine.get("max_ms", engine.get("p99_ms"))
+    if not isinstance(worst, int | float):
+        return None
+    return float(worst) * m.time_scale / 1000.0 / m.metrics.duration
+
+
+def kept_model(m: Measurement, limit: float = SIM_LATE_LIMIT) -> bool:
+    """Whether `m` may carry a finding: the simulator kept within `limit` of its model (or it
+    was not a simulator's measurement at all)."""
+    share = sim_late_share(m)
+    return share is None or share <= limit
+
+
+def fell_behind(m: Measurement, limit: float = SIM_LATE_LIMIT) -> bool:
+    """A successful simulated measurement the simulator could not keep (what the runner measures
+    again and the report counts)."""
+    return m.ok and not kept_model(m, limit)
