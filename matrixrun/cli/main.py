@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(handler(args.target)(args))
-    except KeyboardInterrupt:
-        say("interrupted; everything measured so far is kept in the run directory")
+    except KeyboardInterrupt as exc:
+        say(interrupted_sentence(getattr(exc, "run_dir", None), getattr(args, "spec", None)))
         return EXIT_INTERRUPTED
     except SpecError as exc:
         print_spec_issues(exc)
@@ -172,6 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     except RecursionError:
         say("input nested too deeply to process; flatten it (a spec nests about 6 deep)")
         return EXIT_INPUT
+
+
+def interrupted_sentence(run_dir: str | None, spec: str | None) -> str:
+    """Ctrl-C's one line: where everything measured so far is kept, and how to go on."""
+    if run_dir is None:
+        return "interrupted; everything measured so far is kept in the run directory"
+    resume = f"; continue with `matrixrun run {spec} --resume {run_dir}`" if spec else ""
+    return f"interrupted; everything measured so far is kept in {run_dir}{resume}"
 
 
 #: errno values that are the machine's state, not the user's input: exit 1, not 2.

@@ -49,6 +49,15 @@ T = TypeVar("T")
 
 
 @dataclass
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `matrixrun run`, carrying the run directory it stopped in, so the one
+    line the CLI prints names where everything measured so far is kept."""
+
+    def __init__(self, run_dir: str) -> None:
+        super().__init__(run_dir)
+        self.run_dir = run_dir
+
+
 class _State:
     #: the handler is installed (`handling`)
     active: bool = False

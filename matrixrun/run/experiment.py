@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from matrixrun.core.interrupt import RunInterrupted
 from matrixrun.engines import for_spec
 from matrixrun.engines.base import Engine
 from matrixrun.engines.preflight import require_launchable
@@ -66,6 +67,9 @@ def run_experiment(
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
-    summary = runner.run() if executor is None else executor.run(runner)
+    try:
+        summary = runner.run() if executor is None else executor.run(runner)
+    except KeyboardInterrupt as exc:  # the CLI's line names where the measurements are
+        raise RunInterrupted(str(rd.path)) from exc
     summary.store_error = store_error
     return summary

@@ -28,9 +28,10 @@ class Observer(Protocol):
 
     `start` gets the runs of the first pass and, where known, the most the verify policy can
     add (every cell to max_runs, bisection midpoints): the line says both, so a run past its
-    first pass reads `12/16, at most 48`, never `23/10+`."""
+    first pass reads `12/16, at most 48`, never `23/10+`. `done`: the runs a resumed run
+    already has, counted from the start (`5/10` after 4 done, never `1/10`)."""
 
-    def start(self, total_runs: int, most: int | None = None) -> None: ...
+    def start(self, total_runs: int, most: int | None = None, done: int = 0) -> None: ...
 
     def status(self, text: str) -> None: ...
 
@@ -40,7 +41,7 @@ class Observer(Protocol):
 
 
 class NullObserver:
-    def start(self, total_runs: int, most: int | None = None) -> None:
+    def start(self, total_runs: int, most: int | None = None, done: int = 0) -> None:
         pass
 
     def status(self, text: str) -> None:
@@ -63,17 +64,21 @@ def _summary(m: Measurement) -> str:
     return f"{m.arm} {where} attempt {m.attempt} ({why}) on {m.instance}: {tp:.2f} tok/s{failed}"
 
 
-def progress_text(done: int, total: int, most: int | None, elapsed_s: float) -> str:
+def progress_text(
+    done: int, total: int, most: int | None, elapsed_s: float, before: int = 0
+) -> str:
     """'5/8, at most 24, ETA 40s–3m': runs done of those planned (the first pass, or more once
     reruns pass it), the most the policy may run, and the time left at the mean pace so far
-    (launches included): to the end of the first pass at the least, to `most` at the most."""
+    (launches included): to the end of the first pass at the least, to `most` at the most.
+    `before`: runs a resumed run already had, counted in `done` but not in the pace (they took
+    none of `elapsed_s`)."""
     planned = max(total, done)
     head = f"{done}/{planned}"
     if most is not None and most > planned:
         head += f", at most {most}"
-    if not done:
+    if done <= before:
         return head
-    per = elapsed_s / done
+    per = elapsed_s / (done - before)
     lo = per * (planned - done)
     hi = per * (most - done) if most is not None and most > planned else lo
     if hi < 1:
@@ -91,13 +96,14 @@ class PlainObserver:
     def __init__(self, stream: TextIO = sys.stderr) -> None:
         self.stream = stream
         self.t0 = time.monotonic()
-        self.done = 0
+        self.done = self.before = 0
         self.total = 0
         self.most: int | None = None
 
-    def start(self, total_runs: int, most: int | None = None) -> None:
+    def start(self, total_runs: int, most: int | None = None, done: int = 0) -> None:
         self.total = total_runs
         self.most = most
+        self.done = self.before = done
         self.t0 = time.monotonic()
 
     def status(self, text: str) -> None:
@@ -106,7 +112,7 @@ class PlainObserver:
     def measured(self, m: Measurement, note: str) -> None:
         self.done += 1
         elapsed = time.monotonic() - self.t0
-        where = progress_text(self.done, self.total, self.most, elapsed)
+        where = progress_text(self.done, self.total, self.most, elapsed, self.before)
         print(f"[{elapsed:7.1f}s] {where}: {_summary(m)}", file=self.stream, flush=True)
 
     def finish(self) -> None:
@@ -133,10 +139,10 @@ class RichObserver:
         )
         self.task = self.progress.add_task("starting", total=None, most="")
 
-    def start(self, total_runs: int, most: int | None = None) -> None:
+    def start(self, total_runs: int, most: int | None = None, done: int = 0) -> None:
         self.most = most
         text = f"at most {most}" if most is not None and most > total_runs else ""
-        self.progress.update(self.task, total=total_runs, most=text)
+        self.progress.update(self.task, total=max(total_runs, done), completed=done, most=text)
         self.progress.start()
 
     def status(self, text: str) -> None:

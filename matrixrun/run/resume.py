@@ -37,14 +37,21 @@ def new_run_dir(spec_path: Path, out: str | Path | None, rehearse: bool) -> RunD
     return rd
 
 
-def resumed_run_dir(resume: str | Path, spec_path: Path, spec_text: str) -> RunDir:
-    """The run directory to continue; refuses one that is not a run or whose spec differs."""
+def require_run_dir(resume: str | Path) -> RunDir:
+    """The run directory `--resume` names, refused in one sentence (bad input, exit 2, like
+    any other argument that names nothing) when it is not one."""
     rd = RunDir(resume)
     if not rd.exists():
-        raise MatrixError(
-            f"--resume {resume}: not a run directory (no plan.json); give the "
-            "directory a previous run printed"
+        what = "not a run directory (no plan.json)" if rd.path.is_dir() else "no such directory"
+        raise InputError(
+            f"--resume {resume}: {what}; give the run directory a previous run printed"
         )
+    return rd
+
+
+def resumed_run_dir(resume: str | Path, spec_path: Path, spec_text: str) -> RunDir:
+    """The run directory to continue; refuses one that is not a run or whose spec differs."""
+    rd = require_run_dir(resume)
     old = rd.path / "spec.yaml"
     if old.exists() and old.read_text() != spec_text:
         raise InputError(

@@ -564,7 +564,8 @@ class Runner:
         policy = verify.policy_for(self.spec, self.plan)
         obs = self.options.observer
         cost = self.plan.cost
-        obs.start(policy.expected_runs(), cost.runs_worst_case + cost.bisection_runs_worst_case)
+        most = cost.runs_worst_case + cost.bisection_runs_worst_case
+        obs.start(policy.expected_runs(), most, done=len(self.measurements))
         rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
 
         self.skipped = sum(

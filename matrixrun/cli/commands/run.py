@@ -17,6 +17,7 @@ from matrixrun.report.wording.counts import plural
 from matrixrun.run.executors import make_executor, refuse_local_resume
 from matrixrun.run.experiment import run_experiment
 from matrixrun.run.progress import observer_for
+from matrixrun.run.resume import require_run_dir
 from matrixrun.rundir.jobs import JobRecord
 from matrixrun.spec import load_spec
 
@@ -25,6 +26,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.retry_failed and not args.resume:
         say("--retry-failed measures again the failed cells of a run: give --resume RUN_DIR")
         return EXIT_INPUT
+    if args.resume:
+        require_run_dir(args.resume)  # before anything is said or started
     executor = None
     if args.executor != "local" or args.partition or args.max_parallel or args.slurm_arg:
         executor = make_executor(

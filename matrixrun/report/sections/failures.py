@@ -71,6 +71,32 @@ def client_bound(
     )
 
 
+def client_bound_many(
+    arms: Sequence[str], axis: str, xs: Sequence[float], checks: Sequence[dict[str, Any]]
+) -> str:
+    """The same note for many measurements in one line: how many, where, the range of the
+    client's lag and the most each metric could be the client's."""
+    from matrixrun.load.selfcheck import worst
+
+    most: dict[str, float] = {}
+    for c in checks:
+        for k, v in c.get("affected", {}).items():
+            most[k] = max(most.get(k, 0.0), float(v))
+    named = ", ".join(f"{k} by up to {fmt.share(v)}" for k, v in worst(most, 3))
+    lags = [float(c.get("lag_p99_ms", 0)) for c in checks]
+    where = (
+        f" at {axis} {fmt.x(min(xs))}" + (f"–{fmt.x(max(xs))}" if max(xs) > min(xs) else "")
+        if xs
+        else ""
+    )
+    return (
+        f"the load client fell behind in {len(checks)} measurements of "
+        f"{fmt.join_words([f'`{a}`' for a in arms])}{where} (loop lag p99 "
+        f"{fmt.x(min(lags))}–{fmt.x(max(lags))} ms): {named} may be the client's, not the "
+        "server's"
+    )
+
+
 def never_shared_node(candidate: str, baseline: str) -> str:
     return (
         f"`{candidate}` never ran on a node `{baseline}` ran on (the Slurm jobs landed apart): "
@@ -166,9 +192,15 @@ def concurrency_limits(measurements: Sequence[Measurement], axis: str) -> list[s
     ]
 
 
+#: More notes of one kind than this are said in one line, with their count and range.
+COLLAPSE_AFTER = 3
+
+
 def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:
-    """One sentence per measurement the harness kept but could not take at face value."""
+    """One sentence per measurement the harness kept but could not take at face value; a note
+    repeated in more than `COLLAPSE_AFTER` measurements (a client that fell behind) in one."""
     out = []
+    behind: list[tuple[Measurement, str]] = []
     for m in measurements:
         where = wording.measured_at(axis, m.point, m.slice)
         capped = m.extra.get("capped")
@@ -184,8 +216,13 @@ def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:
         check = m.extra.get("client_check")
         if isinstance(check, dict) and check.get("client_bound"):
             processes = int(m.extra.get("client_processes") or 1)
-            out.append(client_bound(m.arm, where, m.attempt, check, processes))
-    return out
+            behind.append((m, client_bound(m.arm, where, m.attempt, check, processes)))
+    if len(behind) <= COLLAPSE_AFTER:
+        return out + [text for _, text in behind]
+    ms = [m for m, _ in behind]
+    xs = [float(x) for m in ms if isinstance(x := m.point.get(axis), int | float)]
+    arms = list(dict.fromkeys(m.arm for m in ms))
+    return [*out, client_bound_many(arms, axis, xs, [m.extra["client_check"] for m in ms])]
 
 
 def jobs_limits(jobs: JobsFile | None, baseline: str) -> list[str]:

@@ -9,7 +9,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
+from matrixrun.engines.vllm import ALIASES as VLLM_ALIASES
 from matrixrun.report import fmt
+from matrixrun.report.wording.counts import outcome
 from matrixrun.store.queries import ArmKey, ArmSeries, Earlier, Experiment, LogStats
 from matrixrun.store.regression import Check, StepKind
 
@@ -86,11 +89,23 @@ def _version_list(e: Experiment) -> str:
     return ", ".join(versions) or "?"
 
 
+#: How each engine renders a spec's short keys (`tp` is `--tp-size` for SGLang), so a flag reads
+#: as the launches used it.
+_RENAMED = {"sglang": SGLANG_ALIASES, "sim": SGLANG_ALIASES, "vllm": VLLM_ALIASES}
+
+
+def launch_flag(engine: str, key: str) -> str:
+    """A stored flag key as `engine`'s launches give it: ('sglang', 'tp') → '--tp-size'."""
+    return fmt.cli_flag(_RENAMED.get(engine, {}).get(key, key))
+
+
 def _arms(e: Experiment) -> str:
     parts = []
     for a in e.arms:
-        flags = " ".join(f"{fmt.cli_flag(k)} {fmt.flag_value(v)}" for k, v in a.flags.items())
-        tag = "baseline" if a.baseline else (a.verdict or "not judged")
+        flags = " ".join(
+            f"{launch_flag(e.engine, k)} {fmt.flag_value(v)}" for k, v in a.flags.items()
+        )
+        tag = "baseline" if a.baseline else (outcome(a.verdict) if a.verdict else "not judged")
         parts.append(f"{a.arm} ({tag}{'; ' + flags if flags else ''})")
     return "; ".join(parts)
 
