@@ -16,6 +16,7 @@ from matrixrun.engines.sim import rehearsal_engine
 from matrixrun.flags import negatable_for, require_valid_flags
 from matrixrun.load.datasets.resolve import check_workload
 from matrixrun.plan.history import refuse_simulated_noise
+from matrixrun.run.amend import record_amendment
 from matrixrun.run.executors import Executor
 from matrixrun.run.gates import hardware_gate
 from matrixrun.run.progress import NullObserver, Observer
@@ -54,7 +55,9 @@ def run_experiment(
             hardware = hardware_gate(spec, ignore_hardware)
     # the run directory only once nothing stands in the way of launching
     if resume is not None:
-        rd = resumed_run_dir(resume, spec_path, text)
+        rd, amended = resumed_run_dir(resume, spec_path, text)
+        if amended is not None:  # a raised verify limit: on file before anything is measured
+            record_amendment(rd, amended, spec_path, text)
     else:
         rd = new_run_dir(spec_path, out, rehearse)
     spec, store_error = prepare(spec, rd.path, rehearse)  # verify.noise_from: auto, decided once

@@ -2,7 +2,8 @@
 
 Resuming is safe because results.jsonl is append-only and a resumed run replays the same
 verify policy over the same measurements; what must hold is that the spec is the one the run
-started with (no measurement mixed with cells of another spec), that a relaunch never
+started with (no measurement mixed with cells of another spec; a raised verify limit is the
+one change allowed, `run.amend`: it only lets the policy ask for more), that a relaunch never
 reuses an earlier instance's name (instance names carry fresh-server σ in the analysis), that
 no server of the killed run is still holding the machine (`stop_left_servers`), and that a
 stage-2 round the kill interrupted is finished rather than counted as done
@@ -21,6 +22,7 @@ from matrixrun.core.measurement import Measurement, Reason
 from matrixrun.core.redact import redact_logs
 from matrixrun.engines.procs import stop_leftovers
 from matrixrun.plan import Plan
+from matrixrun.run.amend import Amendment, amendment
 from matrixrun.rundir.results import RunDir
 from matrixrun.verify import Unfinished
 
@@ -49,17 +51,14 @@ def require_run_dir(resume: str | Path) -> RunDir:
     return rd
 
 
-def resumed_run_dir(resume: str | Path, spec_path: Path, spec_text: str) -> RunDir:
-    """The run directory to continue; refuses one that is not a run or whose spec differs."""
+def resumed_run_dir(
+    resume: str | Path, spec_path: Path, spec_text: str
+) -> tuple[RunDir, Amendment | None]:
+    """The run directory to continue, and what `spec_text` raises in its verify limits (None:
+    the spec it started with); refuses one that is not a run or whose spec differs in
+    anything else (`run.amend`)."""
     rd = require_run_dir(resume)
-    old = rd.path / "spec.yaml"
-    if old.exists() and old.read_text() != spec_text:
-        raise InputError(
-            f"{spec_path} differs from the spec this run started with ({old}); resume with "
-            f"that file (`--resume {rd.path}` and spec {old}) or start a new run, so no "
-            "measurement is mixed with cells of another spec"
-        )
-    return rd
+    return rd, amendment(rd, spec_path, spec_text)
 
 
 def launch_counts(

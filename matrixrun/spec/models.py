@@ -350,6 +350,11 @@ class MetricsSpec(StrictModel):
         return {k: o.margin for k, o in self.options.items() if o.margin is not None}
 
 
+#: The most runs of one cell per arm a spec may allow (verify.max_runs): past it, repetition is
+#: no longer what resolves a change (report.wording.verdicts.RUNS_WORTH_RUNNING).
+MAX_RUNS = 20
+
+
 class VerifySpec(StrictModel):
     """Repeat-to-verify policy (VERDICTS.md). Fixed before the run; never moved after it."""
 
@@ -374,7 +379,7 @@ class VerifySpec(StrictModel):
     max_runs: int = Field(
         3,
         ge=1,
-        le=20,
+        le=MAX_RUNS,
         description="Most runs of one cell per arm, not counting warm runs set aside.",
     )
     budget: Duration | None = Field(None, description="GPU time the reruns may spend.")

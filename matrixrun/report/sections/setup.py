@@ -15,6 +15,7 @@ from typing import Any
 
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.redact import redact_json
+from matrixrun.core.units import format_duration
 from matrixrun.core.verdict import (
     AnalysisSettings,
 )
@@ -232,6 +233,37 @@ def cache_flushes(events: Sequence[Mapping[str, Any]]) -> str:
     return f"flushed before {done} of {len(flushes)} cells" + (f" ({why})" if why else "")
 
 
+def _limit(key: str, value: object) -> str:
+    if value is None:
+        return "no limit"
+    return format_duration(float(str(value))) if key.endswith("budget") else str(value)
+
+
+def extensions(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each resume that raised a verify limit (`amend` events, run/amend.py), as Setup states
+    it: what changed, when, and that the run kept what it had measured — a reader must know
+    the limits were raised after the first results, not planned."""
+    out = []
+    for e in events:
+        changes = e.get("changes") if e.get("event") == "amend" else None
+        if not isinstance(changes, list) or not changes:
+            continue
+        what = ", ".join(
+            f"`{c.get('setting')}` {_limit(str(c.get('setting')), c.get('old'))} → "
+            f"{_limit(str(c.get('setting')), c.get('new'))}"
+            for c in changes
+            if isinstance(c, dict)
+        )
+        when = str(e.get("t", ""))[:16].replace("T", " ")
+        before = str(e.get("spec_sha256_before", ""))[:12]
+        after = str(e.get("spec_sha256_after", ""))[:12]
+        out.append(
+            f"{what} on {when} UTC, by a resume: every earlier measurement kept, only the "
+            f"runs the verify policy then asked for added (spec sha256 {before} → {after})"
+        )
+    return out
+
+
 def warmup_text(warmup: int | str, client: str = "builtin") -> str:
     """The workload table's warm-up row. bench_serving's warm-up is copies of the cell's first
     request; matrixrun has it flush between warm-up and measurement (`--flush-cache`), so the
@@ -386,6 +418,7 @@ def of(inputs: RunInputs, given: Mapping[str, dict[str, str]]) -> tuple[Setup, A
     if inputs.settings.spec is not None and inputs.plan is not None:
         setup = setup_of(inputs.settings, inputs.plan, ms, given)
         setup.workload.append(("prefix cache", cache_flushes(inputs.events)))
+        setup.workload += [("extended", text) for text in extensions(inputs.events)]
         assert setup.arm_diff is not None
         return setup, setup.arm_diff
     arms = [settings.baseline, *verdict.overall]
