@@ -25,6 +25,7 @@ from matrixrun.cli.options import add_bench_client
 from matrixrun.core.errors import InputError, LoadError
 from matrixrun.load import LoadConfig, run_load_sync
 from matrixrun.load import command as bench_client
+from matrixrun.load.client import CUT, DUE_AFTER, WAITED
 from matrixrun.load.prompts import arrival_offsets, make_prompts, make_warmup_prompts
 
 pytestmark = pytest.mark.timeout(60)
@@ -266,9 +267,45 @@ def test_time_cap_cancels_what_is_left_and_keeps_what_finished(server: str) -> N
     e2e = (TTFT + 19 * ITL) / 1e3
     res = run_load_sync(config(server, num_prompts=40, time_cap_s=2.5 * e2e))
     m = res.metrics
-    assert 8 <= m.completed <= 12 and m.failed == 0  # the waves that finished, kept
-    assert res.capped == 40 - m.completed  # in flight, waiting or never sent: all counted
+    assert 8 <= m.completed <= 12  # the waves that finished, kept
+    # in flight, waiting or never sent: each a failed request with its reason, none left out
+    assert res.capped == m.failed == 40 - m.completed and len(res.records) == 40
+    reasons = {r.error for r in res.records if not r.ok}
+    assert reasons == {CUT, WAITED}  # 4 in flight when the cap came; the rest never left
+    assert sum(r.error == CUT for r in res.records) == 4
     assert m.duration < 3 * e2e
+
+
+def test_requests_a_server_holds_forever_are_failures_with_their_reason() -> None:
+    """The H200 pattern (issue 44): a server that never finishes some requests holds their
+    concurrency slots to the cap, and the requests queued behind them never leave the client.
+    Every fourth request stalls after one token: at concurrency 4 the 16th request takes the
+    last slot, so 12 finish, 4 are cut in flight and 8 are never sent, and all 12 unfinished
+    are failures with their reason (before, they were no records at all: "0 failed")."""
+    with fixed_server("--ttft-ms", "20", "--itl-ms", "5", "--stall-every", "4") as url:
+        res = run_load_sync(config(url, num_prompts=24, time_cap_s=2.0))
+    m = res.metrics
+    assert (m.completed, m.failed, res.capped) == (12, 12, 12)
+    errors = [r.error for r in res.records]
+    assert (errors.count(CUT), errors.count(WAITED)) == (4, 8)
+    cut = [r for r in res.records if r.error == CUT]
+    assert all(r.output_tokens == 1 for r in cut)  # what arrived before the cut is kept
+    assert all(r.end == pytest.approx(2.0, abs=0.5) for r in cut)
+
+
+def test_requests_due_after_the_cap_are_never_sent_and_counted(server: str) -> None:
+    """At a finite rate, requests whose arrival time falls after the cap are failures too
+    (never sent), while those due after a `duration_s` are not the cell's at all."""
+    offsets = arrival_offsets(0, 30, 20.0)
+    res = run_load_sync(config(server, num_prompts=30, request_rate=20.0, time_cap_s=0.6))
+    late = {i for i, t in enumerate(offsets) if t >= 0.6}
+    assert late and {r.index for r in res.records if r.error == DUE_AFTER} == late
+    assert len(res.records) == 30 and res.metrics.failed >= len(late)
+    short = run_load_sync(
+        config(server, num_prompts=30, request_rate=20.0, duration_s=0.3, time_cap_s=5.0)
+    )
+    assert short.metrics.failed == 0 and 0 < len(short.records) <= 11  # 11 due by 0.3 s
+    assert sum(1 for t in offsets if t < 0.3) == 11
 
 
 def test_a_cap_the_cell_fits_in_changes_nothing(server: str) -> None:
@@ -301,4 +338,5 @@ def test_the_cap_cuts_a_warmup_copy_of_a_capped_cell_too(server: str) -> None:
                  time_cap_s=2.5 * e2e)  # fmt: skip
     res = run_load_sync(cfg)
     assert 8 <= res.metrics.completed <= 12 and res.capped == 40 - res.metrics.completed
+    assert res.metrics.failed == res.capped
     assert 20 <= res.warmup_capped <= 36 and res.warmup_failed == 0  # about 30: 2.5 of 10 waves ran

@@ -40,7 +40,9 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
         check = m.extra.get("client_check")
         if isinstance(check, dict) and isinstance(check.get("affected"), dict):
             client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))
-        capped += "capped" in m.extra
+        # a capped run compared over its finished requests (written before such a run became
+        # a failure, `Failure.CAPPED`): its latency flatters the arm (`CellNote.CAPPED`)
+        capped += "capped" in m.extra and m.ok
         if m.metrics is not None:
             failed_requests += m.metrics.failed
             total_requests += m.metrics.completed + m.metrics.failed

@@ -44,6 +44,10 @@ class Failure(StrEnum):
     CELL_TIMEOUT = "cell_timeout"
     #: The time cap came before any measured request finished.
     CAPPED_EMPTY = "capped_empty"
+    #: The time cap cut some measured requests in flight or kept them from being sent: the
+    #: ones that finished are the fast ones, so their metrics are not the cell's (not compared;
+    #: the verify policy measures the cell again where it may).
+    CAPPED = "capped"
     #: The load could not run at all (every warmup request failed, server unreachable).
     LOAD = "load"
     #: Requests were sent and every one failed.

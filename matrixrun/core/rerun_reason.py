@@ -23,6 +23,7 @@ class WhyKind(StrEnum):
     FIXED_DESIGN = "fixed_design"  # verify.design: fixed, every cell max_runs times
     UNSTABLE_LAUNCH = "unstable_launch"  # launches of this arm disagree here: one more launch
     WARM_PARTNER = "warm_partner"  # the other arm's warm-up may explain it: this one, cold+warm
+    CAPPED = "capped"  # the time cap cut this arm's only run here: once more, on a fresh launch
 
 
 class RerunWhy(BaseModel):

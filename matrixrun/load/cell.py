@@ -13,6 +13,7 @@ notice: this module only knows the load.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,8 @@ from matrixrun.core.measurement import Failure
 from matrixrun.core.metrics import Metrics
 from matrixrun.core.timescale import TimeScale
 from matrixrun.load.bench_serving_client import PROMPT_LENGTHS, run_bench_serving
-from matrixrun.load.client import LoadConfig, LoadResult
+from matrixrun.load.client import NEVER_SENT, LoadConfig, LoadResult
+from matrixrun.load.idle import IDLE_MIN_S, idle_gaps, threshold
 from matrixrun.load.multi import run_load
 from matrixrun.load.records import RequestRecord
 
@@ -52,8 +54,8 @@ class CellRun:
     failure: Failure | None = None
     argv: list[str] | None = None
     #: Facts about the measurement for `Measurement.extra`: the client's CPU share and
-    #: self-check, a time cap that cut requests (`capped`), completed requests shorter than
-    #: asked.
+    #: self-check, a time cap that cut requests (`capped`: then `error` says the run is not
+    #: compared), completed requests shorter than asked, the server's silences (`idle_gaps`).
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,7 +112,7 @@ def measure_cell(
             # stopped by a Ctrl-C while the runner handles SIGINT (core/interrupt.py)
             result = interrupt.run(_bounded(run_load(server_config), bound))
             metrics, records = result.metrics, result.records
-            extra = _client_extras(result, config.output_len, cell_timeout_s)
+            extra = _client_extras(result, config.output_len, cell_timeout_s, scale)
     except TimeoutError:
         why = f"cell timed out after {cell_timeout_s:.0f}s (limits.cell_timeout)"
         return CellRun(None, [], why, Failure.CELL_TIMEOUT)
@@ -126,13 +128,62 @@ def measure_cell(
     elif metrics.completed == 0:
         first = next((r.error for r in records if r.error), "no request completed")
         error, failure = f"every request failed: {first}", Failure.ALL_REQUESTS_FAILED
+    elif "capped" in extra:
+        error, failure = capped_error(extra), Failure.CAPPED
     return CellRun(scale.modelled(metrics), records, error, failure, argv, extra)
 
 
-def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[str, Any]:
+def capped_error(extra: dict[str, Any]) -> str:
+    """The error of a measurement the time cap cut short: what it cut, why its numbers are
+    not used (the requests that finished are the fast ones, their span is not the cell's
+    workload) and, where the records show it, that the server had gone quiet."""
+    c = extra["capped"]
+    done, cut, unsent = int(c["completed"]), int(c["cut_requests"]), int(c["never_sent"])
+    parts = [f"{cut} requests in flight cut"] if cut else []
+    parts += [f"{unsent} never sent"] if unsent else []
+    total = int(c.get("total", done + cut + unsent))
+    text = (
+        f"the cell's time cap (limits.cell_timeout, {float(c['after_s']):g} s) came first: "
+        f"{' and '.join(parts)}, {done} of {total} requests finished; a throughput over the "
+        "finished ones is not the cell's, so this run is not compared"
+    )
+    gaps = extra.get("idle_gaps") or []
+    if gaps:
+        g = max(gaps, key=lambda g: float(g["for_s"]))
+        text += "; " + idle_words(float(g["for_s"]), int(g["outstanding"]))
+    return text
+
+
+def idle_words(for_s: float, outstanding: int) -> str:
+    """One idle gap in words (the measurement's error and the report say it alike)."""
+    noun = "request was" if outstanding == 1 else "requests were"
+    return f"the server sent nothing for {for_s:.1f} s while {outstanding} {noun} outstanding"
+
+
+def _idle_extras(records: list[RequestRecord], scale: TimeScale) -> list[dict[str, Any]]:
+    """The longest `MAX_GAPS` idle gaps (`load/idle.py`), in time order and modelled time."""
+    found = idle_gaps(records, threshold(records, scale.server_seconds(IDLE_MIN_S)))
+    longest = sorted(sorted(found, key=lambda g: -g.length)[:MAX_GAPS], key=lambda g: g.at)
+    return [
+        {
+            "at_s": round(g.at * scale.factor, 3),
+            "for_s": round(g.length * scale.factor, 3),
+            "outstanding": g.outstanding,
+        }
+        for g in longest
+    ]
+
+
+#: Idle gaps kept per measurement: a server that stalls again and again is said by a few.
+MAX_GAPS = 3
+
+
+def _client_extras(
+    result: LoadResult, output_len: int, cap_s: float, scale: TimeScale
+) -> dict[str, Any]:
     """What the built-in client saw besides the metrics: its CPU share and self-check, a time
     cap (`cap_s`, modelled) that cut requests, completed requests that ended short of
-    `output_len`."""
+    `output_len`, the commonest request errors, the server's silences (`idle_gaps`)."""
     extra: dict[str, Any] = {}
     if result.output_lens and len(set(result.output_lens)) > 1:
         extra["output_lens"] = [min(result.output_lens), max(result.output_lens)]
@@ -145,12 +196,21 @@ def _client_extras(result: LoadResult, output_len: int, cap_s: float) -> dict[st
     if result.check is not None:
         extra["client_check"] = result.check.as_dict()
     extra["client_processes"] = result.processes
+    errors = Counter(r.error for r in result.records if r.error)
+    if errors:  # by reason, so the report can say what failed without the records file
+        extra["request_errors"] = dict(errors.most_common(5))
     if result.capped:
+        unsent = sum(1 for r in result.records if r.error.startswith(NEVER_SENT))
         extra["capped"] = {
             "after_s": cap_s,
-            "cut_requests": result.capped,
+            "cut_requests": result.capped - unsent,  # in flight when the cap came
+            "never_sent": unsent,
             "completed": len([r for r in result.records if r.ok]),
+            "total": len(result.records),
         }
+    gaps = _idle_extras(result.records, scale)
+    if gaps:
+        extra["idle_gaps"] = gaps
     short = result.short_outputs(output_len)
     if short:
         extra["short_outputs"] = short

@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -51,6 +51,23 @@ from matrixrun.load.transport import (
 #: Warmup requests generate at most this many tokens (as bench_serving does): enough to
 #: exercise decode, short enough not to delay the cell.
 WARMUP_OUTPUT_LEN = 32
+
+T = TypeVar("T")
+
+#: The error of a measured request the cell's time cap cut in flight. A fixed text (what had
+#: arrived is in the record: its tokens, its chunk times), so records count by reason.
+CUT = "cut by the cell's time cap"
+#: The start of the error of a measured request that never left the client: it is a failure
+#: of the cell as much as a cut one (the workload was not what the spec asked), not a request
+#: that did not exist.
+NEVER_SENT = "never sent: "
+#: Why it was never sent: every concurrency slot was still taken when the cap came ...
+WAITED = NEVER_SENT + "every concurrency slot was still taken when the cell's time cap came"
+#: ... or it was due (its arrival time) only after the cap.
+DUE_AFTER = NEVER_SENT + "it was due after the cell's time cap"
+#: Server seconds a request that the cap should have ended may take to end (its cancellation
+#: cleaned up) before it is abandoned and recorded as cut without its details.
+CUT_GRACE_S = 2.0
 
 
 class LoadConfig(BaseModel):
@@ -87,7 +104,8 @@ class LoadConfig(BaseModel):
         None,
         gt=0,
         description="the cell's time cap: requests not finished this long after the start are "
-        "cancelled, and the cell is reported as capped over the requests that finished",
+        "cancelled (and those not yet sent are not sent); each is a failed request with its "
+        "reason",
     )
     prompt_format: Literal["token_ids", "text"] = "token_ids"
     tokenizer: str | None = Field(
@@ -130,6 +148,7 @@ class LoadResult:
     metrics: Metrics
     warmup_failed: int = 0
     #: Requests cut by the time cap (cancelled in flight, or never sent): 0 for a full cell.
+    #: Each is also a failed record (`CUT`, `NEVER_SENT`), so the metrics count it.
     capped: int = 0
     #: Warm-up requests cut by the same cap (a `warmup_requests: cell` copy of a capped cell).
     warmup_capped: int = 0
@@ -188,15 +207,24 @@ async def _request(
     output_len: int,
     timeout_s: float,
     t0: float,
+    cap_at: float = math.inf,
 ) -> RequestRecord:
+    """Send one request and stream its answer, within its own timeout and the cell's time cap
+    (`cap_at`, perf_counter time): what the cap cuts is `CUT`, apart from a request that timed
+    out on its own."""
     parser = make_parser(api)
     start = time.perf_counter()
     error = ""
+    capped = cap_at - start < timeout_s
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(cap_at - start if capped else timeout_s):
             await transport.post_stream(PATHS[api], body, parser)
     except TimeoutError:
-        error = f"timed out after {timeout_s:g} s ({parser.output_tokens} tokens received)"
+        error = (
+            CUT
+            if capped
+            else f"timed out after {timeout_s:g} s ({parser.output_tokens} tokens received)"
+        )
     except (ConnectFailed, HTTPStatusFailed) as e:
         error = str(e)
     except Exception as e:  # any transport failure is this request's data, not a crash
@@ -275,10 +303,8 @@ def finish(
     err = _unreachable(records, config.base_url)
     if err:
         raise err
-    # cancelled in flight, plus (without a duration) never sent because the cap came first
+    # cut in flight or never sent: each share has their records (failures with a reason)
     capped = sum(m.capped for m in parts)
-    if config.duration_s is None:
-        capped = config.num_prompts - len(records)
     metrics = compute_metrics(records, duration_of(records))
     check = judge(records, [m.lags for m in parts], cpu, cpu_max)
     lens = tuple(r.output_len for r in requests_for(config.dataset, cell_of(config)))
@@ -291,7 +317,9 @@ def finish(
 
 async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> Measured:
     """Warm up, open the share's connections, wait for the start instant, then send the
-    share's requests at their global arrival offsets under the share's concurrency."""
+    share's requests at their global arrival offsets under the share's concurrency. Every
+    request of the share that was due before the end (`duration_s`) has a record: the cap's
+    cut and unsent ones are failures with their reason, so no count can leave them out."""
     # every process builds the whole cell's requests (same seed, same prompts as one process,
     # before the start instant) and sends its share of them
     cell = cell_of(config)
@@ -305,6 +333,7 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
     offsets = arrivals(config.dataset, cell, config.request_rate, config.burstiness)
     key = config.api_key.get_secret_value() if config.api_key else None
     transport = make_transport(config.transport, config.base_url, share.concurrency, key)
+    cap = config.time_cap_s if config.time_cap_s is not None else math.inf
     try:
         warmup_failed, warmup_cut = await _warmup(
             config, transport, share.warmup, share.concurrency
@@ -313,53 +342,107 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
         sem = asyncio.Semaphore(share.concurrency)
 
         async def limited(i: int, t0: float) -> RequestRecord | None:
-            async with sem:
-                if stop_at is not None and time.perf_counter() >= stop_at:
+            due = time.perf_counter()
+            if not await _slot(sem, t0 + cap):
+                return _unsent(i, reqs[i].prompt_tokens, due - t0, cap, WAITED)
+            try:
+                now = time.perf_counter()
+                if stop_at is not None and now >= stop_at:
                     return None  # duration-sized cell: the time is up, never sent
+                if now >= t0 + cap:  # the slot came as the cap did
+                    return _unsent(i, reqs[i].prompt_tokens, due - t0, cap, WAITED)
                 return await _request(
                     transport, config.api, bodies[i], i, reqs[i].prompt_tokens,
-                    reqs[i].output_len, config.request_timeout_s, t0,
+                    reqs[i].output_len, config.request_timeout_s, t0, t0 + cap,
                 )  # fmt: skip
+            finally:
+                sem.release()
 
         t0 = await start_at()
         probe = LagProbe().start()
         cpu0 = time.process_time()
         stop_at = t0 + config.duration_s if config.duration_s is not None else None
-        cap = config.time_cap_s if config.time_cap_s is not None else math.inf
+        sent, late = _due(config, share, offsets, cap)
         tasks: list[asyncio.Task[RequestRecord | None]] = []
-        for i in share.indices:
-            due = offsets[i]
-            if (config.duration_s is not None and due >= config.duration_s) or due >= cap:
-                break
-            delay = t0 + due - time.perf_counter()
+        for i in sent:
+            delay = t0 + offsets[i] - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(limited(i, t0)))
-        finished, cut = await _within(tasks, t0 + cap)
+        finished, cut = await _within(tasks, t0 + cap + CUT_GRACE_S)
         wall = time.perf_counter() - t0
         cpu_s = time.process_time() - cpu0
         lags = await probe.stop(t0)
     finally:
         await transport.aclose()
     records = [r for r in finished if r is not None]
-    return Measured(records, lags, cpu_s, wall, cut, warmup_failed, warmup_cut)
+    # abandoned past the grace (not ended by their own cut), and those due after the cap
+    records += [_unsent(sent[p], reqs[sent[p]].prompt_tokens, cap, cap, CUT) for p in cut]
+    records += [_unsent(i, reqs[i].prompt_tokens, cap, cap, DUE_AFTER) for i in late]
+    records.sort(key=lambda r: r.index)
+    capped = sum(1 for r in records if is_capped(r.error))
+    return Measured(records, lags, cpu_s, wall, capped, warmup_failed, warmup_cut)
 
 
-async def _within(
-    tasks: list[asyncio.Task[RequestRecord | None]], deadline: float
-) -> tuple[list[RequestRecord | None], int]:
-    """The results of the tasks that finish by `deadline` (perf_counter time); the rest are
-    cancelled and counted, so a cell that would run for hours ends at its cap with what it
-    measured instead of losing everything to a timeout."""
+def is_capped(error: str) -> bool:
+    """Whether a request's error says the cell's time cap cut it or kept it from being sent."""
+    return error == CUT or error.startswith(NEVER_SENT)
+
+
+def _due(
+    config: LoadConfig, share: Share, offsets: list[float], cap: float
+) -> tuple[list[int], list[int]]:
+    """The share's requests to send (due before the end and the cap), and those due before the
+    end but after the cap (never sent: failures). Requests due after `duration_s` are not
+    the cell's: a duration-sized cell sends what fits."""
+    send: list[int] = []
+    late: list[int] = []
+    for i in share.indices:
+        due = offsets[i]
+        if config.duration_s is not None and due >= config.duration_s:
+            break
+        (send if due < cap else late).append(i)
+    return send, late
+
+
+async def _slot(sem: asyncio.Semaphore, cap_at: float) -> bool:
+    """Take a concurrency slot before the cap (`cap_at`, perf_counter time); False when the
+    cap came first (the request is then never sent)."""
+    if math.isinf(cap_at):
+        await sem.acquire()
+        return True
+    try:
+        async with asyncio.timeout(max(0.0, cap_at - time.perf_counter())):
+            await sem.acquire()
+    except TimeoutError:
+        return False
+    return True
+
+
+def _unsent(index: int, prompt_tokens: int, start: float, end: float, why: str) -> RequestRecord:
+    """The record of a request the cap ended without an answer: from when it was due (or the
+    cap) to the cap, nothing received, `why` as its error."""
+    return RequestRecord(
+        index=index, start=start, e2e=max(0.0, end - start), prompt_tokens=prompt_tokens,
+        error=why,
+    )  # fmt: skip
+
+
+async def _within(tasks: list[asyncio.Task[T]], deadline: float) -> tuple[list[T], list[int]]:
+    """The results of the tasks that finish by `deadline` (perf_counter time), in order, and
+    the positions of the rest, which are cancelled: a cell that would run for hours ends at
+    its cap with what it measured instead of losing everything to a timeout."""
     if not tasks:
-        return [], 0
+        return [], []
     if math.isinf(deadline):
-        return list(await asyncio.gather(*tasks)), 0
+        return list(await asyncio.gather(*tasks)), []
     done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    return [t.result() for t in tasks if t in done], len(pending)
+    return [t.result() for t in tasks if t in done], [
+        p for p, t in enumerate(tasks) if t in pending
+    ]
 
 
 async def _warmup(
@@ -377,7 +460,7 @@ async def _warmup(
     sem = asyncio.Semaphore(concurrency)
     t0 = time.perf_counter()
 
-    async def one(i: int) -> RequestRecord | None:
+    async def one(i: int) -> RequestRecord:
         async with sem:
             prompt, count = prompts[i].prompt, prompts[i].prompt_tokens
             body = request_body(config.api, prompt, out_len, config.model, config.strict_openai)
@@ -386,8 +469,7 @@ async def _warmup(
             )  # fmt: skip
 
     cap = config.time_cap_s if config.time_cap_s is not None else math.inf
-    done, cut = await _within([asyncio.create_task(one(i)) for i in range(n)], t0 + cap)
-    records = [r for r in done if r is not None]
+    records, cut = await _within([asyncio.create_task(one(i)) for i in range(n)], t0 + cap)
     failed = [r for r in records if not r.ok]
     if records and len(failed) == len(records):
         # an unreachable server ends the cell here; any other failure is only the warmup's
@@ -395,7 +477,7 @@ async def _warmup(
         err = _unreachable(failed, config.base_url)
         if err is not None:
             raise err
-    return len(failed), cut
+    return len(failed), len(cut)
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

@@ -128,6 +128,13 @@ class Effects(BaseModel):
     crash_after_s: float | None = Field(None, gt=0, description="Process exits after this.")
     hang_after_s: float | None = Field(None, gt=0, description="Stops emitting tokens after this.")
     error_rate: float = Field(0.0, ge=0, le=1, description="Share of requests answered 500.")
+    hold_rate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of requests read and never answered (no byte until the client "
+        "goes away): requests lost as stale keep-alive connections lost them on the H200.",
+    )
     malformed_rate: float = Field(0.0, ge=0, le=1, description="Share of streams with bad JSON.")
     diverge_after_tokens: int | None = Field(
         None,

@@ -382,6 +382,11 @@ class SimServer:
             msg = f"simulated internal error (error_rate={eff.error_rate})"
             await _send_json(send, 500, protocol.error_body(msg, 500))
             return
+        if eff.hold_rate and self._rng.random() < eff.hold_rate:
+            self.faults_injected += 1
+            while (await receive())["type"] != "http.disconnect":
+                pass  # held: nothing is sent until the client gives up
+            return
         malformed = bool(req.stream and eff.malformed_rate)
         malformed = malformed and self._rng.random() < eff.malformed_rate
         self.malformed_injected += malformed

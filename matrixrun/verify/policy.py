@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from matrixrun.analysis import analyse, one_run_sigma, quantile
 from matrixrun.analysis.warm import warm_runs
-from matrixrun.core.measurement import Measurement, Reason, wall_seconds
+from matrixrun.core.measurement import Failure, Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, FUTILITY_MIN_RUNS, MIN_FRESH_DF
 from matrixrun.core.verdict import CellNote, Comparison, Verdict
@@ -201,7 +201,9 @@ class Policy:
         ) -> None:
             if cell is None or cell.cell_id in wanted or self._n(cell, ms) >= v.max_runs:
                 return
-            if not any(m.ok for m in ms if m.cell_id == cell.cell_id):
+            if not any(m.ok for m in ms if m.cell_id == cell.cell_id) and not capped_once(
+                cell.cell_id, ms
+            ):
                 return  # never measured (server would not start, crashed): report, don't retry
             wanted[cell.cell_id] = Pick(cell, reason, why, warm_repeat=warm_repeat)
             worth[cell.cell_id] = value
@@ -216,6 +218,7 @@ class Policy:
             self._unstable_launches(verdict, want)
         if v.warm_rerun:
             self._warm_partners(results, ms, want)
+        self._capped(ms, want)
         self._undecided(verdict, results, want)
         if v.fresh_server:
             self._instance_checks(results, ms, want)
@@ -270,7 +273,13 @@ class Policy:
             judged = min(res.baseline.n, res.candidate.n) >= FUTILITY_MIN_RUNS
             if chance < FUTILITY and judged:
                 continue
-            arms = {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
+            # an arm with no run to compare is what limits the cell (the other has its run)
+            unmeasured = [
+                arm
+                for arm, n in ((self.plan.baseline, res.baseline.n), (candidate, res.candidate.n))
+                if n == 0
+            ]
+            arms = unmeasured or {"baseline": [self.plan.baseline], "candidate": [candidate]}.get(
                 res.limiting_arm or "", [self.plan.baseline, candidate]
             )
             for arm in arms:
@@ -287,6 +296,19 @@ class Policy:
                     ),
                     chance,
                 )
+
+    def _capped(
+        self, ms: Sequence[Measurement], want: Callable[[Cell | None, Reason, RerunWhy], None]
+    ) -> None:
+        """A cell whose only failure is one run the time cap cut (requests cut in flight or
+        never sent: not compared, `Failure.CAPPED`) is measured once more on a fresh launch:
+        a server that stalled, or connections that went stale, may not do it again. Once
+        only: a cap too short for the cell's workload would cut every run, and the run
+        says so instead of spending the budget on it."""
+        for cell_id in sorted({m.cell_id for m in ms}):
+            cell = self.cells.get(cell_id)
+            if cell is not None and capped_once(cell_id, ms):
+                want(cell, "inconclusive", RerunWhy(kind=WhyKind.CAPPED, arm=cell.arm))
 
     def _warm_partners(
         self,
@@ -514,3 +536,15 @@ class Policy:
         runs = [m for m in ms if m.cell_id == cell.cell_id]
         limit = min(BISECTION_RUNS, self.spec.verify.max_runs)
         return bool(runs) and all(m.ok for m in runs) and len(runs) < limit
+
+
+#: Failures of a run that the time cap ended (`Failure`): the server was serving.
+_CAPPED = (Failure.CAPPED, Failure.CAPPED_EMPTY)
+
+
+def capped_once(cell_id: str, ms: Sequence[Measurement]) -> bool:
+    """Whether `cell_id` has no successful run and exactly one, which the time cap ended: the
+    one case where a failed cell is measured again (`Policy._capped`)."""
+    runs = [m for m in ms if m.cell_id == cell_id]
+    capped = [m for m in runs if m.failure in _CAPPED]
+    return len(capped) == 1 and len(runs) == 1

@@ -19,10 +19,40 @@ from matrixrun.rundir.jobs import JobsFile
 # ------------------------------------------------------------------------------ words
 
 
-def failed_requests(arm: str, where: str, attempt: int, failed: int, total: int) -> str:
+def failed_requests(
+    arm: str,
+    where: str,
+    attempt: int,
+    failed: int,
+    total: int,
+    reasons: dict[str, int] | None = None,
+    compared: bool = True,
+) -> str:
+    """`reasons`: the commonest errors with their counts (`extra.request_errors`), so a cut or
+    unsent request reads as what it is; `compared`: whether the run's metrics are used."""
+    why = ""
+    if reasons:
+        why = ": " + ", ".join(f"{n} {fmt.user(fmt.shorten(e, 160))}" for e, n in reasons.items())
+        named = sum(reasons.values())
+        why += f" and {failed - named} other" if named < failed else ""
     return (
         f"`{arm}` at {where}, attempt {attempt}: {failed} of {total} requests failed "
-        f"({fmt.share(failed / total)}); its metrics are over the successful ones"
+        f"({fmt.share(failed / total)}){why}; "
+        + ("its metrics are over the successful ones" if compared else "the run is not compared")
+    )
+
+
+def idle_gap(arm: str, where: str, attempt: int, gaps: Sequence[dict[str, Any]]) -> str:
+    """The longest stretch the server sent nothing with requests outstanding (`load/idle.py`),
+    and how many more the measurement had."""
+    g = max(gaps, key=lambda g: float(g["for_s"]))
+    n = int(g["outstanding"])
+    more = len(gaps) - 1
+    return (
+        f"`{arm}` at {where}, attempt {attempt}: the server sent nothing for "
+        f"{fmt.seconds(float(g['for_s']))} while {n} request{'s were' if n != 1 else ' was'} "
+        f"outstanding (from {fmt.seconds(float(g['at_s']))} into the cell)"
+        + (f", and {more} more such stretch{'es' if more > 1 else ''}" if more else "")
     )
 
 
@@ -146,7 +176,13 @@ def failures_of(
             # also for a failed measurement: the checks line counts its failed requests, so
             # the list must not then say "none"
             total = m.metrics.failed + m.metrics.completed
-            partial.append(failed_requests(m.arm, where, m.attempt, m.metrics.failed, total))
+            reasons = m.extra.get("request_errors")
+            partial.append(
+                failed_requests(
+                    m.arm, where, m.attempt, m.metrics.failed, total,
+                    reasons if isinstance(reasons, dict) else None, compared=m.ok,
+                )
+            )  # fmt: skip
     limited = [*limits_of(measurements, axis), *concurrency_limits(measurements, axis)]
     return Failures(measurements=failed, requests=partial, limited=[*limited, *extra_limits])
 
@@ -204,13 +240,18 @@ def limits_of(measurements: Sequence[Measurement], axis: str) -> list[str]:
     for m in measurements:
         where = wording.measured_at(axis, m.point, m.slice)
         capped = m.extra.get("capped")
-        if isinstance(capped, dict):
+        # a capped run that is compared (written before it became a failure, whose error and
+        # failed requests say it now)
+        if isinstance(capped, dict) and "never_sent" not in capped:
             out.append(
                 capped_cell(
                     m.arm, where, m.attempt, float(capped.get("after_s", 0)),
                     int(capped.get("completed", 0)), int(capped.get("cut_requests", 0)),
                 )
             )  # fmt: skip
+        gaps = m.extra.get("idle_gaps")
+        if isinstance(gaps, list) and gaps:
+            out.append(idle_gap(m.arm, where, m.attempt, gaps))
         if m.extra.get("short_outputs"):
             out.append(short_outputs(m.arm, where, m.attempt, int(m.extra["short_outputs"])))
         check = m.extra.get("client_check")

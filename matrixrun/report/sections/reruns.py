@@ -175,6 +175,11 @@ def rerun_why(w: RerunWhy) -> str:
             f"{w.arm} on a fresh launch, then once more on it, warm, tells whether both arms "
             "warm up alike (then cold is compared with cold)"
         )
+    if w.kind == WhyKind.CAPPED:
+        return (
+            f"the cell's time cap ended {w.arm}'s only run here with requests cut or never "
+            "sent, so it is not compared: once more, on a fresh launch"
+        )
     if w.kind == WhyKind.AA:
         return "A/A: the baseline again on a fresh server measures the server-to-server spread"
     if w.kind == WhyKind.UNDECIDED:
