@@ -456,7 +456,7 @@ class Score:
                 self.penalty_ties += penalty
                 self.penalty_tie_alarms += penalty and v in ("better", "worse")
             want = "same" if abs(true) <= MARGIN else "better" if true > 0 else "worse"
-            if v == "inconclusive":
+            if v == "undecided":
                 self.inconclusive += 1
             elif v == want:
                 self.correct += 1

@@ -200,7 +200,7 @@ def tally(verdicts: Iterable[tuple[float, float, str, bool, bool]], gpu_s: float
         ok = v == want and b != "at ±m"
         t.n += 1
         t.correct += ok
-        t.wrong += v != "inconclusive" and v != want and b != "at ±m"
+        t.wrong += v != "undecided" and v != want and b != "at ±m"
         row = t.cells.setdefault((b, cb), [0, 0])
         row[0] += 1
         row[1] += ok

@@ -158,7 +158,7 @@ def test_writeup_with_its_warm_rerun_is_mixed_with_crossover_near_95() -> None:
     ]
     series = v.slices[0].candidates[0].metrics[0].series[0]
     assert [(r.verdict, r.x_from, r.x_to) for r in series.regimes] == [
-        ("inconclusive", 1, 1),
+        ("undecided", 1, 1),
         ("better", 10, 64),
         ("worse", 256, 1024),
     ]
@@ -196,9 +196,9 @@ def test_writeup_without_rerun_or_prior_has_no_noise_estimate() -> None:
     v = analyse(writeup(rerun=False), settings())
     assert v.sigma[0].source == "none"
     cells = primary_cells(v)
-    assert all(c.verdict == "inconclusive" and c.notes[0] == CellNote.NO_NOISE for c in cells)
+    assert all(c.verdict == "undecided" and c.notes[0] == CellNote.NO_NOISE for c in cells)
     assert text(cells[1]) == "~ +67.2% n=1/1 undecided (no noise estimate)"
-    assert v.overall[CAND].verdict == "inconclusive"
+    assert v.overall[CAND].verdict == "undecided"
     assert "no noise estimate" in sentence(v)
 
 
@@ -208,7 +208,7 @@ def test_writeup_with_only_a_declared_prior_is_still_mixed() -> None:
     v = analyse(writeup(rerun=False), settings(noise=0.02))
     assert v.sigma[0].source == "prior" and v.sigma[0].df is None
     assert [c.verdict for c in primary_cells(v)] == [
-        "inconclusive",
+        "undecided",
         "better",
         "better",
         "worse",
@@ -237,12 +237,12 @@ M = math.log1p(0.03)
         (0.04, 0.06, "better", False),
         (-0.06, -0.04, "worse", False),
         (-0.02, 0.02, "same", False),
-        (-0.01, 0.05, "inconclusive", False),  # straddles 0 and the margin
-        (0.01, 0.05, "inconclusive", True),  # excludes 0, not yet past the margin
-        (-0.05, -0.01, "inconclusive", True),
+        (-0.01, 0.05, "undecided", False),  # straddles 0 and the margin
+        (0.01, 0.05, "undecided", True),  # excludes 0, not yet past the margin
+        (-0.05, -0.01, "undecided", True),
         (0.005, 0.02, "same", False),  # excludes 0 but inside the band: equivalent
-        (M, 0.06, "inconclusive", True),  # touching the margin is not beyond it
-        (-0.05, 0.05, "inconclusive", False),
+        (M, 0.06, "undecided", True),  # touching the margin is not beyond it
+        (-0.05, 0.05, "undecided", False),
     ],
 )
 def test_judge_tost_boundaries(lo: float, hi: float, verdict: str, small: bool) -> None:
@@ -377,7 +377,7 @@ def test_a_verdict_confirmed_warmup_could_explain_is_not_confident() -> None:
     v = analyse(penalised_tie(warm=True), settings())
     assert v.sigma[0].source == "fresh_server"
     unrerun = [c for c in primary_cells(v) if c.x in (32, 64)]
-    assert [c.verdict for c in unrerun] == ["inconclusive", "inconclusive"]
+    assert [c.verdict for c in unrerun] == ["undecided", "undecided"]
     # at 64 the run noise rests on under one df of its own (the weighted fit gives the quiet
     # points' rows the leverage): inconclusive before any warmup check; at 32 the warmup decides
     assert unrerun[0].notes[0] == CellNote.WARMUP
@@ -443,10 +443,10 @@ def test_latency_metrics_signed_so_plus_is_better(
 @pytest.mark.parametrize(
     ("cand_failed", "base_failed", "cand_value", "verdict"),
     [
-        (5, 0, 120.0, "inconclusive"),  # 5% > 1%: cannot be called better
+        (5, 0, 120.0, "undecided"),  # 5% > 1%: cannot be called better
         (1, 0, 120.0, "better"),  # 1 of 101 ≈ 0.99% ≤ 1%: allowed
         (5, 0, 80.0, "worse"),  # failing and slower: still worse
-        (0, 5, 80.0, "inconclusive"),  # the baseline cannot be called better either
+        (0, 5, 80.0, "undecided"),  # the baseline cannot be called better either
         (0, 5, 120.0, "better"),
     ],
 )
@@ -462,7 +462,7 @@ def test_failure_rate_rule(
         settings(),
     )
     assert c.verdict == verdict
-    if verdict == "inconclusive":
+    if verdict == "undecided":
         assert "fails too many requests" in text(c)
         assert any("% of requests" in n for n in notes(c))
 
@@ -476,7 +476,7 @@ def test_failed_measurement_is_kept_shown_and_blocks_better() -> None:
     v = analyse(ms, settings())
     (c,) = primary_cells(v)
     assert c.candidate.n == 1 and c.candidate.failed_measurements == 1
-    assert c.verdict == "inconclusive"
+    assert c.verdict == "undecided"
     assert any("OOM" in w for w in warnings(v))
 
 
@@ -484,7 +484,7 @@ def test_cell_where_every_candidate_run_failed() -> None:
     ms = [meas(BASE, 8, 100.0), meas(CAND, 8, 0.0, completed=0, error="timeout")]
     v = analyse(ms, settings(noise=0.02))
     (c,) = primary_cells(v)
-    assert c.verdict == "inconclusive" and c.change is None
+    assert c.verdict == "undecided" and c.change is None
     assert text(c) == "~ n/a n=1/0 undecided (no successful measurement of the candidate)"
 
 
@@ -581,7 +581,7 @@ def test_worse_to_better_crossover_and_confident_cells_only() -> None:
     series = v.slices[0].candidates[0].metrics[0].series[0]
     (cross,) = series.crossovers
     assert (cross.direction, cross.x_lo, cross.x_hi) == ("worse_to_better", 1, 64)
-    assert [r.verdict for r in series.regimes] == ["worse", "inconclusive", "better"]
+    assert [r.verdict for r in series.regimes] == ["worse", "undecided", "better"]
 
 
 def test_other_point_keys_make_separate_series() -> None:
@@ -620,7 +620,7 @@ def repeated(
         ({1: 100.5, 8: 110.0, 64: 120.0}, "better"),
         ({1: 90.0, 8: 99.9, 64: 80.0}, "worse"),
         ({1: 90.0, 8: 100.0, 64: 120.0}, "mixed"),
-        ({1: 102.5, 8: 103.0, 64: 102.8}, "inconclusive"),
+        ({1: 102.5, 8: 103.0, 64: 102.8}, "undecided"),
     ],
 )
 def test_overall_verdicts(cands: dict[int, float], expected: str) -> None:
@@ -628,10 +628,10 @@ def test_overall_verdicts(cands: dict[int, float], expected: str) -> None:
     ov = v.overall[CAND]
     assert v.sigma[0].source == "fresh_server"
     assert ov.verdict == expected
-    printed = {"inconclusive": "undecided"}.get(expected, expected)  # the report's one word
+    printed = expected  # stored as the report prints it: one word
     assert wording.overall(ov, v.settings).startswith(printed)
     assert not ov.provisional
-    if expected == "inconclusive":
+    if expected == "undecided":
         assert ov.runs_needed is not None
         said = wording.overall(ov, v.settings)
         if ov.runs_needed > 20:  # no advice past 20 runs per arm (issue 33), but the number kept
@@ -668,7 +668,7 @@ def test_bonferroni_over_looks_widens_the_interval() -> None:
     assert primary_cells(analyse(ms, settings()))[0].verdict == "better"
     wide = analyse(ms, settings(looks=20))
     assert wide.level == pytest.approx(1 - 0.05 / 20)
-    assert primary_cells(wide)[0].verdict == "inconclusive"
+    assert primary_cells(wide)[0].verdict == "undecided"
 
 
 def test_secondary_metrics_are_judged_but_the_headline_follows_the_primary() -> None:
@@ -733,9 +733,7 @@ def test_surprising_cells_on_the_writeup() -> None:
 
 def test_inconclusive_cells_name_the_limiting_arm() -> None:
     def undecided(ms: list[Measurement]) -> list[Comparison]:
-        return [
-            c for _, _, c in analyse(ms, settings()).comparisons() if c.verdict == "inconclusive"
-        ]
+        return [c for _, _, c in analyse(ms, settings()).comparisons() if c.verdict == "undecided"]
 
     refs = undecided(writeup())
     assert [(r.point["concurrency"], r.limiting_arm) for r in refs] == [(1, "both")]
@@ -842,7 +840,7 @@ def limited_cell(metric: str, cand_values: list[float], **extra: Any) -> Compari
 def test_a_client_that_fell_behind_cannot_carry_a_verdict_its_lag_could_explain() -> None:
     lagging = {"client_check": {"client_bound": True, "affected": {"median_itl_ms": 0.3}}}
     c = limited_cell("median_itl_ms", [90.0] * 3, **lagging)  # −10%, but the bound is 30%
-    assert c.verdict == "inconclusive" and c.leading_note == CellNote.CLIENT_BOUND
+    assert c.verdict == "undecided" and c.leading_note == CellNote.CLIENT_BOUND
     assert c.candidate.client_bound == pytest.approx(0.3)
     assert "client's own lag (up to 30.0%)" in text(c)
     assert c.runs_needed is None  # more runs with the same client would not settle it
@@ -859,7 +857,7 @@ def test_a_small_client_bound_leaves_a_clear_verdict() -> None:
 def test_a_capped_arm_cannot_be_called_better_on_latency_but_can_on_throughput() -> None:
     capped = {"capped": {"after_s": 40.0, "cut_requests": 28, "completed": 36}}
     latency = limited_cell("mean_ttft_ms", [50.0] * 3, **capped)  # −50%: flattered by the cap
-    assert latency.verdict == "inconclusive" and latency.leading_note == CellNote.CAPPED
+    assert latency.verdict == "undecided" and latency.leading_note == CellNote.CAPPED
     from matrixrun.report.wording.verdicts import undecided
 
     said = undecided(latency)  # what took it away, not "on the margin" (its interval clears it)
@@ -917,7 +915,7 @@ def test_prior_floor_holds_against_one_warm_pair() -> None:
     cell = next(c for _, _, c in v.comparisons() if c.x == 1)
     assert cell.floored
     assert cell.se == pytest.approx(math.sqrt(2) * math.log1p(0.02), rel=0.02)
-    assert cell.verdict == "inconclusive"  # −2.8% with ±5.5%: not a verdict
+    assert cell.verdict == "undecided"  # −2.8% with ±5.5%: not a verdict
 
 
 def test_information_spending_sums_to_alpha_over_every_state() -> None:

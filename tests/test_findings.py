@@ -45,7 +45,7 @@ def _cell(base: float, cand: float) -> Comparison:
 
     return Comparison(
         point_id="p", point={"concurrency": 8}, x=8.0, baseline=arm(BASE, base),
-        candidate=arm(CAND, cand), change=cand / base - 1, d=None, verdict="inconclusive",
+        candidate=arm(CAND, cand), change=cand / base - 1, d=None, verdict="undecided",
         confident=False, provisional=True,
     )  # fmt: skip
 

@@ -77,14 +77,14 @@ def test_golden_files_to_verdict_with_a_prior() -> None:
     assert by_metric["median_ttft_ms"].overall.verdict == "worse"
     tpot = [c.change for s in by_metric["median_tpot_ms"].series for c in s.cells]
     assert tpot == pytest.approx([-0.25] * 3, abs=0.01)
-    assert v.overall["steady"].verdict == "inconclusive"
+    assert v.overall["steady"].verdict == "undecided"
     assert any("steady shares no measured point" in noise.caveat(c, v) for c in v.caveats)
 
 
 def test_without_a_prior_single_runs_are_inconclusive() -> None:
     result = measurements_from_files(FILES[:2], "fast_prefill")
     v = analyse(result.measurements, result.settings)
-    assert v.overall["fast_decode"].verdict == "inconclusive"
+    assert v.overall["fast_decode"].verdict == "undecided"
     assert "no noise estimate" in wording.overall(v.overall["fast_decode"], v.settings)
 
 

@@ -346,7 +346,7 @@ def test_inconclusive_cells_are_never_called_better(tmp_path: Path) -> None:
     # the cell at 1 has σ and an estimate: it says how many runs per arm (both have n = 1)
     verdict = Verdict.model_validate(rd.read_json("verdict.json"))
     cell = next(c for _, _, c in verdict.comparisons() if c.x == 1)
-    assert cell.verdict == "inconclusive" and cell.limiting_arm == "both"
+    assert cell.verdict == "undecided" and cell.limiting_arm == "both"
     assert cell.runs_needed is not None
     assert line == (
         f"- at concurrency 1: about {cell.runs_needed} runs per arm in all, the extra ones each "
@@ -975,7 +975,7 @@ def test_a_directory_without_settings_says_which_command_writes_them(
 
     rd = writeup_run(tmp_path)
     rd.create()  # today's directories record their format (an older one gets its settings
-    (rd.path / "settings.json").unlink()  # made by rundir.migrate: tests/test_rundir_migrate)
+    (rd.path / "settings.json").unlink()  # made by core.migrate: tests/test_rundir_migrate)
     assert main(["analyse", str(rd.path)]) == 2
     assert main(["report", str(rd.path)]) == 2
     err = capsys.readouterr().err.splitlines()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from matrixrun.core import migrate
 from matrixrun.core.errors import InputError
 from matrixrun.core.format_version import (
     FORMAT_FILE,
@@ -21,7 +22,6 @@ from matrixrun.core.format_version import (
     VERDICT_VERSION,
 )
 from matrixrun.core.verdict import Verdict
-from matrixrun.rundir import migrate
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import RunSettings, read_settings
 
@@ -135,7 +135,7 @@ def test_without_a_verdict_the_analysis_settings_come_from_the_spec_copy() -> No
 def test_an_unversioned_settings_file_keeps_its_content_and_gains_its_version() -> None:
     old = {"analysis": {"baseline": "a"}, "rehearsal": False}
     out = migrate.migrate({"settings.json": old})
-    assert out["settings.json"] == {"schema_version": 1, **old}
+    assert out["settings.json"] == {"schema_version": SETTINGS_VERSION, **old}
 
 
 def test_a_v0_verdict_loses_its_sentences_and_gains_what_today_records() -> None:
@@ -164,11 +164,36 @@ def test_a_v0_verdict_loses_its_sentences_and_gains_what_today_records() -> None
     )
 
 
+def v1_verdict() -> dict[str, Any]:
+    """A version-1 verdict.json's parts that step 1 → 2 changes."""
+    overall = {"metric": "m", "verdict": "inconclusive", "same": 1, "inconclusive": 2}
+    overall["by_slice"] = [{"slice": "a", "verdict": "inconclusive"}]
+    series = {"cells": [{"verdict": "inconclusive"}, {"verdict": "better"}]}
+    series["regimes"] = [{"verdict": "inconclusive"}]
+    metric = {"metric": "m", "series": [series], "overall": overall}
+    cand = {"candidate": "c", "metrics": [metric], "overall": overall}
+    return {"schema_version": 1, "slices": [{"candidates": [cand]}], "overall": {"c": overall}}
+
+
+def test_a_v1_verdict_stores_undecided_in_every_place_the_outcome_is_written() -> None:
+    out = migrate.migrate({"settings.json": {"schema_version": 1}, "verdict.json": v1_verdict()})
+    verdict = out["verdict.json"]
+    assert verdict["schema_version"] == 2 and out["settings.json"] == {"schema_version": 2}
+    assert "inconclusive" not in json.dumps(verdict)
+    overall = verdict["overall"]["c"]
+    assert list(overall) == ["metric", "verdict", "same", "undecided", "by_slice"]  # in order
+    assert overall["undecided"] == 2 and overall["by_slice"][0]["verdict"] == "undecided"
+    series = verdict["slices"][0]["candidates"][0]["metrics"][0]["series"][0]
+    assert [c["verdict"] for c in series["cells"]] == ["undecided", "better"]
+    assert series["regimes"][0]["verdict"] == "undecided"
+
+
 def test_a_current_verdict_in_an_old_directory_is_left_alone() -> None:
     """`matrixrun analyse` rewrites verdict.json alone: it is newer than the rest."""
     files = v0_files()
     files["verdict.json"] = {"schema_version": VERDICT_VERSION, "marker": 1}
-    assert migrate.migrate(files)["verdict.json"] == {"schema_version": 1, "marker": 1}
+    current = {"schema_version": VERDICT_VERSION, "marker": 1}
+    assert migrate.migrate(files)["verdict.json"] == current
 
 
 def test_a_file_from_a_newer_matrixrun_is_refused() -> None:
@@ -214,6 +239,7 @@ def test_an_old_run_directory_renders_and_analyses_with_todays_code(
     assert main(["analyse", str(run)]) == 0
     verdict = Verdict.model_validate_json((run / "verdict.json").read_text())
     assert verdict.schema_version == VERDICT_VERSION and verdict.settings.baseline
+    assert '"verdict": "inconclusive"' not in (run / "verdict.json").read_text()
     assert main(["report", str(run)]) == 0 and (run / "report.md").exists()
     # nothing else was rewritten: an old directory is read through the migrations
     for name in ("results.jsonl", "events.jsonl", "plan.json"):
@@ -234,7 +260,7 @@ def test_an_old_run_directory_is_upgraded_in_place_before_a_run_writes_to_it(
     assert json.loads((run / FORMAT_FILE).read_text()) == {"version": RECORDS_VERSION}
     stored = json.loads((run / "settings.json").read_text())
     assert stored["schema_version"] == SETTINGS_VERSION
-    assert migrate.is_current(rd._model_files())
+    assert json.loads((run / "verdict.json").read_text())["schema_version"] == VERDICT_VERSION
     again = RunDir(run)
     assert again.measurements() == measured and again.events() == events
     assert read_settings(again) == settings

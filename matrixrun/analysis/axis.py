@@ -162,7 +162,7 @@ def overall(
     elif cells and counts[CellVerdict.SAME] == len(cells):
         verdict = OverallVerdict.SAME
     else:
-        verdict = OverallVerdict.INCONCLUSIVE
+        verdict = OverallVerdict.UNDECIDED
     mixed = verdict == OverallVerdict.MIXED
     return Overall(
         metric=metric,
@@ -172,8 +172,8 @@ def overall(
         better=counts[CellVerdict.BETTER],
         worse=counts[CellVerdict.WORSE],
         same=counts[CellVerdict.SAME],
-        inconclusive=counts[CellVerdict.INCONCLUSIVE],
-        runs_needed=(max(needed) if needed and verdict == OverallVerdict.INCONCLUSIVE else None),
+        undecided=counts[CellVerdict.UNDECIDED],
+        runs_needed=(max(needed) if needed and verdict == OverallVerdict.UNDECIDED else None),
         better_at=_places(better, axis),
         worse_at=_places(worse, axis),
         crossovers=list(crossovers) if mixed else [],

@@ -111,7 +111,7 @@ def compare(
             **common,
             change=None,
             d=None,
-            verdict=CellVerdict.INCONCLUSIVE,
+            verdict=CellVerdict.UNDECIDED,
             confident=False,
             provisional=False,
             notes=[missing, *notes],
@@ -128,7 +128,7 @@ def compare(
     if noise.sigma.value is None:
         return Comparison(
             **common,
-            verdict=CellVerdict.INCONCLUSIVE,
+            verdict=CellVerdict.UNDECIDED,
             confident=False,
             limiting_arm=limiting_arm(n_b, n_c),
             notes=[CellNote.NO_NOISE, *notes],
@@ -176,21 +176,21 @@ def _downgraded(
         return a.failure_rate > limit or a.failed_measurements > 0
 
     if verdict == CellVerdict.BETTER and failing(candidate):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
+        verdict, small, lead = CellVerdict.UNDECIDED, d_lo > 0, CellNote.CANDIDATE_UNRELIABLE
     elif verdict == CellVerdict.WORSE and failing(baseline):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, d_hi < 0, CellNote.BASELINE_UNRELIABLE
+        verdict, small, lead = CellVerdict.UNDECIDED, d_hi < 0, CellNote.BASELINE_UNRELIABLE
     shift, evidence = warmup_shift(baseline, candidate, noise, where)
-    if shift and verdict != CellVerdict.INCONCLUSIVE:
+    if shift and verdict != CellVerdict.UNDECIDED:
         moved, _ = judge(d_lo + shift, d_hi + shift, margin)
         if moved != verdict:
-            verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.WARMUP
-    if verdict != CellVerdict.INCONCLUSIVE and _client_could_explain(
+            verdict, small, lead = CellVerdict.UNDECIDED, False, CellNote.WARMUP
+    if verdict != CellVerdict.UNDECIDED and _client_could_explain(
         baseline, candidate, d_lo, d_hi, margin
     ):
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CLIENT_BOUND
+        verdict, small, lead = CellVerdict.UNDECIDED, False, CellNote.CLIENT_BOUND
     flattered = candidate if verdict == CellVerdict.BETTER else baseline
     if sign < 0 and verdict in (CellVerdict.BETTER, CellVerdict.WORSE) and flattered.capped:
-        verdict, small, lead = CellVerdict.INCONCLUSIVE, False, CellNote.CAPPED
+        verdict, small, lead = CellVerdict.UNDECIDED, False, CellNote.CAPPED
     return verdict, small, lead, evidence
 
 
@@ -231,7 +231,7 @@ def _judged(
         notes = [lead, *(n for n in notes if n != lead)]
     r_lo, r_hi = sorted((sign * d_lo, sign * d_hi))
     confident = verdict in (CellVerdict.BETTER, CellVerdict.WORSE)
-    undecided = verdict == CellVerdict.INCONCLUSIVE
+    undecided = verdict == CellVerdict.UNDECIDED
     return Comparison(
         **common,
         change_lo=math.expm1(r_lo),

@@ -81,7 +81,7 @@ def judge(lo: float, hi: float, margin: float) -> tuple[CellVerdict, bool]:
         return CellVerdict.WORSE, False
     if -m < lo and hi < m:
         return CellVerdict.SAME, False
-    return CellVerdict.INCONCLUSIVE, lo > 0 or hi < 0
+    return CellVerdict.UNDECIDED, lo > 0 or hi < 0
 
 
 def limiting_arm(n_baseline: int, n_candidate: int) -> LimitingArm:

@@ -8,11 +8,9 @@ results.d/ and events.d/ — has the version recorded in the directory's format.
 when the directory is created. A directory without format.json was written before it existed:
 its records are version 1 when its settings.json has a `schema_version`, else 0.
 
-An older file is brought forward by `rundir.migrate` (pure functions, one per version step), so
+An older file is brought forward by `core.migrate` (pure functions, one per version step), so
 a run directory any earlier matrixrun wrote still renders and analyses; only a file from a
-*newer* matrixrun is refused, in one sentence (`check_newer`). Code below the run directory
-that reads another run's verdict.json straight from disk (`plan.history`) cannot migrate it and
-keeps the strict check (`check_schema_version`).
+*newer* matrixrun is refused, in one sentence (`check_newer`).
 """
 
 from __future__ import annotations
@@ -21,12 +19,14 @@ from typing import Any
 
 from matrixrun.core.errors import InputError
 
+#: The versions move in step (`core.migrate`: step n takes every file from n to n + 1); 2 stores
+#: the undecided outcome as `undecided`.
 #: settings.json's `schema_version`.
-SETTINGS_VERSION = 1
+SETTINGS_VERSION = 2
 #: verdict.json's `schema_version`.
-VERDICT_VERSION = 1
+VERDICT_VERSION = 2
 #: format.json's `version`: every file of the run directory without a version of its own.
-RECORDS_VERSION = 1
+RECORDS_VERSION = 2
 #: The file that records RECORDS_VERSION in a run directory.
 FORMAT_FILE = "format.json"
 
@@ -46,20 +46,3 @@ def check_newer(found: int, current: int, path: Any) -> None:
             f"{path} has format version {found}, newer than this matrixrun reads ({current}); "
             "upgrade matrixrun to read it"
         )
-
-
-def check_schema_version(data: Any, current: int, path: Any, remedy: str) -> None:
-    """Refuse a file of another format version in one sentence: what, where, and the command
-    that writes it anew. For readers that cannot migrate (they read one file, not a run
-    directory: `plan.history`); a run directory's own readers go through `rundir.migrate`."""
-    found = data.get("schema_version") if isinstance(data, dict) else None
-    if found == current:
-        return
-    written = (
-        "was written before matrixrun recorded format versions"
-        if found is None
-        else f"has format version {found!r}"
-    )
-    raise InputError(
-        f"{path} {written}; this matrixrun reads version {current}: `{remedy}` writes it anew"
-    )

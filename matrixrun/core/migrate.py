@@ -10,9 +10,13 @@ model), so each is tested on its own and a step never changes once written: the 
 change is the next step, not an edit to this one.
 
 Where the versions come from is `core.format_version`: settings.json and verdict.json carry
-their own, every other file the directory's format.json. `rundir.results.RunDir` is the one
-reader that calls `migrate` (on a directory whose files are not all current); no other reader
-knows an old format exists.
+their own, every other file the directory's format.json. The versions move in step: step n
+takes every file of version n to n + 1, whether or not its content changes (a file written
+newer than the rest — verdict.json after `matrixrun analyse` — is left alone until the others
+reach it). Only two readers call `migrate`, on a directory whose files are not all current:
+`rundir.results.RunDir`, through which every stage reads a run directory, and `plan.history`,
+which reads an earlier run's verdict.json for its noise (`verify.noise_from`) from below
+`rundir`. No other reader knows an old format exists.
 
 The steps:
 
@@ -25,6 +29,12 @@ The steps:
   gains `Overall.metric` and `Overall.cells`, its cell notes become the note enum, and its rerun
   log gains what today's records name (cell id, candidate, kind, the explanation tested).
   The record files (results, events, plan, env) were already what today reads.
+- 1 → 2 (2026-12-03): settings.json and the records only take the version; in verdict.json
+  the undecided outcome is stored as the word every reader
+  sees, `undecided`, not `inconclusive` (cells, regimes, overall verdicts and their per-slice
+  verdicts), and `Overall`'s count of such cells is `undecided`. A rerun's reason in
+  results.jsonl keeps `inconclusive`: that is why the rerun was run, another vocabulary.
+
 """
 
 from __future__ import annotations
@@ -53,11 +63,11 @@ SELF_VERSIONED = {"settings.json": SETTINGS_VERSION, "verdict.json": VERDICT_VER
 
 def records_version(files: Mapping[str, Any]) -> int:
     """The version of every file without its own: format.json's, else (a directory from before
-    format.json) 1 when settings.json carries a version, else 0."""
+    format.json) settings.json's, which was written with them (0 where it has none)."""
     fmt = files.get(FORMAT_FILE)
     if isinstance(fmt, dict) and isinstance(fmt.get("version"), int):
         return int(fmt["version"])
-    return 1 if found_version(files.get("settings.json")) >= 1 else 0
+    return found_version(files.get("settings.json"))
 
 
 def version_of(files: Mapping[str, Any], name: str) -> int:
@@ -102,11 +112,19 @@ def v0_to_v1(files: Files) -> Files:
     out = dict(files)
     if "settings.json" in files and version_of(files, "settings.json") == 0:
         out["settings.json"] = settings_v0_to_v1(files)
-    elif records_version(files) == 0 and ("spec.yaml" in files or "verdict.json" in files):
+    elif records_version(files) == 0 and _settings_source(files):
         out["settings.json"] = settings_v0_to_v1(files)  # from before settings.json existed
     if "verdict.json" in files and version_of(files, "verdict.json") == 0:
         out["verdict.json"] = verdict_v0_to_v1(files)
     return out
+
+
+def _settings_source(files: Mapping[str, Any]) -> bool:
+    """A version-0 directory without settings.json has what one is made from: its spec copy
+    or the settings its verdict.json recorded (else it stays without, and the reader says so)."""
+    verdict = files.get("verdict.json")
+    judged = verdict.get("settings") if isinstance(verdict, dict) else None
+    return isinstance(files.get("spec.yaml"), dict) or isinstance(judged, dict)
 
 
 def settings_v0_to_v1(files: Mapping[str, Any]) -> dict[str, Any]:
@@ -331,8 +349,70 @@ def verdict_v0_to_v1(files: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# -- 1 → 2 ---------------------------------------------------------------------------------
+
+
+def v1_to_v2(files: Files) -> Files:
+    """verdict.json's undecided outcome stored as `undecided` (see the module's docstring);
+    settings.json only takes the new version."""
+    out = dict(files)
+    if "settings.json" in files and version_of(files, "settings.json") == 1:
+        out["settings.json"] = {**files["settings.json"], "schema_version": 2}
+    if "verdict.json" in files and version_of(files, "verdict.json") == 1:
+        out["verdict.json"] = verdict_v1_to_v2(files["verdict.json"])
+    return out
+
+
+def _undecided(word: Any) -> Any:
+    return "undecided" if word == "inconclusive" else word
+
+
+def _overall_v1(overall: Mapping[str, Any]) -> dict[str, Any]:
+    """An `Overall` with its verdict word and its count renamed, keys in their order."""
+    out = {("undecided" if k == "inconclusive" else k): v for k, v in overall.items()}
+    out["verdict"] = _undecided(out.get("verdict"))
+    out["by_slice"] = [
+        {**b, "verdict": _undecided(b.get("verdict"))} for b in out.get("by_slice", [])
+    ]
+    return out
+
+
+def _metric_v1(result: Mapping[str, Any]) -> dict[str, Any]:
+    series = [
+        {
+            **s,
+            "cells": [{**c, "verdict": _undecided(c.get("verdict"))} for c in s.get("cells", [])],
+            "regimes": [
+                {**r, "verdict": _undecided(r.get("verdict"))} for r in s.get("regimes", [])
+            ],
+        }
+        for s in result.get("series", [])
+    ]
+    return {**result, "series": series, "overall": _overall_v1(result.get("overall", {}))}
+
+
+def verdict_v1_to_v2(old: Mapping[str, Any]) -> dict[str, Any]:
+    """verdict.json as version 2: every stored verdict word `inconclusive` is `undecided`."""
+    slices = [
+        {
+            **sl,
+            "candidates": [
+                {
+                    **cand,
+                    "metrics": [_metric_v1(m) for m in cand.get("metrics", [])],
+                    "overall": _overall_v1(cand.get("overall", {})),
+                }
+                for cand in sl.get("candidates", [])
+            ],
+        }
+        for sl in old.get("slices", [])
+    ]
+    overall = {k: _overall_v1(v) for k, v in old.get("overall", {}).items()}
+    return {**old, "schema_version": 2, "slices": slices, "overall": overall}
+
+
 #: STEPS[n] takes every file of version n to n + 1.
-STEPS: list[Step] = [v0_to_v1]
+STEPS: list[Step] = [v0_to_v1, v1_to_v2]
 
 
 def current_of(name: str) -> int:

@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from matrixrun.core.capacity import Capacity
 from matrixrun.core.format_version import VERDICT_VERSION
-from matrixrun.core.format_version import check_schema_version as check_schema_version
 from matrixrun.core.launches import LaunchCheck as LaunchCheck
 from matrixrun.core.launches import LaunchSpread as LaunchSpread
 from matrixrun.core.launches import LaunchValue as LaunchValue
@@ -38,7 +37,7 @@ class CellVerdict(StrEnum):
     BETTER = "better"
     WORSE = "worse"
     SAME = "same"
-    INCONCLUSIVE = "inconclusive"
+    UNDECIDED = "undecided"
 
 
 class OverallVerdict(StrEnum):
@@ -48,7 +47,7 @@ class OverallVerdict(StrEnum):
     WORSE = "worse"
     MIXED = "mixed"
     SAME = "same"
-    INCONCLUSIVE = "inconclusive"
+    UNDECIDED = "undecided"
 
 
 class SigmaSource(StrEnum):
@@ -458,7 +457,7 @@ class Overall(_Model):
     better: int = 0
     worse: int = 0
     same: int = 0
-    inconclusive: int = 0
+    undecided: int = 0
     runs_needed: int | None = None
     better_at: list[Place] = Field(default_factory=list)
     worse_at: list[Place] = Field(default_factory=list)
@@ -552,7 +551,7 @@ class Caveat(_Model):
 
 VERDICT_SCHEMA = VERDICT_VERSION
 """verdict.json's format (`core.format_version`). Raised when a field changes meaning, with a
-step in `rundir.migrate` that brings an older file forward, so the report's readers see only
+step in `core.migrate` that brings an older file forward, so the report's readers see only
 the current format and no reader keeps compatibility code."""
 
 

@@ -16,14 +16,10 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 from ruamel.yaml import YAML
 
+from matrixrun.core import migrate
 from matrixrun.core.errors import InputError
-from matrixrun.core.verdict import (
-    VERDICT_SCHEMA,
-    AnalysisSettings,
-    Sigma,
-    Verdict,
-    check_schema_version,
-)
+from matrixrun.core.format_version import FORMAT_FILE
+from matrixrun.core.verdict import AnalysisSettings, Sigma, Verdict
 from matrixrun.plan import Plan, expand
 from matrixrun.spec import Spec
 
@@ -182,12 +178,15 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
                 f"run ({exc}); delete it to run without one"
             ) from None
     try:
-        data = json.loads((rd / "verdict.json").read_text())
-        check_schema_version(data, VERDICT_SCHEMA, rd / "verdict.json", f"matrixrun analyse {rd}")
-        verdict = Verdict.model_validate(data)
-        old = json.loads((rd / "plan.json").read_text())
-        env = json.loads((rd / "env.json").read_text()) if (rd / "env.json").exists() else {}
-    except (OSError, ValueError, ValidationError) as exc:
+        # an earlier matrixrun's files through the migrations (core.migrate), as RunDir reads
+        # them: this module sits below rundir
+        names = ("verdict.json", "plan.json", "env.json", "settings.json", FORMAT_FILE)
+        files = {n: json.loads((rd / n).read_text()) for n in names if (rd / n).exists()}
+        files = migrate.migrate(files)
+        verdict = Verdict.model_validate(files["verdict.json"])
+        old = files["plan.json"]
+        env = files.get("env.json", {})
+    except (OSError, ValueError, KeyError, ValidationError, InputError) as exc:
         raise InputError(
             f"verify.noise_from {rd}: cannot read its verdict.json and plan.json ({exc}); run "
             "`matrixrun analyse` there, or point at another run directory"

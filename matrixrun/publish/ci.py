@@ -34,9 +34,8 @@ from matrixrun.rundir.results import RunDir
 
 #: Overall verdicts a candidate can get, as the report words them, for `--fail-on`.
 VERDICTS = ("better", "worse", "mixed", "same", "undecided")
-#: The word verdict.json stores for each (`OverallVerdict`): "undecided" is stored as
-#: "inconclusive", which `--fail-on` also accepts as an alias.
-STORED = {"undecided": "inconclusive"}
+#: The older word for "undecided" (verdict.json stored it before format version 2), which
+#: `--fail-on` still accepts.
 ALIASES = {"inconclusive": "undecided"}
 #: GitHub's limit for one step's job summary (1 MiB); a longer write is refused by Actions.
 SUMMARY_LIMIT = 1024 * 1024
@@ -88,22 +87,21 @@ def failing_candidates(run_dir: str | Path, fail_on: frozenset[str]) -> list[tup
     regressions that let a `mixed` candidate with cells 28% and 50% worse through would be
     no gate (issue 33). The reason then says how many cells were worse."""
     path = Path(run_dir) / "verdict.json"
-    try:
-        overall = json.loads(path.read_text()).get("overall") or {}
-    except (OSError, ValueError) as exc:
+    try:  # through RunDir: an older verdict.json is migrated (core.migrate), words included
+        overall = RunDir(run_dir).read_json("verdict.json").get("overall") or {}
+    except (OSError, ValueError, InputError) as exc:
         raise InputError(
             f"{path} is missing or unreadable, so --fail-on cannot judge the run; render the "
             f"report first (`matrixrun report {run_dir}`)"
         ) from exc
-    out = []
-    stored = {STORED.get(w, w): w for w in fail_on}  # verdict.json's word -> the printed one
+    out = []  # verdict.json stores each verdict as the report prints it
     for candidate, result in overall.items():
         if not isinstance(result, dict):
             continue
         verdict = result.get("verdict")
         worse = result.get("worse") if isinstance(result.get("worse"), int) else 0
-        if verdict in stored:
-            out.append((str(candidate), stored[verdict]))
+        if verdict in fail_on:
+            out.append((str(candidate), str(verdict)))
         elif "worse" in fail_on and worse:
             cells = result.get("cells") if isinstance(result.get("cells"), int) else None
             of = f"{worse} of {plural(cells, 'cell')}" if cells else plural(worse, "cell")

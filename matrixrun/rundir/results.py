@@ -19,7 +19,7 @@
       jobs.json  slurm/        the Slurm jobs (executors/slurm.py) and submitit's files
       format.json              the format version of every file without its own
                                (core/format_version.py); older files are read through
-                               rundir/migrate.py, and a resumed run rewrites them first
+                               core/migrate.py, and a resumed run rewrites them first
 
 A crash loses at most the measurement in flight; `--resume` reads results.jsonl back and skips
 what is there. Lines are never rewritten: a rerun is a new line. (A last line torn by a crash
@@ -42,11 +42,11 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from matrixrun.core import migrate
 from matrixrun.core.errors import InputError
 from matrixrun.core.format_version import FORMAT_FILE, RECORDS_VERSION, found_version
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.redact import redact_json
-from matrixrun.rundir import migrate
 
 
 def now_iso() -> str:
@@ -369,7 +369,7 @@ class RunDir:
 
     def migrated(self) -> dict[str, Any]:
         """Every file of the directory, read as plain data and brought to the current format
-        by `rundir.migrate` — the one place old formats are read."""
+        by `core.migrate` — the one place old formats are read."""
         files: dict[str, Any] = {}
         for path in sorted(self.path.glob("*.json")):
             files[path.name] = self._raw_json(path.name)

@@ -6,7 +6,7 @@ verdict.json, and `run.outputs.render_run` reads it beside verdict.json, plan.js
 So analysing and rendering never parse a spec (and still work when the spec copy is gone), and
 the statistics' parameters — margins, α and its spending over the looks, the correctness gate's
 outcome — are written down once, where anyone can read them. An older settings.json (or none,
-from a run older than the file) is brought forward by `rundir.migrate`.
+from a run older than the file) is brought forward by `core.migrate`.
 
 `analysis_settings` is the one translation of a spec's verify block into statistics settings,
 shared by the runner, the verify policy and its scoring benchmark.
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 SETTINGS_SCHEMA = SETTINGS_VERSION
 """settings.json's format. Raised when a field changes meaning, with a step in
-`rundir.migrate` that brings an older file forward: readers see only the current format."""
+`core.migrate` that brings an older file forward: readers see only the current format."""
 
 
 class _Model(BaseModel):
@@ -249,7 +249,7 @@ def read_settings(rd: RunDir) -> RunSettings:
             f"{rd.path} has no settings.json: give a directory written by `matrixrun run` or "
             "`matrixrun ingest`"
         )
-    data = rd.read_json("settings.json")  # an older file through rundir.migrate
+    data = rd.read_json("settings.json")  # an older file through core.migrate
     try:
         return RunSettings.model_validate(data)
     except ValidationError as exc:

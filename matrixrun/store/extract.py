@@ -213,12 +213,12 @@ def extract(run_dir: str | Path) -> RunRecord:
     settings = read_settings(rd)  # another format version: one sentence, the run skipped
     env = read_environment(path / "env.json") or Environment()
     try:
-        verdict = (
-            Verdict.model_validate_json((path / "verdict.json").read_text())
+        verdict = (  # through RunDir: an older verdict.json is migrated (core.migrate)
+            Verdict.model_validate(rd.read_json("verdict.json"))
             if (path / "verdict.json").is_file()
             else None
         )
-    except (ValidationError, ValueError):
+    except (ValidationError, ValueError, InputError):
         verdict = None  # an older verdict.json: the measurements are still worth indexing
     plan = _json(path / "plan.json")
     a = settings.analysis

@@ -267,7 +267,7 @@ class Policy:
         primary_sigma = next(x for x in verdict.sigma if x.metric == self.settings.primary)
         no_sigma = primary_sigma.value is None
         for slice_name, candidate, res in results:
-            if res.verdict != "inconclusive":
+            if res.verdict != "undecided":
                 continue
             chance = self._worth(res, verdict)
             judged = min(res.baseline.n, res.candidate.n) >= FUTILITY_MIN_RUNS
@@ -422,7 +422,7 @@ class Policy:
                     (
                         self.group_of[cell.cell_id].group_id not in groups,
                         position[self.group_of[cell.cell_id].group_id],
-                        res.verdict != "inconclusive",
+                        res.verdict != "undecided",
                         abs(res.d or 0.0),
                         cell,
                     )

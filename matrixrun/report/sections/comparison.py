@@ -236,7 +236,7 @@ def metric_tables(
                     if lead is not None:
                         word += f" ({wording.cell_note(lead, c, short=True)})"
                     rows.append([*cells, word, n_text(c)])
-                    if c.verdict == "inconclusive":
+                    if c.verdict == "undecided":
                         undecided.setdefault(wording.undecided(c), []).append(x)
                 last = index == len(mr.series) - 1
                 out.append(

@@ -126,7 +126,7 @@ def recommendations(verdict: Verdict) -> list[Recommendation]:
             varying = varying_keys(mr.series)
             for series in mr.series:
                 found = stretches(series)
-                undecided = [c for c in series.cells if c.verdict == CellVerdict.INCONCLUSIVE]
+                undecided = [c for c in series.cells if c.verdict == CellVerdict.UNDECIDED]
                 needed = [  # a count read off a σ too uncertain to print an interval is no advice
                     c.runs_needed
                     for c in undecided

@@ -237,7 +237,7 @@ def no_reruns(v: Verdict, max_runs: int | None, ingested: bool) -> str:
         return "The input files hold one run per cell and arm; nothing was rerun."
     if max_runs is not None and max_runs < 2:
         return "The spec allows one run per cell (verify.max_runs: 1), so the policy reran nothing."
-    flagged = [c for _, _, c in v.comparisons() if c.surprise or c.verdict == "inconclusive"]
+    flagged = [c for _, _, c in v.comparisons() if c.surprise or c.verdict == "undecided"]
     if not flagged:
         return (
             "No cell was surprising (|change| above the surprise threshold) or "

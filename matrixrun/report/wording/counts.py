@@ -2,13 +2,14 @@
 
 Two small rules a newcomer notices first (issue 33): "1 cells" and "1 routine replicates" read
 as carelessness, and one outcome called "undecided" in a table and "inconclusive" in the line
-beside it reads as two outcomes. verdict.json keeps its stored value (`inconclusive`, so run
-directories already written stay readable); every printed word goes through `outcome`.
+beside it reads as two outcomes. verdict.json stores `undecided` (format version 2; an older
+file's `inconclusive` is migrated by `core.migrate`); a rerun's reason is still stored as
+`inconclusive` (results.jsonl), so every printed word goes through `outcome`.
 """
 
 from __future__ import annotations
 
-#: The printed word for each stored verdict value that is not printed as stored.
+#: The printed word for each stored value that is not printed as stored (a rerun reason).
 _PRINTED = {"inconclusive": "undecided"}
 
 

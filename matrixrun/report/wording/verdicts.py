@@ -172,7 +172,7 @@ def cell_text(c: Comparison) -> str:
     """benchstat/criterion style: '−28.3% [−31.0, −25.5] n=2/2 worse',
     '~ +1.1% [−3.0, +5.4] n=3/3 same'. n is baseline/candidate; '~' marks same/undecided."""
     parts = []
-    if c.verdict in ("same", "inconclusive"):
+    if c.verdict in ("same", "undecided"):
         parts.append("~")
     parts.append("n/a" if c.change is None else fmt.change(c.change))
     if c.change_lo is not None and c.change_hi is not None:
@@ -301,9 +301,9 @@ def overall(ov: Overall, s: AnalysisSettings) -> str:
         text = _inconclusive(ov, m, margin)
     if ov.provisional:
         text += " Provisional: it rests on cells with n = 1."
-    if ov.verdict != OverallVerdict.INCONCLUSIVE and ov.sigma_source == SigmaSource.WARM:
+    if ov.verdict != OverallVerdict.UNDECIDED and ov.sigma_source == SigmaSource.WARM:
         text += " σ comes from warm repeats only (within-instance), which may understate."
-    elif ov.verdict != OverallVerdict.INCONCLUSIVE and ov.sigma_source == SigmaSource.PRIOR:
+    elif ov.verdict != OverallVerdict.UNDECIDED and ov.sigma_source == SigmaSource.PRIOR:
         text += " σ is the declared prior, not measured."
     if ov.by_slice:
         text += " By slice: " + "; ".join(
