@@ -14,7 +14,7 @@ from test_report import SPEC_TEXT, measurement, plan_of, write_run
 from test_runner_unit import ONE_RUN, FakeEngine, run
 
 from matrixrun.analysis import analyse, value_of
-from matrixrun.core.keeping import fell_behind, kept_model, sim_late_share
+from matrixrun.core.keeping import carries, fell_behind, kept_model, sim_late_share
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.timescale import TimeScale
 from matrixrun.core.tuning import SIM_LATE_LIMIT, SIM_MAX_SLOWDOWNS
@@ -65,7 +65,20 @@ def test_a_measurement_beyond_the_limit_carries_no_value() -> None:
     assert value_of(late(m, 0.02), "output_throughput") is not None
     assert value_of(late(m, 0.5), "output_throughput") is None
     assert value_of(late(m, 0.5), "mean_tpot_ms") is None
-    assert fell_behind(late(m, 0.5)) and not fell_behind(late(m, 0.02))
+    tput = "output_throughput"
+    assert fell_behind(late(m, 0.5), tput) and not fell_behind(late(m, 0.02), tput)
+
+
+def test_a_metric_the_client_flagged_carries_no_value_on_real_engines_too() -> None:
+    """The same rule for the load client: its self-check's flagged metric is no number of
+    that measurement; its other metrics still are."""
+    real = matrix({})[0].model_copy(update={"simulated": False, "extra": {}})
+    check = {"client_bound": True, "affected": {"output_throughput": 0.14}}
+    flagged = real.model_copy(update={"extra": {"client_check": check}})
+    assert carries(real, "output_throughput") and not carries(flagged, "output_throughput")
+    assert value_of(flagged, "output_throughput") is None
+    assert value_of(flagged, "mean_tpot_ms") is not None
+    assert fell_behind(flagged, "output_throughput")
 
 
 def test_no_verdict_rests_on_a_late_measurement() -> None:
@@ -96,8 +109,9 @@ def test_a_late_rehearsal_opens_by_saying_it_could_not_keep_up(tmp_path: Path) -
     first = text.splitlines()[0]
     assert first.startswith("# SIMULATED (COULD NOT KEEP UP) — ")
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    assert "could not keep up" in lines[1] and "1 of 10 measurements" in lines[1]
-    assert "50.0%" in lines[1] and "1 cell(s) have none" in lines[1]
+    assert "could not keep up" in lines[1] and "1 of 10 measurements fell behind" in lines[1]
+    assert "the simulator in 1" in lines[1] and "up to 50.0%" in lines[1]
+    assert "1 cell(s) have none" in lines[1]
 
 
 def test_a_rehearsal_that_kept_up_in_the_end_claims_nothing_first(tmp_path: Path) -> None:
@@ -135,6 +149,8 @@ class SlowingEngine(FakeEngine):
         behind = self.late > 0
         self.late -= 1
         extra["sim_engine_lateness_ms"] = {"max_ms": 1e6 if behind else 0.0}
+        # the client's own self-check is injected too: this test must not depend on host load
+        extra["client_check"] = {"client_bound": False, "affected": {}}
         return extra
 
 
@@ -144,7 +160,7 @@ def test_the_runner_measures_a_late_cell_again_on_a_slower_relaunch(tmp_path: Pa
     runner, rd = run(tmp_path, engine, ONE_RUN)
     ms = rd.measurements()
     first = ms[0]
-    assert fell_behind(first) and first.time_scale == 8.0
+    assert not kept_model(first) and first.time_scale == 8.0
     again = [m for m in ms if m.cell_id == first.cell_id]
     assert [m.attempt for m in again] == [1, 2] and again[1].time_scale == 4.0
     assert again[1].instance != first.instance  # a fresh launch at the new speed
@@ -162,7 +178,7 @@ def test_the_runner_slows_down_at_most_so_often(tmp_path: Path) -> None:
     assert len(rd.measurements()) == len(list(runner.plan.cells())) + SIM_MAX_SLOWDOWNS
     # the fake server is not labelled simulated, so ask the report's derivation directly
     ms = [m.model_copy(update={"simulated": True}) for m in rd.measurements()]
-    gone = behind(ms, 8.0)
+    gone = behind(ms, 8.0, "output_throughput")
     assert gone is not None and gone.lost == len(list(runner.plan.cells()))
     assert gone.slowest == 8.0 / 2**SIM_MAX_SLOWDOWNS
 

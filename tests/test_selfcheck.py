@@ -16,6 +16,7 @@ from matrixrun.load.multi import run_load, run_load_sync
 from matrixrun.load.records import RequestRecord
 from matrixrun.load.selfcheck import (
     ITL_PERCENTILES,
+    THROUGHPUT,
     TIMER_SLACK_S,
     LagSamples,
     aligned,
@@ -131,6 +132,19 @@ def test_quiet_data_is_never_flagged() -> None:
             records.append(record(times, index=i, start=start))
         check = judge(records, [LagSamples(at.tolist(), lag.tolist())], cpu=0.3)
         assert check.affected == {}, (seed, check.as_dict())
+
+
+def test_a_starved_client_flags_the_throughput_it_lost_without_using_a_core() -> None:
+    """Issue 44: on a busy host the client, at 3% CPU, read each request's end and sent the
+    next one late: at a concurrency limit its slots stood idle, and the throughput it reported
+    was 14% low. The lags at each request's start and end bound that idle time against its e2e;
+    a quiet client's do not come near the threshold."""
+    recs = [record(steady(n=10), index=i, start=0.3 * i) for i in range(10)]  # e2e 0.23 s
+    busy = judge(recs, flat(0.015, 700), cpu=0.03)  # 15 ms late at every wake-up
+    assert set(THROUGHPUT) <= set(busy.affected)
+    assert busy.affected["output_throughput"] == pytest.approx(2 * (0.015 - 0.001 + 0.005) / 0.23)
+    quiet = judge(recs, flat(0.0015, 700), cpu=0.03)
+    assert not set(THROUGHPUT) & set(quiet.affected)
 
 
 def test_a_saturated_core_makes_throughput_a_lower_bound() -> None:

@@ -7,17 +7,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from matrixrun.core.keeping import kept_model
+from matrixrun.core.keeping import carries
 from matrixrun.core.measurement import Measurement, superseded
 from matrixrun.core.verdict import ArmSample
 
 
 def value_of(m: Measurement, metric: str) -> float | None:
     """The metric of a successful measurement, when it is a positive finite number (the
-    analysis works on logs); None otherwise, and None from a simulated measurement whose
-    simulator fell behind its model (`core.keeping`): every stage reads values here, so no
-    verdict, check or launch finding rests on a number a loaded host made."""
-    if not m.ok or m.metrics is None or not kept_model(m):
+    analysis works on logs); None otherwise, and None where the simulator fell behind its
+    model or the client's self-check flagged the metric (`core.keeping`): every stage reads
+    values here, so no verdict, check or launch finding rests on a number a loaded host made."""
+    if not m.ok or m.metrics is None or not carries(m, metric):
         return None
     v = m.metrics.get(metric)
     if v is None or not math.isfinite(v) or v <= 0:

@@ -12,8 +12,11 @@ so as a share of the duration it bounds the error of every rate the cell reports
 A measurement beyond `SIM_LATE_LIMIT` did not keep its model: the analysis reads no value from
 it (`analysis.samples.value_of`), so no verdict, check or launch finding rests on it; the
 runner measures it again on a slower simulator (`run.runner`), and the report says where a
-cell has no measurement that kept up. Real engines record no lateness and always keep their
-model here: their own distortion is the load client's self-check's (`load/selfcheck.py`).
+cell has no measurement that kept up.
+
+The same rule for the load client (on real engines too): a metric the client's own self-check
+flagged (`extra.client_check.affected`, `load/selfcheck.py`: the most its lag could have moved
+that metric exceeds its threshold) is no number of that measurement either (`carries`).
 
 Pure: reads a measurement, no I/O.
 """
@@ -44,7 +47,21 @@ def kept_model(m: Measurement, limit: float = SIM_LATE_LIMIT) -> bool:
     return share is None or share <= limit
 
 
-def fell_behind(m: Measurement, limit: float = SIM_LATE_LIMIT) -> bool:
-    """A successful simulated measurement the simulator could not keep (what the runner measures
-    again and the report counts)."""
-    return m.ok and not kept_model(m, limit)
+def client_flagged(m: Measurement, metric: str) -> bool:
+    """Whether the load client's self-check said its own lag could have moved `metric` by more
+    than its threshold in this measurement (it records only such metrics)."""
+    check = m.extra.get("client_check")
+    affected = check.get("affected") if isinstance(check, dict) else None
+    return isinstance(affected, dict) and metric in affected
+
+
+def carries(m: Measurement, metric: str) -> bool:
+    """Whether `m` may carry a number of `metric` into the analysis: the simulator kept its
+    model and the client kept up with the server on that metric."""
+    return kept_model(m) and not client_flagged(m, metric)
+
+
+def fell_behind(m: Measurement, metric: str) -> bool:
+    """A successful measurement that may carry no `metric` (the simulator or the client fell
+    behind): what the runner measures again and the report counts."""
+    return m.ok and not carries(m, metric)

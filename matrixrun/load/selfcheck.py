@@ -38,9 +38,13 @@ each bound as a share of the cell's own value of that statistic and flagged abov
   they are pulled down by about twice that share, the median to 0 at half.
 * Mean ITL and TPOT: first to last token, two late timestamps over (tokens − 1) gaps, per
   request; e2e: late by the end's bound. Coalescing leaves them be.
-* Throughputs: only if a client process used nearly a whole core (`CPU_LIMIT`): then its rate,
-  not the server's, may be what was measured; the value is a lower bound, by an unknown amount
-  (recorded as 1.0).
+* Throughputs: a request's slot stands idle while the client is late reading its end and late
+  sending it (at a concurrency limit, the next one waits for that slot), so the rates are
+  understated by up to the mean of each request's start and end bounds against its mean e2e.
+  That is what a client starved of CPU on a busy host does without using much CPU itself
+  (issue 44: a rehearsal's client at 3% CPU lost 14% of a cell's throughput unflagged). And if
+  a client process used nearly a whole core (`CPU_LIMIT`), its rate, not the server's, may be
+  what was measured; the value is a lower bound, by an unknown amount (recorded as 1.0).
 
 What the probe cannot see: a busy stretch shorter than one probe interval (5 ms) that ended
 before the next wake-up was due. Those are at most an interval long, and a lag longer than an
@@ -236,6 +240,8 @@ class _Bounds:
     tpot_err: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
     e2e_err: list[float] = field(default_factory=list)
+    #: how late the request was sent plus how late its end was read: its slot's idle time
+    slot_err: list[float] = field(default_factory=list)
 
 
 def _per_request(records: Sequence[RequestRecord], probes: Sequence[LagSamples]) -> _Bounds:
@@ -247,7 +253,9 @@ def _per_request(records: Sequence[RequestRecord], probes: Sequence[LagSamples])
         if not r.ok or not r.chunk_times:
             continue
         t = np.asarray(r.chunk_times, dtype=np.float64)
-        b = _aligned(arrays[r.index % len(arrays)], r.start + np.append(t, r.e2e), PROBE_INTERVAL_S)
+        at = r.start + np.concatenate(([0.0], t, [r.e2e]))
+        b = _aligned(arrays[r.index % len(arrays)], at, PROBE_INTERVAL_S)
+        sent, b = float(b[0]), b[1:]
         first, end, chunks = float(b[0]), float(b[-1]), b[:-1]
         out.ttft.append(t[0])
         out.ttft_err.append(first)  # the start is taken just before the bytes are written
@@ -262,6 +270,7 @@ def _per_request(records: Sequence[RequestRecord], probes: Sequence[LagSamples])
             out.tpot_err.append(max(first, end) / (r.output_tokens - 1))
         out.e2e.append(r.e2e)
         out.e2e_err.append(end)
+        out.slot_err.append(sent + end)
     return out
 
 
@@ -296,6 +305,7 @@ def judge(
     _bound(affected, ["mean_itl_ms", "mean_tpot_ms"], _mean(b.tpot_err), _mean(b.tpot))
     _bound(affected, ["median_tpot_ms"], _pct(b.tpot_err, 50), _pct(b.tpot, 50))
     _bound(affected, ["mean_e2e_latency_ms"], _mean(b.e2e_err), _mean(b.e2e))
+    _bound(affected, list(THROUGHPUT), _mean(b.slot_err), _mean(b.e2e))
     if share > COALESCED_LIMIT:  # zero gaps pull the percentiles down; at half, the median is 0
         for m in ITL_PERCENTILES:
             affected[m] = 1.0 if share >= 0.5 else max(2 * share, affected.get(m, 0.0))

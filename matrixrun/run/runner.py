@@ -34,7 +34,7 @@ from typing import Any
 from matrixrun import verify
 from matrixrun.core import interrupt
 from matrixrun.core.errors import EngineError
-from matrixrun.core.keeping import fell_behind, sim_late_share
+from matrixrun.core.keeping import client_flagged, fell_behind, sim_late_share
 from matrixrun.core.measurement import (
     Failure,
     Measurement,
@@ -482,10 +482,12 @@ class Runner:
                 interrupt.check()
 
     def slowed(self, m: Measurement) -> bool:
-        """Whether `m` fell behind its simulator's model (`core.keeping`: the analysis reads no
-        value from it) and the engine could halve its speed for the launches after this one
-        (at most `SIM_MAX_SLOWDOWNS` times a run); if so it has, and events.jsonl says why."""
-        if not fell_behind(m) or self.slowdowns >= SIM_MAX_SLOWDOWNS:
+        """Whether `m` fell behind (`core.keeping`: the simulator its model, or the client the
+        server on the primary metric; the analysis reads no value from it) and the engine could
+        halve its speed for the launches after this one (at most `SIM_MAX_SLOWDOWNS` times a
+        run: a slower simulator is slower for the client too); if so it has, and events.jsonl
+        says why."""
+        if not fell_behind(m, self.spec.metrics.primary) or self.slowdowns >= SIM_MAX_SLOWDOWNS:
             return False
         if not isinstance(self.engine, SlowsDown):
             return False
@@ -499,6 +501,7 @@ class Runner:
             attempt=m.attempt,
             instance=m.instance,
             late_share=None if share is None else round(share, 4),
+            client_flagged=client_flagged(m, self.spec.metrics.primary),
             time_scale=before,
             new_time_scale=after,
         )

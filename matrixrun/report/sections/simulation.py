@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from matrixrun.core.keeping import fell_behind, sim_late_share
+from matrixrun.core.keeping import fell_behind, kept_model, sim_late_share
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.tuning import SIM_LATE_LIMIT
 from matrixrun.report import fmt
@@ -46,13 +46,17 @@ def simulator_lag(measurements: Sequence[Measurement]) -> tuple[list[float], lis
 
 @dataclass(frozen=True)
 class Behind:
-    """The measurements the simulator could not keep (`core.keeping`: the analysis read no
-    value from them) and what the rehearsal did about them."""
+    """The measurements the simulator could not keep, or whose load client could not keep up on
+    the primary metric (`core.keeping`: the analysis read no value from them), and what the
+    rehearsal did about them."""
 
     #: successful simulated measurements, and those of them that fell behind
     measured: int
     late: int
-    #: the worst share of a cell's duration it fell behind by
+    #: of those, the ones only the client's self-check flagged on `metric`
+    client: int
+    metric: str
+    #: the worst share of a cell's duration the simulator fell behind by (0: only the client)
     worst: float
     #: cells with a successful measurement, none of which kept up: no number of theirs counts
     lost: int
@@ -61,18 +65,21 @@ class Behind:
     slowest: float
 
 
-def behind(measurements: Sequence[Measurement], asked: float) -> Behind | None:
-    """None when every simulated measurement kept its model; else the counts the report
-    states (a cell with a late measurement that was measured again in time is not lost)."""
+def behind(measurements: Sequence[Measurement], asked: float, metric: str) -> Behind | None:
+    """None when every simulated measurement kept up on the primary `metric`; else the counts
+    the report states (a cell measured again in time is not lost)."""
     ok = [m for m in measurements if m.simulated and m.ok]
-    late = [m for m in ok if fell_behind(m)]
+    late = [m for m in ok if fell_behind(m, metric)]
     if not late:
         return None
-    kept = {m.cell_id for m in ok if not fell_behind(m)}
+    kept = {m.cell_id for m in ok if not fell_behind(m, metric)}
+    shares = [sim_late_share(m) or 0.0 for m in late if not kept_model(m)]
     return Behind(
         measured=len(ok),
         late=len(late),
-        worst=max(sim_late_share(m) or 0.0 for m in late),
+        client=len(late) - len(shares),
+        metric=metric,
+        worst=max(shares, default=0.0),
         lost=len({m.cell_id for m in late} - kept),
         asked=asked,
         slowest=min([asked, *(m.time_scale for m in ok)]),
@@ -87,16 +94,28 @@ def could_not_keep_up(b: Behind) -> str:
     too slow for the rehearsal even after it slowed down, so those cells say nothing."""
     slowed = (
         f" even at {fmt.x(b.slowest)}× (slowed from {fmt.x(b.asked)}×)"
-        if (b.slowest < b.asked)
+        if b.slowest < b.asked
         else f" at {fmt.x(b.asked)}×"
     )
     return (
-        f"**The rehearsal could not keep up with its model on this host:** the simulator fell "
-        f"behind by more than {100 * SIM_LATE_LIMIT:.0f}% of a cell's duration in {b.late} of "
-        f"{b.measured} measurements{slowed}, by up to {100 * b.worst:.1f}%. Those carry no "
+        "**The rehearsal could not keep up with its model on this host:** "
+        f"{b.late} of {b.measured} measurements fell behind{slowed} ({who(b)}). Those carry no "
         f"number, so {b.lost} cell(s) have none and the verdict below is not the profile's: "
         "rehearse on a quieter host or lower rehearsal.time_scale."
     )
+
+
+def who(b: Behind) -> str:
+    """Which fell behind, and by how much: the simulator, the load client, or both."""
+    parts = []
+    if b.late > b.client:
+        parts.append(
+            f"the simulator in {b.late - b.client}, by more than {100 * SIM_LATE_LIMIT:.0f}% "
+            f"of the cell's duration, up to {100 * b.worst:.1f}%"
+        )
+    if b.client:
+        parts.append(f"the load client in {b.client}: its self-check flagged `{b.metric}`")
+    return "; ".join(parts)
 
 
 def kept_up_after(b: Behind) -> str:
@@ -106,11 +125,7 @@ def kept_up_after(b: Behind) -> str:
         if b.slowest < b.asked
         else "; each cell was measured again in time"
     )
-    return (
-        f". In {b.late} measurement(s) the simulator fell behind its model by more than "
-        f"{100 * SIM_LATE_LIMIT:.0f}% of the cell's duration (up to {100 * b.worst:.1f}%): "
-        f"they carry no number{slowed}"
-    )
+    return f". {b.late} measurement(s) fell behind ({who(b)}): they carry no number{slowed}"
 
 
 def banner(
@@ -210,7 +225,9 @@ def of(
         note = note.rstrip() + "."
     slow_engine, slow_writes = simulator_lag(simulated)
     text = banner(scales, stream, slow_engine, slow_writes)
-    late = behind(simulated, float(declared or max(scales)))
+    metric = settings.analysis.primary if settings is not None else "output_throughput"
+    # settings.json may record the speed a slowed rehearsal ended at: the fastest is the ask
+    late = behind(simulated, max([float(declared or 0.0), *scales]), metric)
     if late is not None and not late.lost:
         text = text[:-1] + kept_up_after(late) + "."
     blind = None
