@@ -5,6 +5,7 @@ on it is named (`load/idle.py`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,3 +156,59 @@ def test_the_policy_measures_a_capped_cell_once_more_and_then_leaves_it() -> Non
     crashed = first[0].model_copy(update={"failure": Failure.SERVER_DIED})
     assert not capped_once("cb-c16", [crashed])  # a crash is reported, not retried
     assert WhyKind.CAPPED.value == "capped"
+
+
+# --------------------------------------------------------------- a whole run on the simulator
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_run_whose_server_holds_requests_counts_them_and_compares_no_survivors(
+    tmp_path: Path,
+) -> None:
+    """The H200 run, rehearsed: the candidate's simulated server reads some requests and never
+    answers them (`hold_rate`). Its capped runs are failures with their reasons; the Checks line
+    counts their cut and unsent requests; no cell of it shows a throughput over the survivors
+    (it is undecided, or measured on its rerun); each capped cell was measured once more."""
+    from test_runner import TINY, mr
+
+    from matrixrun.core.verdict import Verdict
+    from matrixrun.rundir.results import RunDir
+
+    spec = tmp_path / "held.yaml"
+    spec.write_text(
+        TINY.replace("cell_timeout: 60s", "cell_timeout: 8s").replace(
+            "        set: {step_ms: [[1, 10], [8, 12]]}",
+            "        set: {step_ms: [[1, 10], [8, 12]]}\n    effect_rules:\n"
+            "      - when: {moe_runner_backend: flashinfer_cutedsl}\n"
+            "        set: {hold_rate: 0.3}",
+        )
+    )
+    run, report = tmp_path / "run", tmp_path / "r.md"
+    res = mr("run", str(spec), "--rehearse", "--out", str(run), "--report", str(report))
+    assert res.returncode == 1, res.stderr[-2000:]  # failed measurements: not a clean run
+    assert "Traceback" not in res.stderr
+    ms = RunDir(run).measurements()
+    capped = [m for m in ms if m.failure in (Failure.CAPPED, Failure.CAPPED_EMPTY)]
+    assert capped and {m.arm for m in capped} == {"fast"}
+    cut = sum(m.metrics.failed for m in capped if m.metrics is not None)
+    assert cut > 0
+    for m in capped:  # every cut or unsent request is a failure with its reason
+        reasons = m.extra["request_errors"]
+        assert set(reasons) <= {CUT, WAITED, "never sent: it was due after the cell's time cap"}
+        assert m.metrics is not None and sum(reasons.values()) == m.metrics.failed
+    # a cell whose first run the cap cut is measured once more
+    for cell_id in {m.cell_id for m in capped if m.attempt == 1}:
+        assert len([m for m in ms if m.cell_id == cell_id]) >= 2
+    verdict = Verdict.model_validate_json((run / "verdict.json").read_text())
+    for _, _, c in verdict.comparisons():
+        fast = [m for m in ms if m.point_id == c.point_id and m.arm == "fast" and m.ok]
+        assert c.candidate.n <= len(fast)  # only whole runs are compared
+        if not fast:  # undecided, with no number for the candidate
+            assert c.verdict not in ("better", "worse", "same") and c.candidate.mean is None
+    text = report.read_text()
+    failed = sum(c.candidate.failed_requests + c.baseline.failed_requests
+                 for _, _, c in verdict.comparisons())  # fmt: skip
+    assert failed >= cut and f"{failed} failed requests" in text
+    assert "cut by the cell's time cap" in text or "never sent" in text
+    assert "the run is not compared" in text

@@ -139,7 +139,7 @@ def capped_error(extra: dict[str, Any]) -> str:
     workload) and, where the records show it, that the server had gone quiet."""
     c = extra["capped"]
     done, cut, unsent = int(c["completed"]), int(c["cut_requests"]), int(c["never_sent"])
-    parts = [f"{cut} requests in flight cut"] if cut else []
+    parts = [f"{cut} request{'' if cut == 1 else 's'} in flight cut"] if cut else []
     parts += [f"{unsent} never sent"] if unsent else []
     total = int(c.get("total", done + cut + unsent))
     text = (

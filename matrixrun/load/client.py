@@ -12,7 +12,10 @@ One process measures a `Share` of the cell (`measure_share`: all of it by defaul
 from a common start instant and `finish` merges them, so both paths end in the same code.
 
 Per-request failures (HTTP errors, in-stream errors, truncated streams, timeouts, refused
-connections) are data: the request's record carries the error text. Only a cell that cannot be
+connections) are data: the request's record carries the error text. So are the requests the
+cell's time cap ended: cut in flight (`CUT`) or never sent (`NEVER_SENT`), each a record, so
+that no count of the cell leaves them out (`cell.py` then fails the run: its survivors are
+the fast requests). Only a cell that cannot be
 measured at all raises `LoadError`: every warmup request failed, or the server could not be
 reached for any request.
 
