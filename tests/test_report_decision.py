@@ -96,7 +96,11 @@ def test_undecided_still_gives_direction_consistency_and_a_command(tmp_path: Pat
     head = head_of(doc)
     assert "**Verdict on `output_throughput`: undecided.**" in head
     assert "+26.0%, higher at all 5 points, each measured once" in head
-    assert "Settle it" in head and "nox -s matrix -- runs/glm5_cutedsl/1/spec.yaml" in head
+    assert "Settle it" in head  # this run resumed with more runs allowed: nothing remeasured
+    assert (  # the run's own copy is its record, so the command names a copy of it
+        "`matrixrun run extended.yaml --resume runs/glm5_cutedsl/1  # extended.yaml: a copy "
+        "of runs/glm5_cutedsl/1/spec.yaml with verify.max_runs: 2`"
+    ) in head
     assert "better" not in head.split("**Checks:**")[0]  # never 'better' while undecided
 
 

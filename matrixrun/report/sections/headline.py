@@ -37,6 +37,7 @@ from matrixrun.report.series import (
 from matrixrun.report.wording.counts import outcome
 from matrixrun.report.wording.verdicts import RUNS_WORTH_RUNNING, crossover, xs_range
 from matrixrun.rundir.settings import RunSettings
+from matrixrun.spec.models import MAX_RUNS
 
 
 class Advice(StrEnum):
@@ -169,15 +170,28 @@ def settle_command(
     spec_path: str | None,
     ingest: Mapping[str, object] | None,
     runs_needed: Sequence[int],
+    slurm_run: bool = False,
 ) -> str | None:
-    """The command that would settle undecided cells: the spec run again with more runs
-    allowed, or for an ingested run the same ingest with a second file per arm measured on a
-    fresh server."""
+    """The command that would settle undecided cells: this run resumed with more runs allowed
+    (every measurement kept, only the reruns the policy then asks for made: run/amend.py), or
+    for an ingested run the same ingest with a second file per arm measured on a fresh
+    server. None where the spec already allows the most runs it can."""
     if settings.spec is not None and spec_path is not None:
+        if settings.spec.max_runs >= MAX_RUNS:
+            return None
         rehearse = " --rehearse" if settings.rehearsal else ""
+        slurm = " --executor slurm" if slurm_run else ""
         worth = [n for n in runs_needed if n <= RUNS_WORTH_RUNNING]
-        need = max([settings.spec.max_runs + 1, *worth])
-        return f"nox -s matrix -- {spec_path}{rehearse}  # with verify.max_runs: {need} in the spec"
+        need = min(max([settings.spec.max_runs + 1, *worth]), MAX_RUNS)
+        if spec_path == f"{run_dir}/spec.yaml":  # the run's own copy is the record: never edited
+            return (
+                f"matrixrun run extended.yaml{rehearse}{slurm} --resume {run_dir}  # "
+                f"extended.yaml: a copy of {spec_path} with verify.max_runs: {need}"
+            )
+        return (
+            f"matrixrun run {spec_path}{rehearse}{slurm} --resume {run_dir}  # after raising "
+            f"verify.max_runs to {need} in {spec_path}"
+        )
     given = ingest.get("files") if ingest else None
     if isinstance(given, list):
         files = [str(f) for f in given]
@@ -200,7 +214,12 @@ def settle_of(inputs: RunInputs) -> str | None:
         c.runs_needed for _, _, c in inputs.verdict.comparisons() if c.runs_needed is not None
     ]
     return settle_command(
-        inputs.settings, inputs.run_dir, spec_path_of(inputs), inputs.ingest, needed
+        inputs.settings,
+        inputs.run_dir,
+        spec_path_of(inputs),
+        inputs.ingest,
+        needed,
+        slurm_run=inputs.jobs is not None,  # a Slurm run has jobs.json
     )
 
 
