@@ -93,13 +93,13 @@ def could_not_keep_up(b: Behind) -> str:
     """The document's first line when some cell has no measurement that kept up: the host was
     too slow for the rehearsal even after it slowed down, so those cells say nothing."""
     slowed = (
-        f" even at {fmt.x(b.slowest)}× (slowed from {fmt.x(b.asked)}×)"
+        f", even after it slowed from {fmt.x(b.asked)}× to {fmt.x(b.slowest)}×"
         if b.slowest < b.asked
-        else f" at {fmt.x(b.asked)}×"
+        else f", at {fmt.x(b.asked)}×"
     )
     return (
         "**The rehearsal could not keep up with its model on this host:** "
-        f"{b.late} of {b.measured} measurements fell behind{slowed} ({who(b)}). Those carry no "
+        f"{b.late} of {b.measured} measurements fell behind ({who(b)}){slowed}. Those carry no "
         f"number, so {b.lost} cell(s) have none and the verdict below is not the profile's: "
         "rehearse on a quieter host or lower rehearsal.time_scale."
     )
