@@ -315,3 +315,16 @@ def test_a_report_written_elsewhere_links_back_into_the_run_directory(tmp_path: 
     out = outputs.render_run(run, tmp_path / "docs" / "report.md")
     for target in links(out.read_text()):
         assert (out.parent / target).exists(), target
+
+
+def test_an_old_directory_is_migrated_once_and_again_when_a_file_changes(tmp_path: Path) -> None:
+    run = corpus_copy(SHAS[0], tmp_path)
+    rd = RunDir(run)
+    first = rd.measurements()
+    assert rd.migrated() is rd.migrated()  # every file a report reads: one migration
+    settings = rd.read_json("settings.json")
+    settings["analysis"]["baseline"] = "changed by a caller"
+    assert rd.read_json("settings.json")["analysis"]["baseline"] != "changed by a caller"
+    lines = (run / "results.jsonl").read_text().splitlines(keepends=True)
+    (run / "results.jsonl").write_text("".join(lines[:-1]))
+    assert len(rd.measurements()) == len(first) - 1

@@ -28,6 +28,7 @@ mid-write is skipped when reading and cut away before the next append; it was ne
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -129,6 +130,8 @@ class RunDir:
     def __init__(self, path: str | Path, shard: str | None = None) -> None:
         self.path = Path(path)
         self.shard = _safe(shard) if shard else None
+        #: The last `migrated()` and the files' (path, mtime, size) it was read from.
+        self._migrated: tuple[tuple[tuple[str, int, int], ...], dict[str, Any]] | None = None
 
     # -- layout -------------------------------------------------------------------------
     @property
@@ -302,7 +305,7 @@ class RunDir:
         if self._records_version() != RECORDS_VERSION:
             made = self.migrated()
             names = [p.relative_to(self.path).as_posix() for p in files]
-            out = [e for name in names for e in made.get(name, []) if isinstance(e, dict)]
+            out = [dict(e) for name in names for e in made.get(name, []) if isinstance(e, dict)]
             files = []
         for path in files:
             if not path.exists():
@@ -334,7 +337,7 @@ class RunDir:
             raise InputError(
                 f"{self.path / name} is missing; is {self.path} a matrixrun run directory?"
             )
-        return found
+        return copy.deepcopy(found)
 
     def has(self, name: str) -> bool:
         """The file exists, or the migrations make it (settings.json of an old run)."""
@@ -369,20 +372,29 @@ class RunDir:
 
     def migrated(self) -> dict[str, Any]:
         """Every file of the directory, read as plain data and brought to the current format
-        by `core.migrate` — the one place old formats are read."""
+        by `core.migrate` — the one place old formats are read. Kept while no file changes
+        (a report reads several files of one directory: it is migrated once), so callers copy
+        what they hand on."""
+        patterns = ("*.json", "*.jsonl", "results.d/*.jsonl", "events.d/*.jsonl", "spec.*")
+        paths = sorted(p for pattern in patterns for p in self.path.glob(pattern))
+        stats = [(p, p.stat()) for p in paths]
+        stamp = tuple((p.as_posix(), st.st_mtime_ns, st.st_size) for p, st in stats)
+        if self._migrated is not None and self._migrated[0] == stamp:
+            return self._migrated[1]
         files: dict[str, Any] = {}
-        for path in sorted(self.path.glob("*.json")):
-            files[path.name] = self._raw_json(path.name)
-        for folder in ("", "results.d/", "events.d/"):
-            for path in sorted(self.path.glob(f"{folder}*.jsonl")):
-                files[folder + path.name] = _jsonl_records(path, lenient="events" in path.name)
-        spec = self.path / "spec.yaml"
-        if spec.exists():
-            files["spec.yaml"] = _yaml_mapping(spec)
-        sha = self.path / "spec.sha256"
-        if sha.exists():
-            files["spec.sha256"] = sha.read_text(errors="replace")
-        return migrate.migrate(files)
+        for path in paths:
+            name = path.relative_to(self.path).as_posix()
+            if name.endswith(".json"):
+                files[name] = self._raw_json(name)
+            elif name.endswith(".jsonl"):
+                files[name] = _jsonl_records(path, lenient="events" in path.name)
+        if (self.path / "spec.yaml").exists():
+            files["spec.yaml"] = _yaml_mapping(self.path / "spec.yaml")
+        if (self.path / "spec.sha256").exists():
+            files["spec.sha256"] = (self.path / "spec.sha256").read_text(errors="replace")
+        made = migrate.migrate(files)
+        self._migrated = (stamp, made)
+        return made
 
 
 def _jsonl_records(path: Path, lenient: bool = False) -> list[Any]:
