@@ -21,7 +21,7 @@ from matrixrun.core.tuning import SIM_LATE_LIMIT, SIM_MAX_SLOWDOWNS
 from matrixrun.engines.base import SlowsDown
 from matrixrun.engines.sim import rehearsal_engine
 from matrixrun.report import render_run_dir
-from matrixrun.report.sections.simulation import behind
+from matrixrun.report.sections.simulation import behind, could_not_keep_up
 from matrixrun.rundir.settings import run_settings
 from matrixrun.spec import parse_spec
 
@@ -189,3 +189,19 @@ def test_the_simulator_engine_halves_its_time_scale_and_its_argument() -> None:
     assert engine.slow_down().factor == 25.0 and engine.time_scale.factor == 25.0
     at = engine.extra_args.index("--time-scale")
     assert float(engine.extra_args[at + 1]) == 25.0
+
+
+def test_the_first_line_says_who_fell_behind() -> None:
+    """The simulator (with how far), the load client (with the metric it flagged), or both."""
+    from test_report import CAND
+
+    ms = matrix({(CAND, 1024): 0.2})
+    check = {"client_bound": True, "affected": {"output_throughput": 0.2}}
+    i = next(i for i, m in enumerate(ms) if m.arm == CAND and m.point["concurrency"] == 256)
+    ms[i] = ms[i].model_copy(update={"extra": {**ms[i].extra, "client_check": check}})
+    gone = behind(ms, SCALE, "output_throughput")
+    assert gone is not None and (gone.late, gone.client, gone.lost) == (2, 1, 2)
+    line = could_not_keep_up(gone)
+    assert "the simulator in 1, by more than 3% of the cell's duration, up to 20.0%" in line
+    assert "the load client in 1: its self-check flagged `output_throughput`" in line
+    assert ", at 50×." in line and "2 cell(s) have none" in line
