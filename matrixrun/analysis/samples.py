@@ -37,9 +37,6 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
     for m in measurements:
         if (m.cell_id, m.attempt) in gone:
             continue
-        check = m.extra.get("client_check")
-        if isinstance(check, dict) and isinstance(check.get("affected"), dict):
-            client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))
         # a capped run compared over its finished requests (written before such a run became
         # a failure, `Failure.CAPPED`): its latency flatters the arm (`CellNote.CAPPED`)
         capped += "capped" in m.extra and m.ok
@@ -54,6 +51,11 @@ def arm_sample(arm: str, measurements: Sequence[Measurement], metric: str) -> Ar
         if v is not None:
             values.append(v)
             instances.append(m.instance)
+            # only a run the comparison reads can widen it: one whose client the self-check
+            # flagged on this metric carries no value at all (`core.keeping`)
+            check = m.extra.get("client_check")
+            if isinstance(check, dict) and isinstance(check.get("affected"), dict):
+                client_bound = max(client_bound, float(check["affected"].get(metric, 0.0)))
     mean = math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
     return ArmSample(
         arm=arm,

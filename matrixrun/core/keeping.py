@@ -24,7 +24,7 @@ Pure: reads a measurement, no I/O.
 from __future__ import annotations
 
 from matrixrun.core.measurement import Measurement
-from matrixrun.core.tuning import SIM_LATE_LIMIT
+from matrixrun.core.tuning import CLIENT_LIMIT, SIM_LATE_LIMIT
 
 
 def sim_late_share(m: Measurement) -> float | None:
@@ -49,10 +49,14 @@ def kept_model(m: Measurement, limit: float = SIM_LATE_LIMIT) -> bool:
 
 def client_flagged(m: Measurement, metric: str) -> bool:
     """Whether the load client's self-check said its own lag could have moved `metric` by more
-    than its threshold in this measurement (it records only such metrics)."""
+    than `CLIENT_LIMIT` in this measurement (its own threshold: it records only such metrics,
+    besides a saturated core's throughput, 1.0)."""
     check = m.extra.get("client_check")
     affected = check.get("affected") if isinstance(check, dict) else None
-    return isinstance(affected, dict) and metric in affected
+    if not isinstance(affected, dict):
+        return False
+    share = affected.get(metric, 0.0)
+    return isinstance(share, int | float) and share > CLIENT_LIMIT
 
 
 def carries(m: Measurement, metric: str) -> bool:

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from matrixrun.core.tuning import CLIENT_LIMIT
 from matrixrun.load.records import RequestRecord
 
 #: How often the probe asks to wake (seconds): fine enough for 1 ms lags, cheap (200/s).
@@ -78,8 +79,9 @@ TIMER_SLACK_S = 0.001
 #: Share of inter-chunk gaps that may be exact zeros (same read) before ITL percentiles count
 #: as distorted. Real servers send each event in its own write, so a quiet client sees ~0.
 COALESCED_LIMIT = 0.01
-#: A possible error above this share of a metric's value flags it.
-RATIO_LIMIT = 0.10
+#: A possible error above this share of a metric's value flags it (and the metric then
+#: carries no number of the measurement: `core.keeping`).
+RATIO_LIMIT = CLIENT_LIMIT
 #: CPU seconds per wall second above which the client may limit throughput (one core).
 CPU_LIMIT = 0.9
 
