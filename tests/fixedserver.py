@@ -76,11 +76,14 @@ class State:
             if self.late_first
             else 0.0,
             # the inter-token gaps the server really sent: what a perfect client would measure
+            # the 90th percentile of the same: what the server adds to a p90 TTFT
+            "late_first_p90_ms": _pct(self.late_first, 0.9) * 1e3,
             "sent_gap_median_ms": _pct(self.sent_gaps, 0.5) * 1e3,
             "sent_gap_p99_ms": _pct(self.sent_gaps, 0.99) * 1e3,
             "arrival_lag_mean_ms": statistics.fmean(self.arrival_lags()) * 1e3
             if self.arrivals
             else 0.0,
+            "arrival_lag_p90_ms": _pct(self.arrival_lags(), 0.9) * 1e3,
             "prompts": self.prompts,
         }
 
