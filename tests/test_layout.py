@@ -313,3 +313,25 @@ def test_the_pass_check_sees_a_step_back() -> None:
         "matrixrun.analysis.noise": [("matrixrun.analysis.comparison", [], 2)],
     }
     assert len(_against_the_pass(back)) == 2
+
+
+#: What rendering a report must not load: the process-management code of the engines, the
+#: runner, the load client, the simulator and the verify policy (issue 43). The report reads
+#: the run directory alone, so a machine without any of them renders it.
+NOT_FOR_RENDERING = ("engines", "run", "load", "sim", "verify", "analysis")
+
+
+def test_rendering_a_report_loads_no_stage_that_measures() -> None:
+    import subprocess
+    import sys
+
+    run_dir = ROOT.parent / "reports" / "runs" / "h200_transformers_aa"
+    code = (
+        "import sys; from matrixrun.report import report_text; "
+        f"report_text({str(run_dir)!r}); "
+        "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('matrixrun.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = out.stdout.split()
+    assert "matrixrun.report.context" in loaded  # it did render
+    assert not [m for m in loaded if _package_of(m) in NOT_FOR_RENDERING]

@@ -411,8 +411,8 @@ def test_chunked_prefill_admits_prompts_in_token_budgets(chunk: int | None) -> N
     a budget one iteration prefills all four (first tokens together, 405 ms in); with a budget
     of 100 tokens one prompt is admitted per iteration (first tokens 105 ms apart). Read off
     the batcher's deadlines, which are the model's times, so machine load cannot blur them."""
+    from matrixrun.core.profile import Curve
     from matrixrun.sim.batcher import Batcher, SimRequest
-    from matrixrun.sim.profile import Curve
 
     curve = Curve(step_ms=[(1.0, 5.0)], prefill_ms_per_token=1.0, chunked_prefill_size=chunk)
 

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from simserver import start_sim
 
+from matrixrun.core.profile import Curve
 from matrixrun.sim.batcher import LPM_QUEUE_LIMIT, Batcher, SimRequest
 from matrixrun.sim.prefix_cache import RadixCache
-from matrixrun.sim.profile import Curve
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from matrixrun.sim.profile import Curve, Effects, Profile, Rule
+from matrixrun.core.profile import Curve, Effects, Profile, Rule
 
 
 def curve(*pts: tuple[float, float], **kw: float) -> Curve:

@@ -69,3 +69,9 @@ def fell_behind(m: Measurement, metric: str) -> bool:
     """A successful measurement that may carry no `metric` (the simulator or the client fell
     behind): what the runner measures again and the report counts."""
     return m.ok and not carries(m, metric)
+
+
+def worst(affected: dict[str, float], n: int) -> list[tuple[str, float]]:
+    """The `n` metrics the client's self-check says could be off the most, largest first (what
+    a warning names: the load client's line and the report's Failures section)."""
+    return sorted(affected.items(), key=lambda kv: (-kv[1], kv[0]))[:n]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from matrixrun.sim.profile import Curve
+from matrixrun.core.profile import Curve
 
 #: Events per second the default speed-up may ask of the load client (see the module doc).
 EVENT_BUDGET = 10_000.0

@@ -51,6 +51,7 @@ from collections.abc import Callable, Collection
 from pathlib import PurePath
 from typing import Any
 
+from matrixrun.core import aliases
 from matrixrun.engines.base import Api, Launch, LaunchedEngine, get_json
 from matrixrun.plan import ServerGroup
 
@@ -59,8 +60,9 @@ from matrixrun.plan import ServerGroup
 ENGINE_PYTHON = os.environ.get("MATRIXRUN_SGLANG_PYTHON", sys.executable)
 DEFAULT_LAUNCH = [ENGINE_PYTHON, "-m", "sglang.launch_server"]
 
-#: Spec shorthands -> the flag SGLang declares (see the module docstring).
-ALIASES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "ep": "ep_size"}
+#: Spec shorthands -> the flag SGLang declares (see the module docstring; the table is
+#: `core.aliases`, which the report reads too).
+ALIASES = aliases.SGLANG
 
 #: Keys of the server-info response that are state, not configuration.
 _NOT_ARGS = {

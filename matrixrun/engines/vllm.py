@@ -22,20 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from matrixrun.core import aliases
 from matrixrun.engines.base import Api, Launch, LaunchedEngine
 from matrixrun.engines.sglang import Negatable, render_flags, with_container_env
 from matrixrun.plan import ServerGroup
 
 DEFAULT_LAUNCH = ["vllm", "serve"]
 
-ALIASES = {
-    "tp": "tensor_parallel_size",
-    "tp_size": "tensor_parallel_size",
-    "dp": "data_parallel_size",
-    "dp_size": "data_parallel_size",
-    "pp": "pipeline_parallel_size",
-    "pp_size": "pipeline_parallel_size",
-}
+ALIASES = aliases.VLLM  # `core.aliases`: the report reads the table too
 
 
 class VLLMEngine(LaunchedEngine):

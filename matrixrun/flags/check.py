@@ -21,9 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from matrixrun.engines.sglang import ALIASES as SGLANG
+from matrixrun.core.aliases import SGLANG, VLLM
 from matrixrun.engines.sglang import flag_name, render_flags
-from matrixrun.engines.vllm import ALIASES as VLLM
 from matrixrun.flags.model import Flag, FlagSet
 from matrixrun.flags.shipped import shipped, shipped_versions
 from matrixrun.flags.sources import Source, family, source_for

@@ -1,6 +1,6 @@
 """The `when:` keys of a rehearsal profile's rules, checked against the engine's flags.
 
-A rule fires when a launch's flags have the value it names (`sim/profile.py`), so a misspelt
+A rule fires when a launch's flags have the value it names (`core/profile.py`), so a misspelt
 key (`max_num_batched_tokns`) is a rule that never fires: the rehearsal runs both arms as one
 engine and its report says "same" about the profile, not the change (issue 33). Each key is
 rendered as the launch renders it and looked up in the same flag list `validate` checks the
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from matrixrun.core.profile import Profile
 from matrixrun.flags.check import FlagIssue, unknown_key
 from matrixrun.flags.sources import family
-from matrixrun.sim.profile import Profile
 from matrixrun.spec import Spec
 
 

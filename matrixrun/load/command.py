@@ -14,10 +14,10 @@ from collections import Counter
 from typing import Any
 
 from matrixrun.core.errors import InputError
+from matrixrun.core.keeping import worst
 from matrixrun.load.client import LoadConfig, validate_config
 from matrixrun.load.datasets import DatasetConfig
 from matrixrun.load.multi import run_load_sync
-from matrixrun.load.selfcheck import worst
 from matrixrun.load.vocab import Vocab, id_range, read_vocab
 
 

@@ -170,11 +170,6 @@ class ClientCheck:
         }
 
 
-def worst(affected: dict[str, float], n: int) -> list[tuple[str, float]]:
-    """The `n` metrics with the largest possible error, largest first (what a warning names)."""
-    return sorted(affected.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-
-
 def coalesced(records: Sequence[RequestRecord]) -> tuple[int, int]:
     """(zero gaps, all gaps) between token-carrying chunks of successful requests: a zero gap
     means two events were read in one go, so one of their arrival times is not real."""

@@ -5,16 +5,16 @@ rehearsed on a profile with no rule for the flag its arms differ in ran both arm
 simulated engine, and the report said "same" — a verdict about the profile, not the change;
 and nothing said how long the rehearsal would take. `blind_pairs` finds the arms the profile
 cannot tell apart (the same resolution the simulator makes from each launch's flags);
-`wall_seconds` estimates the real time from the profile's curves (`sim/pace.py`). Pure.
+`wall_seconds` estimates the real time from the profile's curves (`core/pace.py`). Pure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matrixrun.core import pace
+from matrixrun.core.profile import Curve, Profile, as_launched, bundled, same_behaviour
 from matrixrun.plan.expansion import Cell, Plan, ServerGroup
-from matrixrun.sim import pace
-from matrixrun.sim.profile import Curve, Profile, as_launched, bundled, same_behaviour
 from matrixrun.spec import Spec
 
 
@@ -33,7 +33,7 @@ class RehearsalSetup:
 
 def rehearsal_setup(spec: Spec) -> RehearsalSetup:
     """The spec's profile, time scale and stream interval; for a spec without a profile the
-    bundled one, as fast as the load client can follow (`sim/pace.py`) unless the spec sets
+    bundled one, as fast as the load client can follow (`core/pace.py`) unless the spec sets
     `rehearsal.time_scale` or `stream_interval` itself."""
     given = spec.rehearsal.profile
     if isinstance(given, Profile):

@@ -27,13 +27,24 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from matrixrun.core.verdict import Verdict
+from matrixrun.report import chart_png
 from matrixrun.report.markdown_check import COMMENT_LIMIT, check_markdown, table_cells
+from matrixrun.rundir.results import RunDir
 
 if TYPE_CHECKING:  # the context is imported when a document is rendered, not with the package
     from matrixrun.report.context import Context
-    from matrixrun.rundir.results import RunDir
 
-__all__ = ["COMMENT_LIMIT", "check_markdown", "render", "render_run_dir", "table_cells"]
+__all__ = [
+    "COMMENT_LIMIT",
+    "check_markdown",
+    "render",
+    "render_run",
+    "render_run_dir",
+    "report_text",
+    "table_cells",
+    "write_chart",
+]
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"  # shipped in the wheel
 
@@ -112,3 +123,46 @@ def render(
         )
         text = text + note
     return text
+
+
+def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
+    return run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+
+
+def report_text(
+    run_dir: str | Path | RunDir,
+    templates: str | Path | None = None,
+    report_at: str | Path | None = None,
+) -> str:
+    """The verdict document of an analysed run directory, its links relative to where it will
+    be written (`report_at`, default RUN_DIR/report.md)."""
+    at = Path(report_at) if report_at is not None else None
+    return render_run_dir(_run_dir(run_dir), templates, at)
+
+
+def write_chart(rd: RunDir) -> Path | None:
+    """RUN_DIR/chart.png beside the report, when the optional plotting extra is installed."""
+    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
+    return chart_png.write_chart(verdict, rd.path / chart_png.CHART_FILE)
+
+
+def render_run(
+    run_dir: str | Path | RunDir,
+    out: str | Path | None = None,
+    templates: str | Path | None = None,
+) -> Path:
+    """The render stage: write the document to `out` (default RUN_DIR/report.md), with
+    chart.png beside it in the run directory, and return its path. Here, not in `run/`, so
+    that rendering loads neither the runner nor the engines, the load client, the simulator or
+    the verify policy (tests/test_layout.py renders a committed run directory to check)."""
+    rd = _run_dir(run_dir)
+    text = report_text(rd, templates, out)  # first: it checks the inputs, with its sentences
+    had_chart = (rd.path / "chart.png").exists()
+    if write_chart(rd) is not None and not had_chart:
+        text = report_text(rd, templates, out)  # the document links chart.png where it exists
+    if out is None:
+        return rd.write_text("report.md", text)
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
-from matrixrun.engines.vllm import ALIASES as VLLM_ALIASES
+from matrixrun.core.aliases import SGLANG as SGLANG_ALIASES
+from matrixrun.core.aliases import VLLM as VLLM_ALIASES
 from matrixrun.plan import Plan, ServerGroup
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs

@@ -4,7 +4,9 @@
     verdict.json + settings.json + plan.json + env.json (+ events, results) ─render_run─▶ report.md
 
 `run` and `ingest` end by calling both, once each; `matrixrun analyse` and `matrixrun report`
-call one each. Neither parses a spec, so a run directory is self-contained.
+call one each. Neither parses a spec, so a run directory is self-contained. The render stage is
+the report's own (`matrixrun.report.render_run`, which loads nothing of `run/`); it is
+re-exported here so the run's callers name both stages in one place.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from pathlib import Path
 from matrixrun.core.capacity import Bound, Capacity
 from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
-from matrixrun.core.verdict import AnalysisSettings, Verdict
+from matrixrun.core.verdict import AnalysisSettings
 from matrixrun.load.records import read_jsonl
-from matrixrun.report import chart_png, render_run_dir
+from matrixrun.report import render_run, report_text, write_chart
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import SloBound, read_settings
+
+__all__ = ["analyse_run", "render_run", "report_text", "write_chart"]
 
 
 def _run_dir(run_dir: str | Path | RunDir) -> RunDir:
@@ -64,39 +68,3 @@ def _capacity(
             if counted is not None:
                 good[(m.cell_id, m.attempt)] = counted
     return capacity(measurements, settings, bounds, good)
-
-
-def report_text(
-    run_dir: str | Path | RunDir,
-    templates: str | Path | None = None,
-    report_at: str | Path | None = None,
-) -> str:
-    """The verdict document of an analysed run directory, its links relative to where it will
-    be written (`report_at`, default RUN_DIR/report.md)."""
-    at = Path(report_at) if report_at is not None else None
-    return render_run_dir(_run_dir(run_dir), templates, at)
-
-
-def write_chart(rd: RunDir) -> Path | None:
-    """RUN_DIR/chart.png beside the report, when the optional plotting extra is installed."""
-    verdict = Verdict.model_validate(rd.read_json("verdict.json"))
-    return chart_png.write_chart(verdict, rd.path / chart_png.CHART_FILE)
-
-
-def render_run(
-    run_dir: str | Path | RunDir,
-    out: str | Path | None = None,
-    templates: str | Path | None = None,
-) -> Path:
-    """Render the document to `out` (default RUN_DIR/report.md) and return its path."""
-    rd = _run_dir(run_dir)
-    text = report_text(rd, templates, out)  # first: it checks the inputs, with its sentences
-    had_chart = (rd.path / "chart.png").exists()
-    if write_chart(rd) is not None and not had_chart:
-        text = report_text(rd, templates, out)  # the document links chart.png where it exists
-    if out is None:
-        return rd.write_text("report.md", text)
-    target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    return target

@@ -42,10 +42,10 @@ import random
 from collections import deque
 from typing import Protocol
 
+from matrixrun.core.profile import Curve
 from matrixrun.sim.clock import DeadlineTimer, now
 from matrixrun.sim.lateness import Lateness
 from matrixrun.sim.prefix_cache import RadixCache
-from matrixrun.sim.profile import Curve
 
 #: SGLang's `_determine_active_policy`: lpm's prefix matching and sorting are skipped (the
 #: queue keeps its order) while more requests than this wait.

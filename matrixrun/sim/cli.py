@@ -38,8 +38,8 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from matrixrun.core.profile import ALIASES, Profile
 from matrixrun.sim.clock import now
-from matrixrun.sim.profile import ALIASES, Profile
 from matrixrun.sim.server import VERSION, SimConfig, SimServer
 
 OWN_FLAGS = ("profile", "profile_json", "time_scale", "seed")

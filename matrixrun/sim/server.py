@@ -42,13 +42,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from matrixrun import __version__
+from matrixrun.core.profile import Curve, Effects, Profile
 from matrixrun.sim import protocol
 from matrixrun.sim.batcher import Batcher, SimRequest
 from matrixrun.sim.channel import Channel
 from matrixrun.sim.clock import now
 from matrixrun.sim.lateness import Lateness
 from matrixrun.sim.prefix_cache import RadixCache
-from matrixrun.sim.profile import Curve, Effects, Profile
 from matrixrun.sim.protocol import BadRequest, GenRequest
 from matrixrun.sim.tokens import TokenSource, prompt_key, render
 

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from matrixrun.core.errors import SpecError, SpecIssue
-from matrixrun.sim.profile import Profile
+from matrixrun.core.profile import Profile
 from matrixrun.spec import bounds
 from matrixrun.spec.checks import semantic_issues
 from matrixrun.spec.messages import message_for

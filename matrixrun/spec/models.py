@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from matrixrun.core.metrics import MetricName
+from matrixrun.core.profile import Profile
 from matrixrun.core.units import Duration, Percent, Rate
-from matrixrun.sim.profile import Profile
 from matrixrun.spec.base import FlagValue, StrictModel
 from matrixrun.spec.design import fixed_design_rules
 from matrixrun.spec.engine import EngineSpec

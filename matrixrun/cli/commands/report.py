@@ -10,7 +10,8 @@ from matrixrun.cli.exits import EXIT_OK
 from matrixrun.cli.finish import gate, step_summary
 from matrixrun.core.redact import redact_file, redact_text
 from matrixrun.publish.ci import parse_fail_on
-from matrixrun.run.outputs import analyse_run, render_run, report_text
+from matrixrun.report import render_run, report_text
+from matrixrun.run.outputs import analyse_run
 
 
 def cmd_analyse(args: argparse.Namespace) -> int:

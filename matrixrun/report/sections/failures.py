@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from matrixrun.core.keeping import worst
 from matrixrun.core.measurement import Measurement
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
@@ -87,8 +88,6 @@ def short_concurrency(arm: str, where: str, nominal: float, low: float, high: fl
 def client_bound(
     arm: str, where: str, attempt: int, check: dict[str, Any], processes: int = 1
 ) -> str:
-    from matrixrun.load.selfcheck import worst
-
     named = ", ".join(
         f"{k} by up to {fmt.share(v)}" for k, v in worst(check.get("affected", {}), 3)
     )
@@ -106,8 +105,6 @@ def client_bound_many(
 ) -> str:
     """The same note for many measurements in one line: how many, where, the range of the
     client's lag and the most each metric could be the client's."""
-    from matrixrun.load.selfcheck import worst
-
     most: dict[str, float] = {}
     for c in checks:
         for k, v in c.get("affected", {}).items():

@@ -9,8 +9,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from matrixrun.engines.sglang import ALIASES as SGLANG_ALIASES
-from matrixrun.engines.vllm import ALIASES as VLLM_ALIASES
+from matrixrun.core.aliases import SGLANG as SGLANG_ALIASES
+from matrixrun.core.aliases import VLLM as VLLM_ALIASES
 from matrixrun.report import fmt
 from matrixrun.report.wording.counts import outcome
 from matrixrun.store.queries import ArmKey, ArmSeries, Earlier, Experiment, LogStats
