@@ -307,3 +307,25 @@ def test_env_json_that_is_not_one_is_named(tmp_path: Path) -> None:
     path.write_text('{"servers": {"g#1": {"startup_s": "slow"}}}')
     with pytest.raises(InputError, match=r"env\.json: not an env\.json \(servers\.g#1\.arm"):
         read_environment(path)
+
+
+def test_a_server_that_dies_in_the_correctness_gate_is_blamed_there(tmp_path: Path) -> None:
+    """Issue 42: the real server died answering the gate, the first cell took the blame and
+    the report said "0 failed requests". The gate's failure names its phase now, no cell is
+    measured on the dead server, and the Checks line says the gate could not run."""
+    spec = ONE_RUN.replace(
+        "correctness: {enabled: false}",
+        "correctness: {enabled: true, prompts: 4, input_len: 8, max_new_tokens: 4}",
+    )
+    engine = FakeEngine(crash_first_after=0)  # dies at the gate's first prompt
+    runner, rd = run(tmp_path, engine, spec)
+    ms = rd.measurements()
+    crashed = f"{runner.plan.groups[0].group_id}#1"
+    first_group = [m for m in ms if m.instance == crashed]
+    assert first_group and all(not m.ok for m in first_group)
+    error = first_group[0].error or ""
+    assert "during the correctness gate" in error and "RuntimeError: fake crash" in error
+    gates = [json.loads(p.read_text()) for p in (rd.path / "correctness").glob("*.json")]
+    assert any(g["error"] for g in gates)
+    settings = json.loads((rd.path / "settings.json").read_text())
+    assert settings["analysis"]["correctness_errors"]
