@@ -1,27 +1,37 @@
 """The report is cut by section (issue 31): each section of the verdict document is one module
-under matrixrun/report/sections/ — its derivation, its words, its `of` for the context — and one
-partial under templates/sections/, which the document includes. A module without its partial,
-a partial nobody includes, or a section the context never asks for fails here, by name."""
+under matrixrun/report/sections/ — its derivation, its words, its `SECTION` (name, place, how it
+builds its part: `report.section`) — and one partial under templates/sections/, which the
+document includes. A module without its partial, a partial nobody includes, or a module that
+declares no section fails here, by name. Adding a section is one module and one partial
+(issue 43): a test adds one that way, without editing any other file."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
+
+import pytest
+
+from matrixrun.report import render_run_dir
+from matrixrun.report import sections as package
+from matrixrun.report.section import placed, sections
+from matrixrun.rundir.results import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent / "matrixrun" / "report"
 MODULES = sorted(p.stem for p in (ROOT / "sections").glob("*.py") if p.name != "__init__.py")
 PARTIALS = sorted(
     p.name.removesuffix(".md.j2") for p in (ROOT / "templates" / "sections").glob("*.md.j2")
 )
-#: partials with no module of their own: what the size budget left out (`report.render`)
-TEMPLATE_ONLY = {"omitted"}
+#: partials with no module of their own: what the size budget left out (`report.render`), and
+#: the SLO section's line on the first screen (`slo.py` makes it; `headline.md.j2` includes it)
+TEMPLATE_ONLY = {"omitted", "slo_head"}
 
 
 def _includes() -> set[str]:
     """The partials the document includes, from verdict.md.j2 down through the partials."""
-    found: set[str] = set()
+    found = set(placed(sections()))  # what verdict.md.j2's loop includes
     todo = [ROOT / "templates" / "verdict.md.j2"]
+    todo += [ROOT / "templates" / "sections" / f"{name}.md.j2" for name in found]
     while todo:
         text = todo.pop().read_text()
         for name in re.findall(r'\{%-? include "sections/(\w+)\.md\.j2"', text):
@@ -40,15 +50,60 @@ def test_the_document_includes_every_partial() -> None:
     assert _includes() == set(PARTIALS)
 
 
-def test_the_context_asks_every_section_for_its_part() -> None:
-    """context.py calls each section module's own function (`of`, or a named one like
-    `charts_of`), and no module but the context assembles them."""
-    tree = ast.parse((ROOT / "context.py").read_text())
-    called = {
-        node.func.value.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-    }
-    assert set(MODULES) <= called, sorted(set(MODULES) - called)
+def test_every_section_module_declares_its_section() -> None:
+    """Each module's `SECTION` is named after the module (its partial's name)."""
+    assert sorted(s.name for s in sections()) == MODULES
+
+
+def test_the_placed_sections_are_in_the_documents_order() -> None:
+    assert placed(sections()) == [
+        "headline",
+        "charts",
+        "comparison",
+        "slo",
+        "latency",
+        "failures",
+        "setup",
+        "reruns",
+        "noise",
+        "correctness",
+        "environment",
+        "reproduce",
+        "simulation",
+    ]
+
+
+DUMMY = """
+from matrixrun.report.section import Section
+
+
+def _build(inputs):
+    return {"arms": len(inputs.verdict.overall) + 1, "dir": inputs.run_dir}
+
+
+SECTION = Section("dummy", 115, _build)  # between the environment (110) and reproduce (120)
+"""
+
+
+def test_a_section_is_one_module_and_one_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dummy section added the way a new one is: a module declaring `SECTION` in the
+    sections package (here a directory added to its `__path__`, so the checkout is left as it
+    is) and its partial (here in a --templates directory). No other file is edited, and the
+    document shows it in its place."""
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "dummy.py").write_text(DUMMY)
+    (tmp_path / "tpl" / "sections").mkdir(parents=True)
+    (tmp_path / "tpl" / "sections" / "dummy.md.j2").write_text(
+        "## Dummy\n\n{{ dummy.arms }} arms counted in `{{ dummy.dir }}`.\n"
+    )
+    run = ROOT.parent.parent / "reports" / "runs" / "h200_transformers_aa"
+    before = render_run_dir(RunDir(run))
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path / "mod")])
+    doc = render_run_dir(RunDir(run), templates=tmp_path / "tpl")
+    assert "dummy" in placed(sections())
+    line = next(x for x in doc.splitlines() if " arms counted in `" in x)
+    assert line.startswith(("1 ", "2 ", "3 ")), line
+    assert doc.index("## Dummy") < doc.index("Reproduce")
+    assert doc.replace(f"## Dummy\n\n{line}\n\n", "") == before

@@ -90,12 +90,13 @@ def render(
 ) -> str:
     """Render within `limit` characters (trimming detail in `TRIM_STEPS` order), then check
     the Markdown and append any problem as a visible note."""
-    from matrixrun.report.budget import TRIM_STEPS
+    from matrixrun.report.budget import steps
+    from matrixrun.report.section import sections
 
     context = copy.deepcopy(context)
     context.limit = limit
     text = render_template(context, templates)
-    for step in TRIM_STEPS:
+    for step in steps(sections()):
         if len(text) <= limit:
             break
         while len(text) > limit:

@@ -20,6 +20,7 @@ from typing import Any
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Verdict
 from matrixrun.report import fmt
+from matrixrun.report.inputs import CHART_FILE
 from matrixrun.report.sections import charts as words
 from matrixrun.report.sections.charts import (
     BASELINE_COLOUR,
@@ -30,7 +31,7 @@ from matrixrun.report.sections.charts import (
 )
 from matrixrun.report.series import primary_result
 
-CHART_FILE = "chart.png"
+__all__ = ["CHART_FILE", "figure", "write_chart"]
 
 #: Candidates after the first (orange): colour-blind-safe hues that are neither blue nor orange.
 MORE_CANDIDATES = ["#1a7f37", "#8250df", "#cf222e", "#6e7781"]

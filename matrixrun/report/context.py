@@ -1,9 +1,11 @@
 """The verdict document's data: a run directory in, a typed `Context` for
 `templates/verdict.md.j2` out.
 
-`inputs.read_inputs` reads the run directory once; `context_from` asks each section
-(`report/sections/`) for its part and puts the parts side by side, the top-level names the
-templates see. Nothing here derives or words anything: a section's numbers and sentences are
+`inputs.read_inputs` reads the run directory once; `context_from` has each section built
+through the section interface (`report.section`: `build(inputs) -> part`) put its part under
+its name, and asks the seven sections not yet moved to it (headline, charts, comparison,
+latency, setup, reruns, simulation) for their fields; together they are the top-level names
+the templates see. Nothing here derives or words anything: a section's numbers and sentences are
 its module's, so changing one section touches that module and its partial.
 """
 
@@ -15,42 +17,26 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.report import fmt
-from matrixrun.report.chart_png import CHART_FILE
 from matrixrun.report.given import given_of
-from matrixrun.report.inputs import RunInputs, read_inputs
+from matrixrun.report.inputs import CHART_FILE, RunInputs, read_inputs
 from matrixrun.report.markdown_check import COMMENT_LIMIT
+from matrixrun.report.section import Section, parts_of, placed, sections
 from matrixrun.report.sections import (
-    cache,
     charts,
-    checks,
     comparison,
-    correctness,
-    environment,
-    failures,
     headline,
     latency,
-    launches,
-    noise,
-    reproduce,
     reruns,
     setup,
     simulation,
-    slo,
-    why,
 )
-from matrixrun.report.sections.cache import CacheView
 from matrixrun.report.sections.charts import Chart
 from matrixrun.report.sections.comparison import MetricHeading, SliceTables
-from matrixrun.report.sections.environment import Environment
-from matrixrun.report.sections.failures import Failures
 from matrixrun.report.sections.headline import DecisionBlock
 from matrixrun.report.sections.latency import Latency, LatencySummary
-from matrixrun.report.sections.noise import NoiseSection
-from matrixrun.report.sections.reproduce import Reproduce
 from matrixrun.report.sections.reruns import RerunEntry
 from matrixrun.report.sections.setup import ArgWarning, ArmDiff, Setup
 from matrixrun.report.sections.simulation import Simulation
-from matrixrun.report.sections.slo import SloView
 from matrixrun.rundir.results import RunDir
 
 
@@ -68,9 +54,6 @@ class Context:
     ingested: bool
     ingest_caveats: list[str]
     decision: DecisionBlock
-    unstable: list[str]
-    checks: str
-    why: list[str]
     # the charts and the main table (`charts`, `comparison`)
     charts: list[Chart]
     chart_png: str | None
@@ -84,13 +67,10 @@ class Context:
     comparison: list[SliceTables]
     folded: list[str]
     unmatched: list[str]
-    slo: SloView | None
-    cache: CacheView | None
     # the rest (`latency`, `failures`, `setup`, `reruns`, `noise`, `correctness`,
     # `environment`, `reproduce`)
     secondary: list[str]
     latency: list[Latency]
-    failures: Failures
     setup: Setup
     arm_diff: ArmDiff
     arg_warnings: list[ArgWarning]
@@ -100,22 +80,30 @@ class Context:
     rerun_checks: list[RerunEntry]
     rerun_routine: str | None
     no_reruns: str | None
-    sigma: NoiseSection
-    correctness: list[list[str]]
-    environment: Environment
-    reproduce: Reproduce
+    #: the sections built through the section interface (`report.section`), by name: each
+    #: partial sees its part as `<name>`; `sections`: the partials the top template includes
+    parts: dict[str, Any] = field(default_factory=dict)
+    sections: list[str] = field(default_factory=list)
     # the size budget's (`omitted.md.j2`)
     latency_summary: list[LatencySummary] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
     limit: int = COMMENT_LIMIT
 
     def template_vars(self) -> dict[str, Any]:
-        """The top-level names a template sees (nested sections stay objects)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The top-level names a template sees (nested sections stay objects): the context's
+        fields, and each built section's part under its name."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        clash = fields.keys() & self.parts.keys()
+        if clash:
+            raise ValueError(f"report sections named like the context's fields: {sorted(clash)}")
+        return {**fields, **self.parts}
 
 
-def context_from(inputs: RunInputs) -> Context:
-    """The template context of one run: each section's part, in the document's order."""
+def context_from(inputs: RunInputs, every: list[Section] | None = None) -> Context:
+    """The template context of one run: each section's part. The sections built through the
+    interface (`every`, default all of `report.sections`) go into `parts`; the rest are still
+    asked here, one field each."""
+    every = sections() if every is None else every
     verdict, s = inputs.verdict, inputs.verdict.settings
     simulated = simulation.of(inputs.measurements, inputs.settings, inputs.env)
     given = given_of(inputs)
@@ -131,9 +119,6 @@ def context_from(inputs: RunInputs) -> Context:
         ingested=inputs.settings.spec is None,
         ingest_caveats=headline.caveats_of(inputs),
         decision=headline.of(inputs),
-        unstable=launches.of(verdict),
-        checks=checks.of(verdict, inputs.settings, simulated is not None),
-        why=why.of(verdict),
         charts=charts.charts_of(verdict),
         chart_png=(
             charts.picture_line(inputs.run_dir, CHART_FILE, inputs.link_base)
@@ -149,11 +134,8 @@ def context_from(inputs: RunInputs) -> Context:
         comparison=comparison.of(verdict, labels, added),
         folded=comparison.folded_lines(verdict),
         unmatched=comparison.unmatched_of(inputs, added),
-        slo=slo.of(verdict, inputs.settings),
-        cache=cache.of(inputs.measurements, s.axis),
         secondary=latency.secondary_lines(verdict),
         latency=latency.of(verdict, labels, added),
-        failures=failures.of(inputs),
         setup=the_setup,
         arm_diff=arm_diff,
         arg_warnings=setup.warnings_of(inputs),
@@ -163,10 +145,8 @@ def context_from(inputs: RunInputs) -> Context:
         rerun_checks=rerun_checks,
         rerun_routine=rerun_routine,
         no_reruns=no_reruns,
-        sigma=noise.of(verdict),
-        correctness=correctness.of(verdict),
-        environment=environment.of(inputs.env, inputs.settings),
-        reproduce=reproduce.of(inputs, simulated is not None),
+        parts=parts_of(inputs, every),
+        sections=placed(every),
     )
 
 

@@ -20,10 +20,12 @@ from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.verdict import Verdict
 from matrixrun.plan import Plan
-from matrixrun.report.chart_png import CHART_FILE
 from matrixrun.rundir.jobs import JobsFile, read_jobs
 from matrixrun.rundir.results import RunDir
 from matrixrun.rundir.settings import RunSettings, read_settings
+
+#: The chart picture beside report.md in a run directory (`chart_png.write_chart`).
+CHART_FILE = "chart.png"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from matrixrun.core.measurement import Measurement
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,9 @@ def of(measurements: Sequence[Measurement], axis: str) -> CacheView | None:
         "before every cell (`engine.flush_cache`) and kept through it."
     )
     return CacheView(lines=lines, note=note)
+
+
+#: Below the results table (the comparison's partial includes it).
+SECTION = Section(
+    "cache", None, lambda inputs: of(inputs.measurements, inputs.verdict.settings.axis)
+)

@@ -33,6 +33,7 @@ from decimal import Decimal
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Series, Verdict
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.report.series import primary_result, varying_keys
 
 #: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
@@ -428,3 +429,6 @@ def png_change_title(intervals: bool, cut: bool) -> str:
 
 def png_margin(margin: str) -> str:
     return f"{margin} margin (inside: the same)"
+
+
+SECTION = Section("charts", 20)  # its parts: `Context.charts`, `chart_png`

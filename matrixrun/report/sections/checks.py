@@ -20,6 +20,9 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt
+from matrixrun.report.inputs import RunInputs
+from matrixrun.report.section import Section
+from matrixrun.report.sections import simulation
 from matrixrun.report.wording.counts import plural
 from matrixrun.rundir.settings import RunSettings
 
@@ -260,3 +263,12 @@ def of(verdict: Verdict, settings: RunSettings, simulated: bool) -> str:
         copied=facts is not None and facts.workload.warmup_requests == "cell",
         fixed=_fewest_launches(verdict) if s.design == "fixed" else None,
     )
+
+
+def _build(inputs: RunInputs) -> str:
+    simulated = simulation.of(inputs.measurements, inputs.settings, inputs.env) is not None
+    return of(inputs.verdict, inputs.settings, simulated)
+
+
+#: The checks line, on the first screen (in the headline's partial).
+SECTION = Section("checks", None, _build)

@@ -21,6 +21,7 @@ from matrixrun.core.verdict import (
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
+from matrixrun.report.section import Section
 from matrixrun.report.series import folded_metrics, primary_result, varying_keys
 from matrixrun.report.wording.counts import outcome
 
@@ -321,3 +322,6 @@ def unmatched_of(inputs: RunInputs, added: Collection[tuple[str, str]]) -> list[
         half_measured_text(h.x, axis, h.measured, h.missing)
         for h in half_measured(inputs.plan, inputs.measurements, added, baseline)
     ]
+
+
+SECTION = Section("comparison", 30)  # its parts: `Context.comparison` and the headings

@@ -8,6 +8,7 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 
 # ------------------------------------------------------------------------------ words
 
@@ -32,3 +33,6 @@ def of(verdict: Verdict) -> list[list[str]]:
                     SUSPECT_STATUS if c.suspect else "ok",
                 ]
     return list(out.values())
+
+
+SECTION = Section("correctness", 100, lambda inputs: of(inputs.verdict))

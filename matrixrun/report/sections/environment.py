@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.rundir.settings import RunSettings
 
 # ------------------------------------------------------------------------------ words
@@ -119,3 +120,16 @@ def of(env: Mapping[str, Any], settings: RunSettings | None) -> Environment:
         servers_note=None if servers else NO_SERVERS,
         variables=[f"`{k}={v}`" for k, v in sorted((env.get("env") or {}).items())],
     )
+
+
+def trim(part: Environment) -> str | None:
+    """The size budget's first step: the per-instance server table goes first."""
+    servers = part.servers
+    if not servers:
+        return None
+    part.servers = []
+    part.servers_note = servers_dropped(len(servers))
+    return "the per-instance server table"
+
+
+SECTION = Section("environment", 110, lambda inputs: of(inputs.env, inputs.settings), trim)

@@ -15,6 +15,7 @@ from matrixrun.core.keeping import worst
 from matrixrun.core.measurement import Measurement
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
+from matrixrun.report.section import Section
 from matrixrun.rundir.jobs import JobsFile
 
 # ------------------------------------------------------------------------------ words
@@ -280,3 +281,6 @@ def of(inputs: RunInputs) -> Failures:
     settings = inputs.verdict.settings
     limits = jobs_limits(inputs.jobs, settings.baseline)
     return failures_of(inputs.measurements, settings.axis, limits)
+
+
+SECTION = Section("failures", 60, of)

@@ -27,6 +27,7 @@ from matrixrun.core.verdict import (
 )
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs, compared_pair, spec_path_of
+from matrixrun.report.section import Section
 from matrixrun.report.series import (
     Stretch,
     primary_result,
@@ -566,3 +567,7 @@ def of(inputs: RunInputs) -> DecisionBlock:
         notes=fmt.user_block(facts.notes) if facts is not None and facts.notes else None,
         unfinished=unfinished(resume) if resume else "",
     )
+
+
+#: Registered for its place; its parts are still `context.Context`'s fields.
+SECTION = Section("headline", 10)

@@ -12,6 +12,7 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt, wording
+from matrixrun.report.section import Section
 from matrixrun.report.sections.comparison import (
     MetricHeading,
     SliceTables,
@@ -77,3 +78,6 @@ def secondary_lines(verdict: Verdict) -> list[str]:
         text = sentence.replace("\0", metrics[0] if len(metrics) == 1 else "each")
         out.append(f"{names}{f' ({where})' if where else ''}: {text}")
     return out
+
+
+SECTION = Section("latency", 50)  # its parts: `Context.latency`, `secondary`

@@ -10,6 +10,7 @@ from collections.abc import Collection
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import LaunchCheck, LaunchSpread, Verdict
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.report.wording.verdicts import label
 
 
@@ -91,3 +92,7 @@ def of(verdict: Verdict) -> list[str]:
     return unstable_launches(verdict.launch_check, s.axis, unit(s.primary), odd) or untested(
         verdict.launch_check
     )
+
+
+#: The launch check's lines, on the first screen (the headline's partial includes it).
+SECTION = Section("launches", None, lambda inputs: of(inputs.verdict))

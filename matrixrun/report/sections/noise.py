@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from matrixrun.core.verdict import AnalysisSettings, Caveat, CaveatKind, Sigma, SigmaSource, Verdict
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.report.wording.counts import plural
 from matrixrun.report.wording.verdicts import WHAT_PINS_SIGMA, label
 
@@ -230,3 +231,6 @@ def of(verdict: Verdict) -> NoiseSection:
         multiplicity=multiplicity(verdict),
         warnings=[caveat(c, verdict) for c in verdict.caveats],
     )
+
+
+SECTION = Section("noise", 90, lambda inputs: of(inputs.verdict))

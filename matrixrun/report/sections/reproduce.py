@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs, spec_path_of
+from matrixrun.report.section import Section
+from matrixrun.report.sections import simulation
 
 # ------------------------------------------------------------------------------ words
 
@@ -53,3 +55,11 @@ def of(inputs: RunInputs, simulated: bool) -> Reproduce:
         spec_sha=facts.spec_sha256 if facts is not None else None,
         files=list(inputs.ingest.get("files", [])) if inputs.ingest else [],
     )
+
+
+def _build(inputs: RunInputs) -> Reproduce:
+    simulated = simulation.of(inputs.measurements, inputs.settings, inputs.env) is not None
+    return of(inputs, simulated)
+
+
+SECTION = Section("reproduce", 120, _build)

@@ -26,6 +26,7 @@ from matrixrun.core.verdict import (
 )
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
+from matrixrun.report.section import Section
 from matrixrun.report.wording.counts import plural
 from matrixrun.report.wording.verdicts import cell_text
 
@@ -381,3 +382,6 @@ def of(inputs: RunInputs) -> tuple[list[RerunEntry], list[RerunEntry], str | Non
         rerun_summary(routine) if routine else None,
         empty,
     )
+
+
+SECTION = Section("reruns", 80)  # its parts: `Context.reruns`, `rerun_checks`, ...

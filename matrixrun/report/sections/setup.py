@@ -22,6 +22,7 @@ from matrixrun.core.verdict import (
 from matrixrun.plan import Plan, ServerGroup
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs, compared_pair
+from matrixrun.report.section import Section
 from matrixrun.rundir.settings import RunSettings, SpecFacts
 
 #: Effective server args that differ between instances for reasons nobody asked about but that
@@ -443,3 +444,6 @@ def compared_of(inputs: RunInputs) -> str | None:
     if pair is None:
         return None
     return compared(*pair, dirs=[str(f) for f in (inputs.ingest or {}).get("files", [])])
+
+
+SECTION = Section("setup", 70)  # its parts: `Context.setup`, `arm_diff`, ...

@@ -14,6 +14,7 @@ from matrixrun.core.keeping import fell_behind, kept_model, sim_late_share
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.tuning import SIM_LATE_LIMIT
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.rundir.settings import RunSettings
 
 
@@ -245,3 +246,6 @@ def of(
         blind=blind,
         behind=could_not_keep_up(late) if late is not None and late.lost else None,
     )
+
+
+SECTION = Section("simulation", 130)  # its part: `Context.simulation`

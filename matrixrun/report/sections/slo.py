@@ -17,6 +17,7 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.report.series import cells_by_point, primary_result, series_label, varying_keys
 from matrixrun.rundir.settings import RunSettings, SloBound
 
@@ -304,3 +305,7 @@ def of(verdict: Verdict, settings: RunSettings) -> SloView | None:
         ],
         rows=[slo_row(b, s.axis, s.primary) for b in best],
     )
+
+
+#: Capacity within the SLO, after the results table (its first line also opens the headline).
+SECTION = Section("slo", 40, lambda inputs: of(inputs.verdict, inputs.settings))

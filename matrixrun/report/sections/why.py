@@ -14,6 +14,7 @@ from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt
+from matrixrun.report.section import Section
 from matrixrun.report.series import (
     cells_by_point,
     folded_metrics,
@@ -182,3 +183,7 @@ def of(verdict: Verdict) -> list[str]:
     """The 'why' lines of a run (folded metrics are not repeated)."""
     attrs = attributions(verdict, folded_metrics(verdict))
     return why(attrs, verdict.settings.axis, several_series(verdict))
+
+
+#: What explains the differences, on the first screen (in the headline's partial).
+SECTION = Section("why", None, lambda inputs: of(inputs.verdict))
