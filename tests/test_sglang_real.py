@@ -339,7 +339,7 @@ def _variant(tmp: Path, replace: dict[str, str]) -> Path:
 def _start(spec: Path, out: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "matrixrun.cli.main", "run", str(spec), "--out", str(out)],
+        [sys.executable, "-m", "matrixrun", "run", str(spec), "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=spec.parent,
     )  # fmt: skip
 
@@ -362,7 +362,7 @@ def _until_measured(out: Path, proc: subprocess.Popen[str], n: int = 1) -> None:
 def _run(spec: Path, out: Path, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "matrixrun.cli.main", "run", str(spec), "--out", str(out)],
+        [sys.executable, "-m", "matrixrun", "run", str(spec), "--out", str(out)],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=spec.parent, check=False,
     )  # fmt: skip
 
@@ -460,12 +460,12 @@ def test_a_server_that_dies_mid_cell_is_reported_with_its_first_error(tmp_path: 
     assert "IndexError: index out of range in self" in error, error
     assert "SIGQUIT" not in error and "kill_process_tree" not in error
     rendered = subprocess.run(
-        [sys.executable, "-m", "matrixrun.cli.main", "analyse", str(out)], capture_output=True,
+        [sys.executable, "-m", "matrixrun", "analyse", str(out)], capture_output=True,
         text=True, check=False,
     )  # fmt: skip
     assert rendered.returncode == 0, rendered.stderr
     report = subprocess.run(
-        [sys.executable, "-m", "matrixrun.cli.main", "report", str(out), "--out", "-"],
+        [sys.executable, "-m", "matrixrun", "report", str(out), "--out", "-"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert "IndexError: index out of range in self" in report.stdout, report.stderr[-2000:]
