@@ -56,6 +56,9 @@ from matrixrun.engines import for_spec  # noqa: E402
 from matrixrun.engines.base import flush_cache, free_port, get_json  # noqa: E402
 from matrixrun.load.apis import make_parser  # noqa: E402
 from matrixrun.load.client import LoadConfig  # noqa: E402
+from matrixrun.load.datasets import Cell, DatasetConfig  # noqa: E402
+from matrixrun.load.datasets.build import requests_for  # noqa: E402
+from matrixrun.load.datasets.resolve import ids_for  # noqa: E402
 from matrixrun.load.multi import run_load_sync  # noqa: E402
 from matrixrun.plan import expand  # noqa: E402
 from matrixrun.spec import load_spec  # noqa: E402
@@ -297,6 +300,50 @@ def test_the_simulator_answers_as_the_real_server_does(real: Real) -> None:
         s_info = httpx.get(sim + "/server_info", timeout=30).json()
         r_info = httpx.get(real.base + "/server_info", timeout=30).json()
         assert {"version", "model_path"} <= s_info.keys() & r_info.keys()
+
+
+def test_sharegpt_and_a_mooncake_trace_against_the_real_server(real: Real, tmp_path: Path) -> None:
+    """Issue 45's datasets on the real server: a ShareGPT-format file (prompts counted with the
+    model's own tokenizer, replies' lengths as output lengths) and a Mooncake trace (its
+    lengths, shared hash blocks the real radix cache finds, its schedule)."""
+    words = ["the", "server", "measures", "tokens", "while", "its", "scheduler", "batches"]
+    convs = [
+        {"id": f"c{i}", "conversations": [
+            {"from": "human", "value": " ".join(words[(i + k) % len(words)] for k in range(8 + i))},
+            {"from": "gpt", "value": " ".join(words[(2 * i + k) % 8] for k in range(4 + i % 5))},
+        ]}
+        for i in range(6)
+    ]  # fmt: skip
+    sharegpt = tmp_path / "sharegpt.json"
+    sharegpt.write_text(json.dumps(convs))
+    trace = tmp_path / "trace.jsonl"
+    rows = [
+        {"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [0, 1]},
+        {"timestamp": 300, "input_length": 560, "output_length": 6, "hash_ids": [0, 2]},
+        {"timestamp": 700, "input_length": 100, "output_length": 3, "hash_ids": [3]},
+    ]
+    trace.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    ids = ids_for(load_spec(SPEC).model[0], "token_ids", True)
+    for ds, n in (
+        (DatasetConfig(kind="sharegpt", path=str(sharegpt), tokenizer=MODEL,
+                       id_low=ids.low, id_high=ids.high), 6),
+        (DatasetConfig(kind="trace", path=str(trace), id_low=ids.low, id_high=ids.high), 3),
+    ):  # fmt: skip
+        assert flush_cache(real.base, "/flush_cache", 60.0, timeout_param="timeout") is None
+        config = LoadConfig(
+            base_url=real.base, num_prompts=n, input_len=8, output_len=8, concurrency=1,
+            warmup_requests=0, seed=3, request_timeout_s=120, dataset=ds,
+        )  # fmt: skip
+        want = requests_for(ds, Cell(seed=3, count=n, input_len=8, output_len=8))
+        t0 = time.monotonic()
+        result = run_load_sync(config)
+        assert result.metrics.completed == n, [r.error for r in result.records]
+        got = sorted((r.prompt_tokens, r.output_tokens) for r in result.records)
+        assert got == sorted((w.prompt_tokens, w.output_len) for w in want)
+        if ds.kind == "trace":
+            assert time.monotonic() - t0 >= 0.7  # its last request was due 0.7 s in
+            # requests 2 and 1 share block 0 (512 tokens): the real cache finds it
+            assert max(r.cached_tokens or 0 for r in result.records) >= 512
 
 
 def test_stop_takes_the_whole_tree_and_frees_the_port(real: Real) -> None:
