@@ -12,10 +12,10 @@ import pytest
 from test_report import SPEC_TEXT, measurement, plan_of
 
 from matrixrun.cli.exits import EXIT_INPUT
+from matrixrun.cli.history_view import experiments_table, launch_flag
 from matrixrun.cli.main import interrupted_sentence, main
 from matrixrun.core.errors import InputError
 from matrixrun.report.sections.failures import COLLAPSE_AFTER, limits_of
-from matrixrun.report.wording.history import experiments_table, launch_flag
 from matrixrun.run.progress import PlainObserver
 from matrixrun.run.resume import require_run_dir
 from matrixrun.store.queries import ArmSummary, Experiment

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from matrixrun.cli.exits import EXIT_FAILED, EXIT_OK, say
+from matrixrun.cli.history_view import store_failed
 from matrixrun.publish.ci import failing_candidates, parse_fail_on, write_step_summary
-from matrixrun.report.wording.history import store_failed
 from matrixrun.store.record import record_run
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.core.errors import InputError
+from matrixrun.core.words import outcome, plural
 from matrixrun.publish.github import (
     Kind,
     Target,
@@ -28,7 +29,6 @@ from matrixrun.publish.github import (
     dry_run as render_dry_run,
 )
 from matrixrun.publish.proposal import render_proposal
-from matrixrun.report.wording.counts import outcome, plural
 from matrixrun.run import outputs
 from matrixrun.rundir.results import RunDir
 

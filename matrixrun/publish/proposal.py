@@ -28,6 +28,7 @@ from ruamel.yaml import YAML
 from matrixrun.core.errors import InputError, MatrixError, SpecError
 from matrixrun.core.redact import is_secret_name
 from matrixrun.core.units import format_duration
+from matrixrun.core.words import plural
 from matrixrun.engines import for_spec
 from matrixrun.engines.base import redact_argv
 from matrixrun.engines.sglang import DEFAULT_LAUNCH
@@ -36,7 +37,6 @@ from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
 from matrixrun.plan.history import HistoryEstimate, history_estimate, noise_history
 from matrixrun.plan.render import decision_words, noise_line, policy_words, sigma_cost
 from matrixrun.publish.github import COMMENT_LIMIT
-from matrixrun.report.wording.counts import plural
 from matrixrun.spec import Spec, load_spec, spec_hash
 from matrixrun.store.prior import plan_noise
 

@@ -25,15 +25,13 @@ import copy
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from matrixrun.core.verdict import Verdict
-from matrixrun.report import chart_png
+from matrixrun.report import chart_png, section
+from matrixrun.report.budget import steps
+from matrixrun.report.context import Context, build_context
 from matrixrun.report.markdown_check import COMMENT_LIMIT, check_markdown, table_cells
 from matrixrun.rundir.results import RunDir
-
-if TYPE_CHECKING:  # the context is imported when a document is rendered, not with the package
-    from matrixrun.report.context import Context
 
 __all__ = [
     "COMMENT_LIMIT",
@@ -62,10 +60,6 @@ def render_run_dir(
 ) -> str:
     """The document of a run directory that has its verdict.json, to be written at
     `report_at` (default RUN_DIR/report.md: its links are relative to it)."""
-    # imported here: `report.wording.counts` (progress lines, `validate`) must not load the
-    # whole report with the package
-    from matrixrun.report.context import build_context
-
     return render(build_context(rd, report_at), templates)
 
 
@@ -90,13 +84,10 @@ def render(
 ) -> str:
     """Render within `limit` characters (trimming detail in `TRIM_STEPS` order), then check
     the Markdown and append any problem as a visible note."""
-    from matrixrun.report.budget import steps
-    from matrixrun.report.section import sections
-
     context = copy.deepcopy(context)
     context.limit = limit
     text = render_template(context, templates)
-    for step in steps(sections()):
+    for step in steps(section.sections()):
         if len(text) <= limit:
             break
         while len(text) > limit:

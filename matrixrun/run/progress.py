@@ -20,7 +20,7 @@ from rich.progress import (
 
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.units import format_duration
-from matrixrun.report.wording.counts import plural, reason
+from matrixrun.core.words import plural, reason
 
 
 class Observer(Protocol):

@@ -2,7 +2,7 @@
 
 The run directory is the interface between stages (docs/architecture.md): `run` and `ingest`
 write settings.json, `run.outputs.analyse_run` reads it beside results.jsonl to write
-verdict.json, and `run.outputs.render_run` reads it beside verdict.json, plan.json and env.json.
+verdict.json, and `report.render_run` reads it beside verdict.json, plan.json and env.json.
 So analysing and rendering never parse a spec (and still work when the spec copy is gone), and
 the statistics' parameters — margins, α and its spending over the looks, the correctness gate's
 outcome — are written down once, where anyone can read them. An older settings.json (or none,

@@ -1,5 +1,5 @@
 """What `matrixrun history` asks the results store, as typed rows (no words: those are in
-`report/wording/history.py`).
+`cli/history_view.py`).
 
 - `experiments`: runs by engine, model, hardware, flag and arm, newest first.
 - `arm_series`: an arm's primary metric at each point, grouped by the engine version its

@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from matrixrun.cli import history_view as words
 from matrixrun.cli.exits import EXIT_FAILED, EXIT_OK
 from matrixrun.core.errors import InputError
 from matrixrun.core.metrics import higher_is_better
 from matrixrun.core.units import parse_percent
 from matrixrun.plan import expand
-from matrixrun.report.wording import history as words
 from matrixrun.spec import load_spec
 from matrixrun.store import queries
 from matrixrun.store.db import open_required

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from matrixrun.cli.exits import EXIT_INPUT, EXIT_OK
 from matrixrun.cli.finish import step_summary
+from matrixrun.cli.history_view import plan_noise_note
 from matrixrun.core.redact import redact_json, redact_text
 from matrixrun.flags import require_valid_flags
 from matrixrun.plan import Plan, expand
 from matrixrun.plan.render import plan_text
 from matrixrun.publish.proposal import render_proposal
-from matrixrun.report.wording.history import plan_noise_note
 from matrixrun.rundir.settings import analysis_settings
 from matrixrun.spec import Spec, load_spec, spec_hash
 from matrixrun.store.prior import plan_noise

@@ -11,9 +11,9 @@ from pathlib import Path
 from matrixrun.cli.exits import EXIT_FAILED, EXIT_INPUT, EXIT_OK, say
 from matrixrun.cli.finish import record, step_summary
 from matrixrun.core.redact import redact_text
+from matrixrun.core.words import plural
 from matrixrun.plan import expand
 from matrixrun.plan.render import rehearsal_lines
-from matrixrun.report.wording.counts import plural
 from matrixrun.run.executors import make_executor, refuse_local_resume
 from matrixrun.run.experiment import run_experiment
 from matrixrun.run.progress import observer_for

@@ -8,9 +8,9 @@ import sys
 
 from matrixrun.cli.exits import EXIT_INPUT, EXIT_OK, print_spec_issues
 from matrixrun.core.errors import SpecError
+from matrixrun.core.words import plural
 from matrixrun.flags import check_file
 from matrixrun.plan import expand
-from matrixrun.report.wording.counts import plural
 from matrixrun.spec import load_spec
 
 

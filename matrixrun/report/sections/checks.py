@@ -19,11 +19,11 @@ from matrixrun.core.verdict import (
     RerunKind,
     Verdict,
 )
+from matrixrun.core.words import plural
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs
 from matrixrun.report.section import Section
 from matrixrun.report.sections import simulation
-from matrixrun.report.wording.counts import plural
 from matrixrun.rundir.settings import RunSettings
 
 

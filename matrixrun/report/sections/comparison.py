@@ -18,12 +18,12 @@ from matrixrun.core.verdict import (
     Comparison,
     Verdict,
 )
+from matrixrun.core.words import outcome
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
 from matrixrun.report.section import Section
 from matrixrun.report.series import folded_metrics, primary_result, varying_keys
-from matrixrun.report.wording.counts import outcome
 
 
 def added_points(

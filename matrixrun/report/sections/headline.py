@@ -25,6 +25,7 @@ from matrixrun.core.verdict import (
     OverallVerdict,
     Verdict,
 )
+from matrixrun.core.words import outcome
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs, compared_pair, spec_path_of
 from matrixrun.report.section import Section
@@ -35,7 +36,6 @@ from matrixrun.report.series import (
     stretches,
     varying_keys,
 )
-from matrixrun.report.wording.counts import outcome
 from matrixrun.report.wording.verdicts import RUNS_WORTH_RUNNING, crossover, xs_range
 from matrixrun.rundir.settings import RunSettings
 from matrixrun.spec.models import MAX_RUNS

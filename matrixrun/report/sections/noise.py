@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass
 
 from matrixrun.core.verdict import AnalysisSettings, Caveat, CaveatKind, Sigma, SigmaSource, Verdict
+from matrixrun.core.words import plural
 from matrixrun.report import fmt
 from matrixrun.report.section import Section
-from matrixrun.report.wording.counts import plural
 from matrixrun.report.wording.verdicts import WHAT_PINS_SIGMA, label
 
 # ------------------------------------------------------------------------------ words

@@ -24,10 +24,10 @@ from matrixrun.core.verdict import (
     RerunKind,
     Verdict,
 )
+from matrixrun.core.words import plural
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
 from matrixrun.report.section import Section
-from matrixrun.report.wording.counts import plural
 from matrixrun.report.wording.verdicts import cell_text
 
 # ------------------------------------------------------------------------------ words

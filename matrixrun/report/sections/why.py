@@ -13,6 +13,7 @@ from matrixrun.core.verdict import (
     Comparison,
     Verdict,
 )
+from matrixrun.core.words import outcome
 from matrixrun.report import fmt
 from matrixrun.report.section import Section
 from matrixrun.report.series import (
@@ -22,7 +23,6 @@ from matrixrun.report.series import (
     several_series,
     stretches,
 )
-from matrixrun.report.wording.counts import outcome
 from matrixrun.report.wording.verdicts import xs_range
 
 

@@ -7,11 +7,12 @@ series' regimes, a crossover, a candidate's overall verdict — are
 here (`verdicts`), so a claim cannot be phrased two ways in two places. Wording rules (issue
 6): "better"/"worse" only from a confident verdict, undecided cells say what would settle
 them, provisional (n = 1) verdicts say so, and a simulated run says SIMULATED with the
-simulator's time scale. `counts`: counted nouns and the one printed word per outcome and
-reason; `history`: the `history` command's tables.
+simulator's time scale. Counted nouns and the one printed word per outcome and reason are
+every stage's (`core/words.py`; `counts` re-exports them for the runner); the `history`
+command's tables are the CLI's (`cli/history_view.py`).
 """
 
-from matrixrun.report.wording.counts import REASON_WORDS
+from matrixrun.core.words import REASON_WORDS
 from matrixrun.report.wording.verdicts import (
     NON_MONOTONE,
     cell_note,

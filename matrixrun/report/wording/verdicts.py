@@ -21,8 +21,8 @@ from matrixrun.core.verdict import (
     Series,
     SigmaSource,
 )
+from matrixrun.core.words import outcome, plural
 from matrixrun.report import fmt
-from matrixrun.report.wording.counts import outcome, plural
 
 NON_MONOTONE = "the sign changes more than once along the axis: non-monotone, re-measure"
 

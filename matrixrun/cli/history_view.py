@@ -1,7 +1,8 @@
 """The words and tables of `matrixrun history` and of the results store's messages: every
 sentence about the store is here, the numbers come typed from `store.queries` and
 `store.regression`. Output is Markdown (tables, a Mermaid xychart), so it can go straight
-into a job summary or a PR comment."""
+into a job summary or a PR comment. In the CLI, not the report: the verdict document never
+shows them; `history`, `plan` (an earlier run's noise) and the run's finish (a store error) do."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from matrixrun.core.aliases import SGLANG as SGLANG_ALIASES
 from matrixrun.core.aliases import VLLM as VLLM_ALIASES
+from matrixrun.core.words import outcome
 from matrixrun.report import fmt
-from matrixrun.report.wording.counts import outcome
 from matrixrun.store.queries import ArmKey, ArmSeries, Earlier, Experiment, LogStats
 from matrixrun.store.regression import Check, StepKind
 
