@@ -3,9 +3,9 @@
 
 `inputs.read_inputs` reads the run directory once; `context_from` has each section built
 through the section interface (`report.section`: `build(inputs) -> part`) put its part under
-its name, and asks the seven sections not yet moved to it (headline, charts, comparison,
-latency, setup, reruns, simulation) for their fields; together they are the top-level names
-the templates see. Nothing here derives or words anything: a section's numbers and sentences are
+its name, and asks the six sections not yet moved to it (headline, charts, comparison,
+latency, setup, reruns) for their fields; together they are the top-level names the
+templates see. Nothing here derives or words anything: a section's numbers and sentences are
 its module's, so changing one section touches that module and its partial.
 """
 
@@ -36,7 +36,6 @@ from matrixrun.report.sections.headline import DecisionBlock
 from matrixrun.report.sections.latency import Latency, LatencySummary
 from matrixrun.report.sections.reruns import RerunEntry
 from matrixrun.report.sections.setup import ArgWarning, ArmDiff, Setup
-from matrixrun.report.sections.simulation import Simulation
 from matrixrun.rundir.results import RunDir
 
 
@@ -50,7 +49,6 @@ class Context:
     title: str
     run_dir: str
     simulated: bool
-    simulation: Simulation | None
     ingested: bool
     ingest_caveats: list[str]
     decision: DecisionBlock
@@ -115,7 +113,6 @@ def context_from(inputs: RunInputs, every: list[Section] | None = None) -> Conte
         title=headline.title_of(inputs),
         run_dir=inputs.run_dir,
         simulated=simulated is not None,
-        simulation=simulated,
         ingested=inputs.settings.spec is None,
         ingest_caveats=headline.caveats_of(inputs),
         decision=headline.of(inputs),

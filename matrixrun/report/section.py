@@ -15,9 +15,9 @@ list of sections, their order and their names were five edits apart. A section w
 too big for one comment says how to shrink it (`trim`), keyed by its name, so the size budget
 (`budget.py`) needs no edit either.
 
-Sections not yet moved to this shape (headline, charts, comparison, latency, setup, reruns,
-simulation) are registered all the same, for their place in the document, with no `build`:
-their parts are still `context.Context`'s fields.
+Sections not yet moved to this shape (headline, charts, comparison, latency, setup, reruns)
+are registered all the same, for their place in the document, with no `build`: their parts
+are still `context.Context`'s fields.
 """
 
 from __future__ import annotations

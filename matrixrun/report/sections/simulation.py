@@ -14,6 +14,7 @@ from matrixrun.core.keeping import fell_behind, kept_model, sim_late_share
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.tuning import SIM_LATE_LIMIT
 from matrixrun.report import fmt
+from matrixrun.report.inputs import RunInputs
 from matrixrun.report.section import Section
 from matrixrun.rundir.settings import RunSettings
 
@@ -248,4 +249,9 @@ def of(
     )
 
 
-SECTION = Section("simulation", 130)  # its part: `Context.simulation`
+def _build(inputs: RunInputs) -> Simulation | None:
+    return of(inputs.measurements, inputs.settings, inputs.env)
+
+
+#: Last in the document; the headline's partial reads its part too (SIMULATED, could not keep up).
+SECTION = Section("simulation", 130, _build)
