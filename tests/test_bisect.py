@@ -33,7 +33,7 @@ arms:
   base: {{backend: a}}
   cand: {{backend: b}}
 sweep: {{concurrency: {grid}}}
-workload: {{input_len: 16, output_len: 8, num_prompts: 8}}
+workload: {{input_len: 16, output_len: 8, num_prompts: 1024}}
 metrics: {{primary: output_throughput}}
 verify: {verify}
 estimate: {{launch: 10m, cell: 2m}}
