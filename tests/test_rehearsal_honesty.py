@@ -92,7 +92,11 @@ def test_a_spec_without_a_profile_runs_faster_and_says_how_long(tmp_path: Path) 
     # the spec's own choice is kept, and a matrix the client cannot follow slows it down
     assert rehearsal_setup(parse_spec(OWN + "rehearsal: {time_scale: 1}")).time_scale == 1
     small = parse_spec(OWN.replace("[1, 16, 64, 256]", "[1, 32]"))
-    big = parse_spec(OWN.replace("[1, 16, 64, 256]", "[1, 1024]"))
+    big = parse_spec(
+        OWN.replace("[1, 16, 64, 256]", "[1, 1024]").replace(
+            "num_prompts: 256", "num_prompts: 1024"
+        )
+    )
     assert rehearsal_setup(big).time_scale < rehearsal_setup(small).time_scale
     # with a profile of its own, a spec runs at its own time scale (default real time)
     own = parse_spec(OWN + RULE.replace("KEY", "max_num_batched_tokens"))
