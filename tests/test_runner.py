@@ -78,9 +78,11 @@ def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
         assert (run_dir / name).is_file(), name
     assert (run_dir / "spec.yaml").read_text() == TINY
     ms = read_results(run_dir)
-    firsts = [m for m in ms if m.reason == "first"]
+    # a busy host may make the simulator fall behind: that cell is measured again on a slower
+    # relaunch (issue 44, core/keeping.py), so count each cell's first attempt
+    firsts = [m for m in ms if m.reason == "first" and m.attempt == 1]
     assert len(firsts) == 4 and {m.arm for m in firsts} == {"slow", "fast"}
-    assert all(m.ok and m.simulated and m.time_scale == 2 for m in ms)
+    assert all(m.ok and m.simulated and m.time_scale in (2, 1, 0.5) for m in ms)
     # the fast arm's modelled step is half the slow one's: about twice the throughput
     by = {(m.arm, m.point["concurrency"]): m.metrics.output_throughput for m in firsts if m.metrics}
     for c in (1, 4):
@@ -112,10 +114,13 @@ def test_rehearsal_writes_a_complete_run_directory(tmp_path: Path) -> None:
     assert f"flushed before every cell ({n} flushes)" in text
 
 
-def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout: float) -> None:
+def _wait_for_lines(
+    path: Path, n: int, proc: subprocess.Popen[str], timeout: float, containing: str = ""
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
+        text = path.read_text() if path.exists() else ""
+        if len(text.splitlines()) >= n and containing in text.replace(" ", ""):
             return
         if proc.poll() is not None:
             raise AssertionError(f"run ended early: {proc.stderr.read() if proc.stderr else ''}")
@@ -164,7 +169,11 @@ def test_interrupt_then_resume_measures_only_what_is_missing(tmp_path: Path) -> 
     assert res.returncode == 0, res.stderr[-3000:]
     after = read_results(run_dir)
     assert after[: len(before)] == before  # nothing measured is lost or rewritten
-    firsts = [m for m in after if m.reason == "first"]
+    # a run measures a cell's first run again only where the simulator (or client) fell behind
+    # on a busy host, after a `slowed` event naming that attempt (issue 44, core/keeping.py)
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    again = {(e["cell"], e["attempt"]) for e in events if e["event"] == "slowed"}
+    firsts = [m for m in after if m.reason == "first" and (m.cell_id, m.attempt) not in again]
     assert sorted(m.cell_id for m in firsts) == sorted({m.cell_id for m in firsts})
     assert len(firsts) == 4
     # instance names continue: a resumed launch never reuses an earlier instance's name
@@ -343,7 +352,9 @@ def test_a_run_cut_short_keeps_the_correctness_gates_outcome(tmp_path: Path) -> 
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    _wait_for_lines(run_dir / "results.jsonl", 3, proc, 180)  # the second arm has measured
+    # the second arm has measured (a busy host may add re-measures of the first arm's cells
+    # before it: issue 44, core/keeping.py)
+    _wait_for_lines(run_dir / "results.jsonl", 3, proc, 180, containing='"arm":"fast"')
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert len(read_results(run_dir)) < 8  # cut short, not finished

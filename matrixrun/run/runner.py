@@ -176,8 +176,10 @@ class Runner:
         #: the GPUs this process's servers run on, recorded with each: a run resumed on
         #: another machine (a lent GPU node is often a fresh one) shows it in env.json
         self.serials: list[str] = [] if options.rehearse else gpu_serials()
-        #: times this run halved the simulator's speed (`slowed`)
+        #: times this run halved the simulator's speed (`slowed`), and the speed it was asked
+        #: for (settings.json and env.json keep that; each measurement the one it ran at)
         self.slowdowns = 0
+        self.asked_scale = engine.time_scale.factor
 
     # -- bookkeeping --------------------------------------------------------------------
     def attempts(self, cell: Cell) -> list[Measurement]:
@@ -632,7 +634,7 @@ class Runner:
             self.spec,
             self.plan,
             rehearsal=self.options.rehearse,
-            time_scale=self.engine.time_scale.factor,
+            time_scale=self.asked_scale,
             spec_sha256=hashlib.sha256(self.spec_text.encode()).hexdigest(),
             correctness=agreement,
             spec_path=self.options.spec_path,
@@ -648,7 +650,7 @@ class Runner:
         """env.json as of now: this process's facts, every server so far (a resumed run keeps
         those of earlier sessions), the hardware gate's result."""
         env = capture_environment(
-            self.spec, simulated=self.options.rehearse, time_scale=self.engine.time_scale.factor
+            self.spec, simulated=self.options.rehearse, time_scale=self.asked_scale
         )
         previous = read_environment(self.run_dir.path / "env.json")
         env.servers = {**(previous.servers if previous else {}), **self.servers}
