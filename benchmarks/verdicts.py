@@ -78,7 +78,7 @@ hardware: {{gpu: H200, count: 1}}
 arms:
 {arms}
 sweep: {{concurrency: {points}}}
-workload: {{input_len: 512, output_len: 128, num_prompts: 64, seed: 1}}
+workload: {{input_len: 512, output_len: 128, num_prompts: 1024, seed: 1}}
 metrics: {{primary: output_throughput}}
 verify: {verify}
 estimate: {{launch: 12m, cell: 4m}}

@@ -71,7 +71,9 @@ def test_a_bad_line_inside_a_shard_names_the_shard_file(tmp_path: Path) -> None:
     shard = tmp_path / "results.d" / "gA.jsonl"
     shard.parent.mkdir(parents=True)
     shard.write_text("not json\n" + meas("c1", "gA", "t").model_dump_json() + "\n")
-    with pytest.raises(InputError, match=r"results\.d/gA\.jsonl:1: not a measurement"):
+    with pytest.raises(
+        InputError, match=r"results\.d/gA\.jsonl:1: not a (measurement|JSON record)"
+    ):
         RunDir(tmp_path).measurements()
 
 
@@ -174,6 +176,7 @@ def test_a_local_resume_of_a_run_with_live_slurm_jobs_is_refused(
     book = JobsFile(jobs=[record("g1.r0", "COMPLETED"), record("g2.r0", "RUNNING")])
     book.jobs[1].job_id = "42"
     (tmp_path / "jobs.json").write_text(book.model_dump_json())
+    (tmp_path / "plan.json").write_text("{}")  # a run directory (`--resume` refuses others)
     code = main(["run", str(ROOT / "tests/specs/tiny.yaml"), "--resume", str(tmp_path)])
     assert code == 2
     err = capsys.readouterr().err
