@@ -267,7 +267,12 @@ def test_sigkill_of_the_runner_then_resume_leaves_no_server_and_loses_nothing(
     assert not any(group_alive(pid) for pid in orphans)
     after = read_results(run_dir)
     assert after[: len(before)] == before
-    firsts = sorted(x.cell_id for x in after if x.reason == "first")
+    # a cell's first run measured again after a `slowed` event is a busy host's re-measure
+    # (issue 44, core/keeping.py), not the resume measuring it twice
+    again = {(e["cell"], e["attempt"]) for e in RunDir(run_dir).events() if e["event"] == "slowed"}
+    firsts = sorted(
+        x.cell_id for x in after if x.reason == "first" and (x.cell_id, x.attempt) not in again
+    )
     assert len(firsts) == 4 == len(set(firsts))
     assert not list((run_dir / "pids").glob("*.pid"))
 

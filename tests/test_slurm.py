@@ -319,7 +319,9 @@ def test_interrupted_controller_leaves_jobs_running_and_resume_waits_for_them(
     assert [j["job_id"] for j in stage1 if j["group"] == first["group"]] == [first["job_id"]]
     assert all(j["state"] == "COMPLETED" for j in book["jobs"])
     ms = RunDir(run_dir).measurements()
-    firsts = [m for m in ms if m.reason == "first"]
+    # a re-measure after a `slowed` event is a busy host's (issue 44), not a job run twice
+    again = {(e["cell"], e["attempt"]) for e in RunDir(run_dir).events() if e["event"] == "slowed"}
+    firsts = [m for m in ms if m.reason == "first" and (m.cell_id, m.attempt) not in again]
     assert len(firsts) == len({m.cell_id for m in firsts}) == 4
     assert (run_dir / "report.md").exists()
 
