@@ -35,6 +35,7 @@ EXAMPLES = {
     "reports/h200_transformers_cuda_graph.md": "reports/runs/h200_transformers_cuda_graph",
     "reports/h200_transformers_aa_relaunch.md": "reports/runs/h200_transformers_aa_relaunch",
     "reports/h200_transformers_aa_cold.md": "reports/runs/h200_transformers_aa_cold",
+    "reports/sglang_cpu.md": "reports/runs/sglang_cpu",
     "reports/h200_transformers_cuda_graph_cold.md": (
         "reports/runs/h200_transformers_cuda_graph_cold"
     ),

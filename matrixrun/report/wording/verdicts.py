@@ -134,6 +134,14 @@ def cell_note(note: CellNote, c: Comparison, *, short: bool = False) -> str:
     arms: dict[str, ArmSample] = {"baseline": c.baseline, "candidate": c.candidate}
     role = _ROLE.get(note, "")
     if note in (CellNote.NO_BASELINE, CellNote.NO_CANDIDATE):
+        arm = arms[role]
+        behind = len(arm.reasons) - arm.failed_measurements  # succeeded, yet gave no value
+        if behind > 0 and not arm.values:
+            return (
+                f"no usable measurement of the {role}: its {behind} successful "
+                f"{'run' if behind == 1 else 'runs'} fell behind (the load client's self-check "
+                "or the simulator), so none gives a number"
+            )
         return f"no successful measurement of the {role}"
     if note == CellNote.NO_NOISE:
         return "no noise estimate"
