@@ -220,7 +220,7 @@ def test_pending_native_output_is_merged_into_one_cumulative_event() -> None:
 
 FAULT_SPEC = """experiment: faults
 title: a rehearsal whose server refuses every flush or aborts every request
-model: {{path: /models/tiny}}
+model: {{path: /models/tiny, vocab_size: 32000}}
 hardware: {{gpu: NVIDIA H200, count: 1}}
 engine: {{kind: sglang}}
 arms:

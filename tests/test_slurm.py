@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 SPEC = """\
 experiment: slurm-e2e
 title: Slurm end-to-end
-model: {path: /models/tiny}
+model: {path: /models/tiny, vocab_size: 32000}
 hardware: {gpu: NVIDIA H200, count: 1}
 engine: {kind: sglang, args: {tp: 1}}
 arms:

@@ -43,7 +43,9 @@ def small_tokenizer(folder: Path, size: int = 2048, top_special: int | None = No
 
 
 def spec_for(model: Path | str, extra: str = "") -> str:
-    return TINY.replace("model: {path: /models/tiny}", f"model: {{path: {model}{extra}}}")
+    old = "model: {path: /models/tiny, vocab_size: 32000}"
+    assert old in TINY
+    return TINY.replace(old, f"model: {{path: {model}{extra}}}")
 
 
 def test_config_json_gives_the_size_also_nested(tmp_path: Path) -> None:
