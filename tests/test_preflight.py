@@ -32,7 +32,7 @@ def mr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
 def spec(tmp_path: Path, engine: str, arms: str) -> Path:
     path = tmp_path / "s.yaml"
     path.write_text(
-        "experiment: t\ntitle: flags\nmodel: {path: /m}\n"
+        "experiment: t\ntitle: flags\nmodel: {path: /m, vocab_size: 32000}\n"
         "hardware: {gpu: NVIDIA H200, count: 1}\n"
         f"engine: {engine}\narms:\n{arms}"
         "sweep: {concurrency: [1, 2]}\nworkload: {input_len: 8, output_len: 4}\n"
