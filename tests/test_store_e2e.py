@@ -21,7 +21,7 @@ def spec_text(model: Path) -> str:
     return f"""
 experiment: store-e2e
 title: the results store lends one run's noise to the next
-model: {{path: {model}}}
+model: {{path: {model}, vocab_size: 32000}}
 hardware: {{gpu: NVIDIA H200, count: 1}}
 engine:
   kind: command

@@ -215,7 +215,11 @@ def test_plan_workflow_posts_one_proposal_per_spec_updated_by_each_push(
     assert len(proposals) == 1 and "--moe-runner-backend flashinfer_cutedsl" in proposals[0]["body"]
     assert all(r.auth == f"Bearer {TOKEN}" for r in gh.requests)
 
-    spec.write_text(TINY.replace("concurrency: [1, 4]", "concurrency: [1, 4, 16]"))
+    spec.write_text(
+        TINY.replace("concurrency: [1, 4]", "concurrency: [1, 4, 16]").replace(
+            "num_prompts: 8", "num_prompts: 16"
+        )
+    )
     second = play("matrixrun-plan.yml", "proposal", context_for(spec), gh, workspace)
     assert second.ok and "updated the proposal comment" in second.outputs["Post the proposal"]
     proposals = gh.ours(marker("tiny", "proposal"))
