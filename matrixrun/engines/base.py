@@ -386,3 +386,17 @@ def flush_cache(
                 break
             time.sleep(retry_s)
     return f"{last} (after waiting up to {wait_s:g} s for the server to go idle)"
+
+
+def flush_before_cell(engine: Engine, enabled: bool, base_url: str) -> tuple[bool, str | None]:
+    """Empty the prefix cache before a cell: (whether a flush was tried, why none happened or
+    None). Every arm sends the same prompts, so a warm cache would flatter whoever runs later;
+    `enabled` is the spec's `engine.flush_cache`."""
+    if not enabled:
+        return False, "engine.flush_cache is false in the spec"
+    if engine.flush_path is None:
+        return False, f"{engine.name} has no cache-flush endpoint"
+    wait_s = engine.time_scale.server_seconds(FLUSH_WAIT_S)
+    return True, flush_cache(
+        base_url, engine.flush_path, wait_s, timeout_param=engine.flush_timeout_param
+    )

@@ -9,6 +9,7 @@ and never stops the measurements (a diverging arm is marked suspect by the analy
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import SecretStr
@@ -18,7 +19,7 @@ from matrixrun.core.errors import InputError, MatrixError
 from matrixrun.load.apis import Api
 from matrixrun.load.vocab import IdRange
 from matrixrun.plan import ServerGroup
-from matrixrun.run.correctness import collect
+from matrixrun.run.correctness import agreement_by_arm, collect
 from matrixrun.rundir.environment import HardwareGate
 from matrixrun.rundir.hardware import check_hardware
 from matrixrun.rundir.results import RunDir
@@ -86,3 +87,17 @@ def correctness_gate(
     run_dir.write_json(_answers_name(group), record)
     error: str | None = record["error"]
     return error
+
+
+def gate_outcome(run_dir: RunDir, baseline: str) -> tuple[dict[str, float], dict[str, str]]:
+    """The gates' outcome so far, from correctness/: each candidate's agreement with the
+    baseline, and each arm whose gate could not collect its answers with why (said as a
+    failure in the Checks line, never a quiet "not checked")."""
+    answers = [
+        json.loads(p.read_text()) for p in sorted((run_dir.path / "correctness").glob("*.json"))
+    ]
+    agreement = {
+        arm: float(entry["agreement"]) for arm, entry in agreement_by_arm(answers, baseline).items()
+    }
+    errors = {str(a["arm"]): str(a["error"]) for a in answers if a.get("error")}
+    return agreement, errors

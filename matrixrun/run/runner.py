@@ -14,18 +14,15 @@ file), and is checked at each measurement's end and each launch's start, so an i
 neither be lost (a finalizer swallowing the KeyboardInterrupt, a load that absorbed the
 cancellation) nor cost a measurement. The CLI exits 130 with the resume sentence.
 
-Failure handling: a failing cell (timeout, errors, a server that died under it) is recorded as
-a failed measurement with its reason and the run goes on; a server that died is relaunched for
-the group's remaining cells; a server that will not start marks the group's cells failed.
-"""
+Failure handling: a failing cell is recorded as a failed measurement with its reason and the
+run goes on; a server that died (`run/deaths.py`) is relaunched for the group's remaining
+cells; a server that will not start marks the group's cells failed."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import hashlib
-import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,12 +45,11 @@ from matrixrun.core.redact import redact_file, redact_json, redact_text
 from matrixrun.core.rerun_reason import RerunWhy
 from matrixrun.core.tuning import SIM_MAX_SLOWDOWNS
 from matrixrun.engines.base import (
-    FLUSH_WAIT_S,
     Api,
     Engine,
     ServerHandle,
     SlowsDown,
-    flush_cache,
+    flush_before_cell,
     free_port,
     get_json,
     redact_argv,
@@ -66,8 +62,8 @@ from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report.wording.counts import reason as reason_words
 from matrixrun.run import outputs
-from matrixrun.run.correctness import agreement_by_arm
-from matrixrun.run.gates import correctness_done, correctness_gate
+from matrixrun.run.deaths import died, died_message, exits
+from matrixrun.run.gates import correctness_done, correctness_gate, gate_outcome
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import (
     EventJournal,
@@ -129,16 +125,6 @@ class Instance:
     server: ServerHandle
     base_url: str
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def died_message(inst: Instance, phase: str) -> str:
-    """One sentence for a server that died: which, its exit code, the phase it died in and
-    its first error (not its teardown, `ServerHandle.death_cause`)."""
-    cause = inst.server.death_cause() or "(its log is empty)"
-    return (
-        f"server {inst.name} died (exit code {inst.server.exit_code()}) during {phase}; "
-        f"its first error: {cause}"
-    )
 
 
 class Runner:
@@ -252,9 +238,9 @@ class Runner:
             self.write_env_file()
             gate_error = self._correctness(group, launch.base_url)
             inst = Instance(group, name, server, launch.base_url, info)
-            if gate_error is not None and self._exits(server, self.engine.death_grace_s):
+            if gate_error is not None and exits(server, self.engine.death_grace_s):
                 # it died answering the gate: no cell is to blame, and none is measured on it
-                raise EngineError(died_message(inst, "the correctness gate"))
+                raise EngineError(died_message(server, name, "the correctness gate"))
             yield inst
         finally:
             code = server.stop()
@@ -282,28 +268,15 @@ class Runner:
         return error
 
     def _flush(self, inst: Instance, cell: Cell) -> str | None:
-        """Empty the prefix cache before a cell (every arm sends the same prompts, so a warm
-        cache would flatter whoever runs later); recorded either way. Returns why a flush
-        that was tried did not happen (the measurement keeps it), else None."""
-        why = None
-        if not self.spec.engine.flush_cache:
-            why = "engine.flush_cache is false in the spec"
-        elif self.engine.flush_path is None:
-            why = f"{self.engine.name} has no cache-flush endpoint"
-        ok, tried = False, why is None
-        if tried:
-            why = flush_cache(
-                inst.base_url,
-                str(self.engine.flush_path),
-                self.engine.time_scale.server_seconds(FLUSH_WAIT_S),
-                timeout_param=self.engine.flush_timeout_param,
-            )
-            ok = why is None
-            if not ok:  # the cell runs on a warm cache: said now, and in the report
-                self.options.observer.status(f"cache flush failed on {inst.name}: {why}")
+        """Empty the prefix cache before a cell (`flush_before_cell`), recorded either way;
+        why a flush that was tried did not happen (the measurement keeps it), else None."""
+        tried, why = flush_before_cell(self.engine, self.spec.engine.flush_cache, inst.base_url)
+        if tried and why is not None:  # the cell runs on a warm cache: said now, and reported
+            self.options.observer.status(f"cache flush failed on {inst.name}: {why}")
         extra = {"why": why} if why else {}
+        ok = tried and why is None
         self.run_dir.event("flush_cache", instance=inst.name, cell=cell.cell_id, ok=ok, **extra)
-        return why if tried and not ok else None
+        return why if tried else None
 
     def _dataset(self, group: ServerGroup) -> DatasetConfig:
         """What the group's cells send (the same for every arm of its model; load/datasets)."""
@@ -340,10 +313,10 @@ class Runner:
             extra["flush_failed"] = flush_failed
         if run.argv:
             extra["argv"] = redact_argv(run.argv)
-        if not self._died(inst, run, self.engine.death_grace_s):
+        if not died(inst.server, run, self.engine.death_grace_s):
             extra.update(self.engine.cell_extras(inst.base_url, inst.info))
         else:
-            error = died_message(inst, "the cell")
+            error = died_message(inst.server, inst.name, "the cell")
             failure = Failure.SERVER_DIED
         return Measurement(
             **self._identity(inst.group, cell, attempt, inst.name, reason),
@@ -357,31 +330,6 @@ class Runner:
             requests_file=requests_file,
             extra=extra,
         )
-
-    @staticmethod
-    def _exits(server: ServerHandle, grace_s: float) -> bool:
-        """Whether `server` is seen exited within `grace_s` (requests to it just failed: a
-        killed server drops its connections a moment before it can be reaped, and a dying
-        SGLang sleeps before it tears its tree down: `Engine.death_grace_s`)."""
-        deadline = time.monotonic() + grace_s
-        while server.alive():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    @staticmethod
-    def _died(inst: Instance, run: CellRun, grace_s: float) -> bool:
-        """Whether the server died under the cell. A killed server drops its connections a
-        moment before its process can be reaped, so when requests failed the process gets
-        `grace_s` (`Engine.death_grace_s`) to show it exited: otherwise the cell would read as
-        a load failure on a live server and the relaunch would wait for the next cell. (The
-        cost: up to that long after a cell whose requests failed on a server that is fine.)"""
-        if not inst.server.alive():
-            return True
-        if run.error is None and not any(r.error for r in run.records):
-            return False
-        return Runner._exits(inst.server, grace_s)
 
     def _load_config(self, inst: Instance, cell: Cell) -> LoadConfig:
         """The cell's workload in modelled time (the spec's units; `measure_cell` converts)."""
@@ -621,15 +569,7 @@ class Runner:
     def write_settings_file(self) -> None:
         """settings.json: what the analysis and the report need, with the correctness gate's
         outcome so far (each candidate's agreement with the baseline, from correctness/)."""
-        answers = [
-            json.loads(p.read_text())
-            for p in sorted((self.run_dir.path / "correctness").glob("*.json"))
-        ]
-        agreement = {
-            arm: float(entry["agreement"])
-            for arm, entry in agreement_by_arm(answers, self.plan.baseline).items()
-        }
-        gate_errors = {str(a["arm"]): str(a["error"]) for a in answers if a.get("error")}
+        agreement, gate_errors = gate_outcome(self.run_dir, self.plan.baseline)
         settings = run_settings(
             self.spec,
             self.plan,

@@ -472,17 +472,7 @@ def load(
     runs = _merge_same_runs(vllm_legacy.name_arms(aiperf.name_arms(runs)))
     axis_field, axis_note = axis.find(runs, str(options.get("axis_field", axis.DEFAULT)))
     options["axis_field"] = axis_field
-    clients: dict[str, str] = {}  # client -> the first input it measured
-    for p, fmt in inputs:
-        clients.setdefault(CLIENT[fmt], p)
-    if len(clients) > 1 and not mix_formats:
-        named = "; ".join(f"{p} was measured by {c}" for c, p in clients.items())
-        raise InputError(
-            f"{named}: clients measure differently (warm-up, token counting, ITL and TPOT "
-            "definitions), so one comparison would mix unlike numbers; ingest each client's "
-            "files separately, or pass --mix-formats to compare them anyway (metrics any of "
-            "them defines differently are then left out)"
-        )
+    clients = _clients(inputs, mix_formats)
     left_out = _left_out(runs, several_clients=len(clients) > 1)
     runs = [_without(r, set(left_out)) for r in runs]
     primary = options.get("primary", "output_throughput")
@@ -524,6 +514,23 @@ def load(
         caveats=caveats,
         axis_note=axis_note,
     )
+
+
+def _clients(inputs: list[tuple[str, Format]], mix_formats: bool) -> dict[str, str]:
+    """Each client with the first input it measured; several are refused unless
+    `mix_formats` (they define warm-up, token counts, ITL and TPOT differently)."""
+    clients: dict[str, str] = {}
+    for p, fmt in inputs:
+        clients.setdefault(CLIENT[fmt], p)
+    if len(clients) > 1 and not mix_formats:
+        named = "; ".join(f"{p} was measured by {c}" for c, p in clients.items())
+        raise InputError(
+            f"{named}: clients measure differently (warm-up, token counting, ITL and TPOT "
+            "definitions), so one comparison would mix unlike numbers; ingest each client's "
+            "files separately, or pass --mix-formats to compare them anyway (metrics any of "
+            "them defines differently are then left out)"
+        )
+    return clients
 
 
 def _left_out(runs: list[Run], *, several_clients: bool) -> dict[str, str]:
