@@ -145,7 +145,9 @@ def _profile(**effects: Any) -> list[str]:
 
 def test_simulator_native_answers_have_sglangs_shapes(api: Any) -> None:
     fields = set(api.GenerateResponse.__struct_fields__)
-    meta_fields = set(api.GenerateMetaInfo.__struct_fields__)
+    # the real server's first event also carries `response_sent_to_client_ts`, which the HTTP
+    # layer adds outside the typed struct (../shared/sglang-cpu/transcripts/generate_stream.txt)
+    meta_fields = set(api.GenerateMetaInfo.__struct_fields__) | {"response_sent_to_client_ts"}
     body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}}
     with start_sim(_profile()) as (_, url):
         whole = httpx.post(url + "/generate", json=body, timeout=10).json()
