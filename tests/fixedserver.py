@@ -54,6 +54,7 @@ class State:
         self.max_active = 0
         self.events = 0
         self.late: list[float] = []  # seconds late per event (sampled)
+        self.late_worst = 0.0  # seconds late, the worst event of all (not sampled)
         self.late_first: list[float] = []  # seconds late per first event (every request)
         self.arrivals: list[float] = []  # when each request was read (perf_counter)
         self.sent_gaps: list[float] = []  # seconds between events as sent, per token (sampled)
@@ -71,6 +72,10 @@ class State:
             "late_mean_ms": statistics.fmean(late) * 1e3 if late else 0.0,
             "late_p99_ms": late[int(0.99 * (len(late) - 1))] * 1e3 if late else 0.0,
             "late_max_ms": late[-1] * 1e3 if late else 0.0,
+            # the worst of every event, and of every request's read: what bounds a test's
+            # tolerance on a loaded host (tests/test_load_client.py `lateness_ms`)
+            "late_worst_ms": self.late_worst * 1e3,
+            "arrival_lag_max_ms": max(self.arrival_lags(), default=0.0) * 1e3,
             # the first events come in a burst at an infinite rate: what the server adds to TTFT
             "late_first_mean_ms": statistics.fmean(self.late_first) * 1e3
             if self.late_first
@@ -206,6 +211,7 @@ class Server:
                     await asyncio.sleep(delay)
                 sent = clock()
                 late = sent - due
+                st.late_worst = max(st.late_worst, late)
                 if st.events % 8 == 0:
                     st.late.append(max(0.0, late))
                     if i:  # the gap this event ends, as sent, per token (stream_interval)
