@@ -275,20 +275,27 @@ class Batcher:
 
     def _order_by_prefix(self) -> None:
         """lpm: the waiting queue by cached prefix length, longest first (stable), with
-        SGLang's in-batch rule (module docstring) sending followers of a new prefix back."""
+        SGLang's in-batch rule (module docstring) sending followers of a new prefix back.
+
+        SGLang keeps the waiting prompts seen so far in a second radix tree and sends a
+        prompt back when it matches ≥ `IN_BATCH_DEPRIORITIZE` tokens there; a match that long
+        means the same first `IN_BATCH_DEPRIORITIZE` tokens, so a set of those heads answers
+        the same question in one lookup (this runs before every admission, on the
+        simulator's clock)."""
         cache = self.cache
         assert cache is not None
-        ahead = RadixCache(1 << 62)  # the waiting prompts seen so far (SGLang's second tree)
+        heads: set[tuple[int, ...]] = set()  # of the waiting prompts seen so far
         keyed: list[tuple[float, int, SimRequest]] = []
         for n, req in enumerate(self._waiting):
             ids = req.prompt or []
             got = cache.match(ids, touch=False)
             key = float(-got)
             if got <= IN_BATCH_CHECK:
-                if ahead.match(ids, touch=False) >= IN_BATCH_DEPRIORITIZE:
+                head = tuple(ids[:IN_BATCH_DEPRIORITIZE])
+                if len(head) == IN_BATCH_DEPRIORITIZE and head in heads:
                     key = math.inf
                 else:
-                    ahead.insert(ids)
+                    heads.add(head)
             keyed.append((key, n, req))
         keyed.sort(key=lambda t: (t[0], t[1]))
         self._waiting = deque(r for _, _, r in keyed)
