@@ -427,6 +427,12 @@ def hypothesis(text: str, recs: Sequence[Recommendation], axis: str, limit: int 
     for r in recs:
         for s in r.stretches:
             parts.append(f"{outcome(s.verdict.value)} at {axis} {xs_range([c.x for c in s.cells])}")
+    if not parts and any(r.advice is Advice.EITHER for r in recs):
+        # "same" is a decision too: a control that came out the same has tested its claim
+        return (
+            f"*{short}* — the data: `{recs[0].candidate}` the same as `{recs[0].baseline}` "
+            "(within the margin) wherever a cell is decided."
+        )
     if not parts:
         return f"*{short}* — the data do not test it yet: no cell is decided."
     return f"*{short}* — the data: `{recs[0].candidate}` {'; '.join(parts)}."
