@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
+import dataset_runs
 import numpy as np
 import pytest
-from test_runner import mr, read_results
+from test_runner import mr
 from test_vocab import small_tokenizer
 from tokenizers import Tokenizer
 
@@ -25,8 +27,9 @@ from matrixrun.load.datasets import Cell, DatasetConfig, Request
 from matrixrun.load.datasets.build import arrivals, requests_for
 from matrixrun.load.datasets.resolve import check_workload
 from matrixrun.load.prompts import arrival_offsets, make_prompts
-from matrixrun.load.records import read_jsonl
+from matrixrun.report.sections import setup
 from matrixrun.report.sections.failures import concurrency_limits
+from matrixrun.rundir.settings import spec_facts
 from matrixrun.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +85,32 @@ def test_the_report_shows_measured_concurrency_where_it_fell_short() -> None:
     assert "nominal 256" in line
     rated = _measured(5.0, 64).model_copy(update={"point": {"concurrency": 64, "request_rate": 4}})
     assert concurrency_limits([rated], "concurrency") == []  # a rate, not the cap, sets the load
+
+
+def test_the_report_names_each_dataset_and_its_lengths_as_sent() -> None:
+    """Setup says what a dataset sent, not the spec's input_len / output_len (which describe
+    `random` only; the committed real shared_prefix report said 512 where 288 were sent)."""
+    ms = [_measured(4.0, 4)]  # 64 requests, 640 tokens in and 640 out: 10 / 10 each
+    shared = (
+        "{dataset: shared_prefix, groups: 2, prompts_per_group: 4, system_len: 64, "
+        "question_len: 8, output_len: 8, num_prompts: 8}"
+    )
+    rows = dict(setup.workload(spec_facts(parse_spec(tiny(f"workload: {shared}"))), ms))
+    assert rows["dataset"] == (
+        "shared_prefix: 2 groups × 4 prompts, each group sharing a system prompt of 64 "
+        "tokens, then a question of 8 tokens (sent as token ids)"
+    )
+    assert rows["input / output length"] == (
+        "10 / 10 tokens per request on average, as sent (system prompt + question / output_len)"
+    )
+    fixed = "{dataset: sharegpt, path: sg.json, output_len: 8, num_prompts: 8}"
+    rows = dict(setup.workload(spec_facts(parse_spec(tiny(f"workload: {fixed}"))), []))
+    assert rows["dataset"].startswith("sharegpt, the file `sg.json`: each conversation's")
+    assert rows["input / output length"] == "the dataset's own (nothing measured)"
+    assert rows["request rate"] == "inf (all at once)"
+    rows = dict(setup.workload(spec_facts(parse_spec(tiny())), ms))  # random: the spec's
+    assert rows["dataset"] == "random token ids"
+    assert rows["input / output length"] == "16 / 8 tokens"
 
 
 # ------------------------------------------------------------------------------- datasets
@@ -268,30 +297,24 @@ def test_a_text_dataset_without_its_tokenizer_is_refused_before_any_launch(tmp_p
 
 
 @pytest.mark.slow
-def test_sharegpt_and_a_trace_rehearse_end_to_end_with_real_token_counts(tmp_path: Path) -> None:
-    """A ShareGPT-format file and a Mooncake trace run on the simulator; the requests' prompt
-    tokens are the tokenizer's counts (ShareGPT) and the trace's input lengths."""
+@pytest.mark.parametrize("kind", ["sharegpt", "trace"])
+def test_sharegpt_and_a_trace_rehearse_end_to_end_with_real_token_counts(
+    tmp_path: Path, kind: str
+) -> None:
+    """A ShareGPT-format file and a Mooncake trace rehearse through `matrixrun run` with the
+    specs the real server runs (tests/dataset_runs.py, tests/test_sglang_real.py): every cell
+    measured, prompts counted by the model's tokenizer (ShareGPT) or as the trace gives them,
+    the trace's shared block cached and its schedule kept, the dataset named in the report."""
     model = small_tokenizer(tmp_path / "m", 2048)
-    data = _sharegpt(tmp_path / "sg.json")
     tok = Tokenizer.from_file(str(model / "tokenizer.json"))
-    for workload, expect in (
-        (f"{{dataset: sharegpt, path: {data}, num_prompts: 8, seed: 3}}", None),
-        (f"{{dataset: trace, path: {_mooncake(tmp_path / 't.jsonl')}, num_prompts: 4, "
-         "time_scale: 0.1}", [1200, 300, 700, 600]),
-    ):  # fmt: skip
-        spec = tmp_path / "s.yaml"
-        spec.write_text(tiny(f"workload: {workload}").replace("/models/tiny", str(model)))
-        run = tmp_path / f"run-{workload[11:16]}"
-        res = mr(
-            "run", str(spec), "--rehearse", "--out", str(run), "--report", str(tmp_path / "r.md")
-        )
-        assert res.returncode == 0, res.stderr[-3000:]
-        for m in read_results(run):
-            assert m.ok and m.requests_file is not None
-            counts = [r.prompt_tokens for r in read_jsonl(run / m.requests_file)]
-            if expect is not None:
-                assert counts == expect
-            else:
-                texts = json.loads(data.read_text())
-                real = {len(tok.encode(c["conversations"][0]["value"]).ids) for c in texts}
-                assert set(counts) <= real and len(counts) == 8
+    write = dataset_runs.write_sharegpt if kind == "sharegpt" else dataset_runs.write_mooncake
+    data = write(tmp_path / ("sharegpt.json" if kind == "sharegpt" else "trace.jsonl"))
+    spec = dataset_runs.dataset_spec(tmp_path, kind, data, str(model))
+    run = tmp_path / "run"
+    res = mr("run", str(spec), "--rehearse", "--out", str(run), gpus=None)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+
+    def count(texts: Sequence[str]) -> list[int]:
+        return [len(tok.encode(t).ids) for t in texts]
+
+    dataset_runs.check_dataset_run(run, kind, data, count, arms=["fcfs", "lpm"])

@@ -6,7 +6,9 @@ completions (token ids and text prompts, strict bodies), the cache flush idle an
 (400), a client that disconnects, `/abort_request` (a failed request with its reason), stop
 (the whole process tree gone and the port free), the correctness gate, the bench_serving client
 path, a small-vocabulary model, a server that dies mid-cell (reported with its real first
-error), and the simulator's answers compared with the real server's on the same requests.
+error), a ShareGPT-format file and a Mooncake trace through `matrixrun run` (the checks the
+simulator's test applies too, tests/dataset_runs.py), and the simulator's answers compared with
+the real server's on the same requests.
 
 The environment is the project's own (scripts/sglang_cpu/setup.py, run by the nox session):
 SGLang in its own venv (`MATRIXRUN_SGLANG_PYTHON`), a stand-in for the CUDA-only sgl_kernel,
@@ -28,10 +30,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import dataset_runs
 import httpx
 import pytest
 
@@ -516,6 +519,45 @@ def test_a_server_that_dies_mid_cell_is_reported_with_its_first_error(tmp_path: 
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert "IndexError: index out of range in self" in report.stdout, report.stderr[-2000:]
+
+
+def _hf_counts(texts: Sequence[str]) -> list[int]:
+    """Token counts as SGLang's own client counts a ShareGPT prompt (`tokenizer.encode` of
+    transformers' AutoTokenizer, in SGLang's venv), not as matrixrun does."""
+    code = (
+        "import json, sys; from transformers import AutoTokenizer; "
+        "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+        "print(json.dumps([len(t.encode(x)) for x in json.load(sys.stdin)]))"
+    )
+    res = subprocess.run(
+        [PYTHON, "-c", code, MODEL], input=json.dumps(list(texts)), capture_output=True,
+        text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    counts: list[int] = json.loads(res.stdout.strip().splitlines()[-1])
+    return counts
+
+
+@pytest.mark.parametrize("kind", ["sharegpt", "trace"])
+def test_sharegpt_and_a_mooncake_trace_run_end_to_end(tmp_path: Path, kind: str) -> None:
+    """Issue 45's file datasets through `matrixrun run` on a real server: the spec the
+    simulator's test rehearses (tests/dataset_runs.py), stopped after the baseline arm's cells
+    (one launch; the rehearsal runs both arms), analysed and reported. Prompt lengths as
+    SGLang's tokenizer counts them, the trace's lengths, its shared block in the real radix
+    cache, its schedule, and the dataset named in the report."""
+    write = dataset_runs.write_sharegpt if kind == "sharegpt" else dataset_runs.write_mooncake
+    data = write(tmp_path / ("sharegpt.json" if kind == "sharegpt" else "trace.jsonl"))
+    spec = dataset_runs.dataset_spec(tmp_path, kind, data, MODEL)
+    out = tmp_path / "run"
+    _until_measured(out, _start(spec, out), n=len(dataset_runs.CONCURRENCY))
+    for argv in (["analyse", str(out)], ["report", str(out)]):
+        res = subprocess.run(
+            [sys.executable, "-m", "matrixrun", *argv], capture_output=True, text=True,
+            check=False,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    assert not any(m["simulated"] for m in _measurements(out))
+    dataset_runs.check_dataset_run(out, kind, data, _hf_counts, arms=["fcfs"])
 
 
 def _cell_started(out: Path, proc: subprocess.Popen[str]) -> int:

@@ -42,8 +42,10 @@ _VALUE_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 
 #: `name=value`, `name: value`, `"name": "value"`, `--name value` with a secret-looking name
 #: (the space-separated form only for a flag: in prose "password is required" is no secret).
+#: A name starts a word: the `-token` of "512-token blocks" is no flag (prose was masked
+#: there, depending on which word the previous match had taken).
 _NAMED = re.compile(
-    r"""(?P<pre>(?P<q>["']?)(?P<name>-{0,2}[A-Za-z][A-Za-z0-9_.-]*)(?P=q)"""
+    r"""(?P<pre>(?<![\w.-])(?P<q>["']?)(?P<name>-{0,2}[A-Za-z][A-Za-z0-9_.-]*)(?P=q)"""
     r"""(?P<sep>\s*[=:]\s*|\s+(?=["']?[^\s"'-])))(?P<vq>["']?)(?P<value>[^\s"',;}\]]+)"""
 )
 

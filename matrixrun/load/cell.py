@@ -55,7 +55,8 @@ class CellRun:
     argv: list[str] | None = None
     #: Facts about the measurement for `Measurement.extra`: the client's CPU share and
     #: self-check, a time cap that cut requests (`capped`: then `error` says the run is not
-    #: compared), completed requests shorter than asked, the server's silences (`idle_gaps`).
+    #: compared), completed requests shorter than asked, the server's silences (`idle_gaps`),
+    #: a trace replayed on its own timestamps (`scheduled_arrivals`).
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -113,6 +114,10 @@ def measure_cell(
             result = interrupt.run(_bounded(run_load(server_config), bound))
             metrics, records = result.metrics, result.records
             extra = _client_extras(result, config.output_len, cell_timeout_s, scale)
+            if config.dataset.kind == "trace":
+                # its timestamps set the load, the concurrency only caps it: the report must
+                # not read a trace's few requests in flight as a load that fell short
+                extra["scheduled_arrivals"] = True
     except TimeoutError:
         why = f"cell timed out after {cell_timeout_s:.0f}s (limits.cell_timeout)"
         return CellRun(None, [], why, Failure.CELL_TIMEOUT)

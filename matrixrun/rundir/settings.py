@@ -25,6 +25,7 @@ from matrixrun.core.verdict import AnalysisSettings
 from matrixrun.plan.history import noise_history
 from matrixrun.plan.rehearsal import blind_pairs, rehearsal_setup
 from matrixrun.rundir.results import RunDir
+from matrixrun.spec.points import output_len_given
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,6 +58,14 @@ class WorkloadFacts(_Model):
     seed: int = 0
     prompt_format: str = Field("token_ids", description="token_ids or text (engine.prompt_format).")
     strict_openai: bool = False
+    # the dataset's own description (absent from files written before it was recorded, whose
+    # report then names the kind only)
+    path: str | None = Field(None, description="sharegpt, trace: the file, as the spec names it.")
+    time_scale: float | None = Field(None, description="trace: its time offsets times this.")
+    shared_prefix: list[int] | None = Field(
+        None, description="shared_prefix: groups, prompts per group, system_len, question_len."
+    )
+    fixed_output: bool = Field(False, description="sharegpt: output_len replaces reply lengths.")
 
 
 class SloBound(_Model):
@@ -169,6 +178,23 @@ def analysis_settings(
     )
 
 
+def _dataset_facts(spec: Spec) -> dict[str, Any]:
+    """What the report needs to name the dataset a run sent (file, schedule, shape): the
+    spec's lengths describe a random workload only, so without these the Setup of a ShareGPT
+    or trace run would state lengths nothing sent."""
+    w = spec.workload
+    if w.dataset in ("sharegpt", "trace"):
+        facts: dict[str, Any] = {"path": w.path}
+        if w.dataset == "trace":
+            facts["time_scale"] = w.time_scale or 1.0
+        else:
+            facts["fixed_output"] = output_len_given(spec)
+        return facts
+    if w.dataset == "shared_prefix":
+        return {"shared_prefix": list(w.shared_prefix_shape())}
+    return {}
+
+
 def spec_facts(spec: Spec, spec_sha256: str | None = None) -> SpecFacts:
     """What the report states about the spec, taken once when the run starts, so rendering
     never needs the spec (plan.json carries the rest)."""
@@ -199,6 +225,7 @@ def spec_facts(spec: Spec, spec_sha256: str | None = None) -> SpecFacts:
             seed=w.seed,
             prompt_format=spec.engine.prompt_format,
             strict_openai=spec.engine.strict_openai,
+            **_dataset_facts(spec),
         ),
         sweep={
             axis: values

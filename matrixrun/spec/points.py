@@ -61,3 +61,10 @@ def combinations(spec: Spec) -> list[dict[str, Any]]:
         if not any(_matches(combo, k) and _matches(k, combo) for k in kept):
             kept.append(combo)
     return kept
+
+
+def output_len_given(spec: Spec) -> bool:
+    """Whether the spec gives the output length itself (in the workload or swept): then it
+    replaces each ShareGPT reply's length. One rule for what is sent (the dataset) and what
+    the report says was sent (settings.json)."""
+    return "output_len" in spec.workload.model_fields_set or spec.sweep.output_len is not None

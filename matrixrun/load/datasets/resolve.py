@@ -24,7 +24,7 @@ from matrixrun.load.datasets.build import requests_for
 from matrixrun.load.text_prompts import load_tokenizer
 from matrixrun.load.vocab import IdRange, Vocab, id_range, read_vocab, unreadable
 from matrixrun.spec.models import ModelSpec, Spec
-from matrixrun.spec.points import combinations
+from matrixrun.spec.points import combinations, output_len_given
 
 
 def ids_for(model: ModelSpec, prompt_format: str, required: bool) -> IdRange:
@@ -61,7 +61,7 @@ def dataset_for(spec: Spec, model: ModelSpec, required: bool = False) -> Dataset
         range_ratio=w.range_ratio,
         path=w.path,
         tokenizer=tokenizer,
-        fixed_output="output_len" in w.model_fields_set or spec.sweep.output_len is not None,
+        fixed_output=output_len_given(spec),
         length_filter=w.length_filter,
         context_len=w.context_len,
         groups=groups,

@@ -282,7 +282,10 @@ def warmup_text(warmup: int | str, client: str = "builtin") -> str:
     return f"{warmup} unmeasured request(s) before each cell"
 
 
-def workload(facts: SpecFacts) -> list[tuple[str, str]]:
+def workload(facts: SpecFacts, measurements: Sequence[Measurement] = ()) -> list[tuple[str, str]]:
+    """Setup's workload rows. A random workload's lengths are the spec's; a dataset's are its
+    own (the spec's input_len and output_len are not what a ShareGPT, trace or shared-prefix
+    cell sends), so they are read off the measurements; a trace sets its own arrivals."""
     w = facts.workload
     if w.num_prompts is not None:
         prompts = f"{w.num_prompts} per cell"
@@ -291,18 +294,15 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
     else:
         prompts = f"{w.prompts_per_concurrency} × concurrency per cell (at least {w.min_prompts})"
     rate = "inf (all at once)" if w.request_rate is None else f"{fmt.x(w.request_rate)} req/s"
-    prompts_as = (
-        f"{w.dataset} text of exactly input_len tokens of the model's tokenizer (random token "
-        "ids decoded)"
-        if w.prompt_format == "text"
-        else f"{w.dataset} token ids"
-    )
+    if w.dataset == "trace":
+        scale = "" if w.time_scale in (None, 1) else f" × {fmt.x(w.time_scale)}"
+        rate = f"the trace's own schedule (its timestamps{scale})"
+    lengths = f"{w.input_len} / {w.output_len} tokens"
+    if w.dataset != "random":  # the spec's lengths are not what a dataset sends
+        lengths = dataset_lengths(facts, measurements)
     rows = [
-        (
-            "dataset",
-            prompts_as + ("" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"),
-        ),
-        ("input / output length", f"{w.input_len} / {w.output_len} tokens"),
+        ("dataset", dataset_words(facts)),
+        ("input / output length", lengths),
         ("request rate", rate),
         ("prompts", prompts),
         ("warmup", warmup_text(w.warmup_requests, facts.client)),
@@ -317,6 +317,61 @@ def workload(facts: SpecFacts) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def dataset_words(facts: SpecFacts) -> str:
+    """What the cells sent, named so a reader can find it again: the kind, the file a
+    ShareGPT or trace workload read, the shape of a generated shared prefix, and how the
+    prompts went (token ids, or text)."""
+    w = facts.workload
+    text = w.prompt_format == "text"
+    if w.dataset == "random":
+        ratio = "" if w.range_ratio == 1 else f", range ratio {fmt.x(w.range_ratio)}"
+        sent = (
+            "text of exactly input_len tokens of the model's tokenizer (random token ids decoded)"
+            if text
+            else "token ids"
+        )
+        return f"random {sent}{ratio}"
+    sent = f"sent as {'text' if text else 'token ids'}"
+    if w.dataset == "sharegpt" and w.path:
+        return (
+            f"sharegpt, the file `{w.path}`: each conversation's first human turn as the "
+            f"prompt, counted by the model's tokenizer ({sent})"
+        )
+    if w.dataset == "trace" and w.path:
+        return (
+            f"trace, the Mooncake-format file `{w.path}`: each request's lengths, arrival "
+            f"time and shared 512-token blocks (hash_ids) from it ({sent})"
+        )
+    if w.dataset == "shared_prefix" and w.shared_prefix:
+        groups, per, system, question = w.shared_prefix
+        return (
+            f"shared_prefix: {groups} groups × {per} prompts, each group sharing a system "
+            f"prompt of {system} tokens, then a question of {question} tokens ({sent})"
+        )
+    return f"{w.dataset} {'text' if text else 'token ids'}"  # settings from before these facts
+
+
+def dataset_lengths(facts: SpecFacts, measurements: Sequence[Measurement]) -> str:
+    """A dataset's lengths as its requests had them (the measurements' totals over their
+    completed requests), and where the output length came from."""
+    w = facts.workload
+    done = [m.metrics for m in measurements if m.metrics is not None and m.metrics.completed]
+    n = sum(m.completed for m in done)
+    if not n:
+        return "the dataset's own (nothing measured)"
+    mean_in = sum(m.total_input_tokens for m in done) / n
+    mean_out = sum(m.total_output_tokens for m in done) / n
+    source = {
+        "sharegpt": "output_len" if w.fixed_output else "each reply's length",
+        "trace": "the trace's input_length / output_length",
+        "shared_prefix": "system prompt + question / output_len",
+    }.get(w.dataset, "the dataset's own")
+    return (
+        f"{fmt.x(round(mean_in, 1))} / {fmt.x(round(mean_out, 1))} tokens per request on "
+        f"average, as sent ({source})"
+    )
 
 
 def compared(a: str, b: str, arms: Sequence[str], dirs: Sequence[str] = ()) -> str:
@@ -354,7 +409,7 @@ def setup_of(
         engine=facts.engine,
         common_args=diffs.common,
         launch=shell_words(facts.launch) if facts.launch else None,
-        workload=workload(facts),
+        workload=workload(facts, measurements),
         sweep=[f"{axis} {', '.join(fmt.x(v) for v in vs)}" for axis, vs in facts.sweep.items()]
         or ["(a single point)"],
         client="; ".join(CLIENT_WORDS.get(c, c) for c in clients),
