@@ -36,6 +36,8 @@ EXAMPLES = {
     "reports/h200_transformers_aa_relaunch.md": "reports/runs/h200_transformers_aa_relaunch",
     "reports/h200_transformers_aa_cold.md": "reports/runs/h200_transformers_aa_cold",
     "reports/sglang_cpu.md": "reports/runs/sglang_cpu",
+    "reports/lpm_shared_prefix.rehearsal.md": "reports/runs/lpm_shared_prefix.rehearsal",
+    "reports/lpm_random.rehearsal.md": "reports/runs/lpm_random.rehearsal",
     "reports/h200_transformers_cuda_graph_cold.md": (
         "reports/runs/h200_transformers_cuda_graph_cold"
     ),
