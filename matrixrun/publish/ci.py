@@ -28,8 +28,6 @@ from matrixrun.publish.github import (
 from matrixrun.publish.github import (
     dry_run as render_dry_run,
 )
-from matrixrun.publish.proposal import render_proposal
-from matrixrun.run import outputs
 from matrixrun.rundir.results import RunDir
 
 #: Overall verdicts a candidate can get, as the report words them, for `--fail-on`.
@@ -150,6 +148,10 @@ def render_report(run_dir: str | Path) -> Path:
             f"{rd.path} has no results.jsonl and no report.md; give a directory written by "
             "`matrixrun run` or `matrixrun ingest`"
         )
+    # imported here, not at the top: analysis pulls in scipy (~2 s), which posting a report
+    # that is already written never needs (every CI workflow step pays the startup)
+    from matrixrun.run import outputs
+
     if not (rd.path / "verdict.json").exists():
         outputs.analyse_run(rd)
     return outputs.render_run(rd)
@@ -196,6 +198,8 @@ def post(
             raise InputError("--fail-on judges a run's verdict; it does not apply to --plan")
 
         kind = "proposal"
+        from matrixrun.publish.proposal import render_proposal  # scipy: only for a plan
+
         body, _, name = render_proposal(plan, history)
         # the name of a spec that did not validate is free text: make it a key
         key = check_key(experiment) if experiment else safe_key(name)
