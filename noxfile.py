@@ -1,7 +1,8 @@
 """Developer and CI entry points. `nox -l` lists them.
 
 nox -s matrix -- spec/glm5_cutedsl.yaml --rehearse   # the main job, on the simulator
-nox -s tests                                          # the test suite (what CI runs)
+nox -s tests                                          # the test suite, ~10 min (CI runs it)
+nox -s e2e                                            # the long end-to-end tests (CI too)
 """
 
 from __future__ import annotations
@@ -21,10 +22,20 @@ SGLANG = "0.5.23"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite (unit and end-to-end; the simulator runs as a real subprocess; the
-    plot extra so chart.png is drawn and checked, tests/test_chart_png.py)."""
+    """Run the test suite: every module, the simulator as a real subprocess, the plot extra so
+    chart.png is drawn and checked (tests/test_chart_png.py); the tests marked `slow` (whole
+    rehearsals, workflows, a wheel install: about half the time of all) are `e2e`'s."""
     session.install("-e", ".[test,fast,slurm,plot]")
-    session.run("pytest", *(session.posargs or ["-q"]))
+    session.run("pytest", *(session.posargs or ["-q", "-m", "not slow"]))
+
+
+@nox.session(python=PYTHON)
+def e2e(session: nox.Session) -> None:
+    """The long end-to-end tests (`@pytest.mark.slow`): whole rehearsals through the CLI,
+    resume and interrupt, bisection, the GitHub workflows, the built wheel. CI runs them
+    beside `tests`; together they are the whole suite (`pytest` alone runs both)."""
+    session.install("-e", ".[test,fast,slurm,plot]")
+    session.run("pytest", *(session.posargs or ["-q", "-m", "slow"]))
 
 
 @nox.session(name="sglang-schema", python=PYTHON)

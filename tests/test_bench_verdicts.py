@@ -150,6 +150,7 @@ def test_sigma_known_is_the_worlds_own_noise_as_the_analysis_applies_it() -> Non
     assert quantile(0.95, one_server.df) == pytest.approx(quantile(0.95, None), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_the_sigma_known_what_if_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -207,6 +207,7 @@ def bisected_run(out: Path) -> Path:
     raise AssertionError(f"three rehearsed runs of {CROSSING.name} never bisected: {out}*")
 
 
+@pytest.mark.slow
 def test_rehearsed_crossover_is_bisected_narrowed_and_reported(tmp_path: Path) -> None:
     """The arms cross near concurrency 6, between grid points 4 and 16: the policy measures
     8 (= √64) for both arms, twice each, on the groups' stage-2 launches; 8 is decided worse,
@@ -238,6 +239,7 @@ def test_rehearsed_crossover_is_bisected_narrowed_and_reported(tmp_path: Path) -
     assert "The point at concurrency 8 is not in the spec's grid" in doc
 
 
+@pytest.mark.slow
 def test_resume_keeps_bisection_cells_once(tmp_path: Path) -> None:
     """Killed after the candidate's stage-2 launch measured its midpoint and before the
     baseline's: the resumed run measures the baseline's midpoint (plan.json has it), never
@@ -272,6 +274,7 @@ def test_the_plan_says_what_bisection_may_add() -> None:
     assert expand(setup(bisect=0)[0]).cost.bisection_runs_worst_case == 0
 
 
+@pytest.mark.slow
 def test_the_report_marks_a_bisection_point_from_its_runs_alone(tmp_path: Path) -> None:
     """A run directory whose plan.json lacks the added cells (a Slurm node measured them
     without rewriting the shared plan) still marks the row: its first run's reason says so."""
@@ -287,6 +290,7 @@ def test_the_report_marks_a_bisection_point_from_its_runs_alone(tmp_path: Path) 
     assert "| 4 (added by bisection) |" not in doc
 
 
+@pytest.mark.slow
 def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> None:
     """Under the Slurm executor each round's jobs run `node._run` on other nodes: a job that
     adds a midpoint writes it to plan.d/<group>.json before measuring it, the controller

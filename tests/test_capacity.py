@@ -230,6 +230,7 @@ rehearsal:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_rehearsal_with_an_slo_opens_with_capacity(tmp_path: Any) -> None:
     """Prefill-bound TTFT grows with the queue: about 0.55 s at 4 and 2.2 s at 16 on `slow`,

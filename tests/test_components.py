@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from test_analysis import BASE, CAND, meas, settings
 
 from matrixrun.analysis import analyse, estimate_sigma
@@ -51,6 +52,7 @@ def _arm(
     return out
 
 
+@pytest.mark.slow
 def test_a_noisy_high_point_is_not_shrunk_by_the_quiet_low_points() -> None:
     """Issue 13's hetero failure in miniature: run noise ×48 from concurrency 1 to 1024, each
     arm on two launches (every cell on both), the candidate exactly +margin at 1024. The
@@ -72,6 +74,7 @@ def test_a_noisy_high_point_is_not_shrunk_by_the_quiet_low_points() -> None:
     assert wrong / reps <= 0.05
 
 
+@pytest.mark.slow
 def test_run_noise_that_grows_along_the_axis_is_not_flattened() -> None:
     """The residuals of an unweighted cell + launch fit mix every row's noise into every other
     row of its launch: with noise growing 48× along the axis the quiet point's raw σ² read

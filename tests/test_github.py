@@ -213,6 +213,7 @@ def test_dry_run_prints_the_request_and_sends_nothing(tmp_path: Path, gh: State)
     assert "POST https://api.github.com/repos/o/r/issues/7/comments" in unset.stdout
 
 
+@pytest.mark.slow
 def test_ingested_run_keeps_its_comment_across_directories_and_renders_its_report(
     tmp_path: Path, gh: State
 ) -> None:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from matrixrun.core.measurement import Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +46,7 @@ def test_ingest_then_report_renders_a_verdict(tmp_path: Path) -> None:
     assert (out / "verdict.json").exists()
 
 
+@pytest.mark.slow
 def test_ingest_refuses_to_overwrite_and_unknown_baseline(tmp_path: Path) -> None:
     out = tmp_path / "run"
     files = [str(GOLDEN / "fast_prefill.jsonl"), str(GOLDEN / "fast_decode.jsonl")]
@@ -129,6 +132,7 @@ def test_mixed_clients_refused_in_one_sentence(tmp_path: Path) -> None:
     assert "--mix-formats" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_vllm_sweep_directory_to_a_decided_report(tmp_path: Path) -> None:
     """Two runs per cell on one launch: the warm spread is measured, so cells can be decided
     without a declared noise (cutedsl's decode steps are shorter: TPOT better)."""
@@ -145,6 +149,7 @@ def test_vllm_sweep_directory_to_a_decided_report(tmp_path: Path) -> None:
     assert metrics["median_tpot_ms"]["overall"]["verdict"] == "better"
 
 
+@pytest.mark.slow
 def test_servers_per_file_makes_each_file_one_launch(tmp_path: Path) -> None:
     """`--servers per-file`: two files of one arm are two launches (instances ARM@STEM), so
     the repeat is a fresh-server replicate; `--fresh-server` with another mode is refused."""

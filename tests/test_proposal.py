@@ -9,6 +9,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from matrixrun.core.measurement import Measurement
 from matrixrun.engines import for_spec
 from matrixrun.plan import expand
@@ -144,6 +146,7 @@ def _past_run(root: Path, spec_text: str, *, startups: list[float], cells: list[
     return rd.path
 
 
+@pytest.mark.slow
 def test_history_estimates_from_real_runs_of_the_same_engine_model_and_hardware(
     tmp_path: Path,
 ) -> None:
@@ -176,6 +179,7 @@ def test_history_estimates_from_real_runs_of_the_same_engine_model_and_hardware(
     assert "Traceback" not in missing.stderr
 
 
+@pytest.mark.slow
 def test_plan_and_report_write_the_job_summary_when_asked(tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
@@ -195,6 +199,7 @@ def test_plan_and_report_write_the_job_summary_when_asked(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.slow
 def test_report_writes_the_job_summary(tmp_path: Path) -> None:
     golden = ROOT / "tests" / "golden" / "bench_serving"
     out = tmp_path / "run"
@@ -208,6 +213,7 @@ def test_report_writes_the_job_summary(tmp_path: Path) -> None:
     assert json.loads((out / "verdict.json").read_text())["overall"]
 
 
+@pytest.mark.slow
 def test_a_proposal_too_long_for_one_comment_shows_fewer_command_lines() -> None:
     from matrixrun.publish.github import COMMENT_LIMIT
 

@@ -162,6 +162,7 @@ TINY_OWN = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_an_own_spec_rehearsal_says_what_it_cannot_show(tmp_path: Path) -> None:
     (tmp_path / "myspec").mkdir()

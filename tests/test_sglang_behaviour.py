@@ -254,6 +254,7 @@ def _rehearse(tmp_path: Path, effects: str) -> tuple[Path, str]:
     return run_dir, report.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_a_run_whose_flushes_are_refused_records_and_reports_it(tmp_path: Path) -> None:
     run_dir, report = _rehearse(tmp_path, "flush_refusals: 1000000")
@@ -268,6 +269,7 @@ def test_a_run_whose_flushes_are_refused_records_and_reports_it(tmp_path: Path) 
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_a_run_whose_requests_are_aborted_fails_its_cells_with_the_reason(tmp_path: Path) -> None:
     run_dir, _ = _rehearse(tmp_path, "abort_rate: 1.0")

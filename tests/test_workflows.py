@@ -202,6 +202,7 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+@pytest.mark.slow
 def test_plan_workflow_posts_one_proposal_per_spec_updated_by_each_push(
     workspace: Path, gh: State
 ) -> None:
@@ -227,6 +228,7 @@ def test_plan_workflow_posts_one_proposal_per_spec_updated_by_each_push(
     assert len(gh.comments) == 4
 
 
+@pytest.mark.slow
 def test_plan_workflow_fails_an_invalid_spec_and_still_posts_why(
     workspace: Path, gh: State
 ) -> None:
@@ -244,6 +246,7 @@ def test_plan_workflow_fails_an_invalid_spec_and_still_posts_why(
     assert len(gh.ours(marker("tiny_run", "proposal"))) == 1
 
 
+@pytest.mark.slow
 def test_run_workflow_runs_posts_the_verdict_and_uploads_the_run_directory(
     workspace: Path, gh: State
 ) -> None:
@@ -264,6 +267,7 @@ def test_run_workflow_runs_posts_the_verdict_and_uploads_the_run_directory(
             assert TOKEN not in f.read_text(errors="replace"), f
 
 
+@pytest.mark.slow
 def test_run_workflow_with_the_gate_label_fails_on_a_worse_candidate_after_posting(
     workspace: Path, gh: State
 ) -> None:
