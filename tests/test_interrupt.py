@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,19 @@ from matrixrun.load import cell as load_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "specs" / "tiny.yaml"
+
+
+@pytest.fixture(autouse=True)
+def python_handles_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler for each test, as an interactive shell gives it. A process
+    started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT
+    ignored, and Python then leaves it ignored; the contract tested here starts from Python's
+    default, and matrixrun puts back whatever it found (the ignore too)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def ctrl_c() -> None:
@@ -59,6 +72,14 @@ def test_outside_a_run_python_handles_sigint_as_ever() -> None:
     with pytest.raises(KeyboardInterrupt):
         ctrl_c()
     interrupt.check()  # no-op outside `handling`
+
+
+def test_a_sigint_found_ignored_is_left_ignored_after_a_run() -> None:
+    """Started with SIGINT ignored (nohup, `cmd &` in a script), a run puts the ignore back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with interrupt.handling():
+        assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_a_ctrl_c_anywhere_else_raises_at_once_and_the_handler_is_put_back() -> None:
