@@ -299,9 +299,9 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
     (the Slurm tests exercise submission; this is the plan's path through it)."""
     from matrixrun.engines.sim import rehearsal_engine
     from matrixrun.run.executors.node import GroupTask, NodeRunner, _run
-    from matrixrun.run.executors.slurm import merge_plan
     from matrixrun.run.progress import PlainObserver
     from matrixrun.run.runner import Runner, RunOptions
+    from matrixrun.run.session import merge_plan
     from matrixrun.spec import load_spec
 
     full = bisected_run(tmp_path / "full")
@@ -334,9 +334,9 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
         return kind(spec, CROSSING.read_text(), rd, engine, RunOptions(True, PlainObserver()))
 
     controller = runner(Runner, None)
-    assert merge_plan(controller, controller.run_dir) is True
+    assert merge_plan(controller) is True
     assert added(cut) == [(8, "fast"), (8, "slow")]
-    assert merge_plan(controller, controller.run_dir) is False  # nothing new the second time
+    assert merge_plan(controller) is False  # nothing new the second time
     assert added(cut) == [(8, "fast"), (8, "slow")]
 
     later = runner(NodeRunner, groups[0])  # a job of a later round

@@ -1,4 +1,5 @@
-"""Secrets never reach a file or a comment: the rules, and a real rehearsal given a key."""
+"""Secrets never reach a file or a comment: the rules, and real rehearsals given keys, on one
+node and through Slurm."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SECRET, SECRETS, Rehearsal
 
 from matrixrun.core.redact import MASK, is_secret_name, redact_argv, redact_json, redact_text
-
-SECRET = "sk-test0123456789abcdefXYZ"
 
 
 @pytest.mark.parametrize(
@@ -72,6 +72,14 @@ def test_prose_and_numbers_are_left_alone() -> None:
         assert redact_text(text) == text
 
 
+def test_a_masked_value_in_a_code_span_keeps_its_closing_backtick() -> None:
+    """report.md is redacted field by field as it is rendered, then as a whole: the second
+    pass leaves what the first masked as it was."""
+    for text in ("`HF_TOKEN=***`", "common args `--tp-size 1 --api-key ***`"):
+        assert redact_text(text) == text
+    assert redact_text(f"`--api-key {SECRET[3:]}`") == "`--api-key ***`"
+
+
 def test_json() -> None:
     obj = {"api_key": SECRET, "max_new_tokens": 32, "enable_auth": True,
            "nested": [{"token": 7}, {"url": f"http://a:{SECRET}@b"}]}  # fmt: skip
@@ -82,31 +90,40 @@ def test_json() -> None:
 
 
 @pytest.mark.slow
-def test_a_secret_server_flag_reaches_no_file_of_the_run(tmp_path: Path) -> None:
-    """The issue's probe: `engine.args: {api_key: ...}`; the simulator echoes its args.
-    Every file of the run directory except the spec itself (the user's own file) and the
-    server's own log output (written by the server, not by matrixrun) is checked."""
+@pytest.mark.parametrize("path", ["rehearsed_here", "rehearsed_on_slurm"])
+def test_a_secret_server_flag_reaches_no_file_of_the_run(
+    path: str, request: pytest.FixtureRequest
+) -> None:
+    """The issue's probe (`engine.args: {api_key: ...}`, which the simulator echoes), an arm's
+    secret-named flag and a variable of engine.env, on one node and through Slurm (both go
+    through the same start and end, `run/session.py`; conftest.py runs them once). Every file
+    of the run directory is read as bytes — the servers' logs (redacted when a server stops),
+    the jobs' submitit files and pickles, report.md — except the spec copy: the user's own
+    file, byte for byte, whose hash `--resume` checks."""
+    run: Rehearsal = request.getfixturevalue(path)
+    assert run.code in (0, 1), run.output[-3000:]
+    leaks = [
+        f"{p.relative_to(run.run_dir)}: {secret}"
+        for p in sorted(run.run_dir.rglob("*"))
+        if p.is_file() and p.name != "spec.yaml"
+        for secret in SECRETS
+        if secret.encode() in p.read_bytes()
+    ]
+    assert not leaks, leaks
+    for text in (run.output, run.report.read_text()):
+        assert not [s for s in SECRETS if s in text]
+    report = (run.run_dir / "report.md").read_text()  # each named, its value masked
+    for masked in ("--api-key ***`", "`HF_TOKEN=***`", "| `--admin-api-key` | (unset) | *** |"):
+        assert masked in report, masked
+    header = next((run.run_dir / "logs").glob("*.log")).read_text().splitlines()[0]
+    assert header.startswith("$ ") and SECRET not in header
+
+
+def test_the_plan_of_a_spec_with_a_secret_shows_none(tmp_path: Path) -> None:
     from test_runner import TINY, mr
 
     spec = tmp_path / "secret.yaml"
     spec.write_text(TINY.replace("args: {tp: 1}", f"args: {{tp: 1, api_key: {SECRET}}}"))
-    run_dir = tmp_path / "run"
-    res = mr("run", str(spec), "--rehearse", "--out", str(run_dir), "--report",
-             str(tmp_path / "r.md"))  # fmt: skip
-    assert res.returncode in (0, 1), res.stderr[-3000:]
-    assert SECRET not in res.stdout + res.stderr
-    leaks = [
-        str(p.relative_to(run_dir))
-        for p in run_dir.rglob("*")
-        if p.is_file()
-        and p.name != "spec.yaml"
-        and p.suffix != ".log"
-        and SECRET in p.read_text(errors="replace")
-    ]
-    assert not leaks, leaks
-    assert SECRET not in (tmp_path / "r.md").read_text()
-    header = next((run_dir / "logs").glob("*.log")).read_text().splitlines()[0]
-    assert header.startswith("$ ") and SECRET not in header
     plan = mr("plan", "--json", str(spec))
     assert plan.returncode == 0 and SECRET not in plan.stdout
 

@@ -31,6 +31,8 @@ from matrixrun.core.measurement import Failure
 from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Api, Launch
 from matrixrun.plan import ServerGroup
+from matrixrun.run import session
+from matrixrun.run.executors import LocalExecutor
 from matrixrun.run.runner import Runner, RunOptions
 from matrixrun.rundir.environment import Environment
 from matrixrun.rundir.results import RunDir
@@ -190,7 +192,7 @@ def run(tmp_path: Path, engine: FakeEngine, spec_text: str = TINY) -> tuple[Runn
     spec = parse_spec(spec_text, str(ROOT / "tests" / "specs" / "tiny.yaml"))
     rd = RunDir(tmp_path / "run")
     runner = Runner(spec, spec_text, rd, engine, RunOptions())  # type: ignore[arg-type]
-    runner.run()
+    session.run(runner, LocalExecutor())
     for handle in engine.handles:
         assert not handle.thread.is_alive(), "the runner left a server running"
     return runner, rd
@@ -291,7 +293,7 @@ def test_a_resumed_run_keeps_what_earlier_sessions_recorded(tmp_path: Path) -> N
     again = FakeEngine()
     spec = parse_spec(ONE_RUN, str(ROOT / "tests" / "specs" / "tiny.yaml"))
     runner = Runner(spec, ONE_RUN, rd, again, RunOptions())  # type: ignore[arg-type]
-    summary = runner.run()
+    summary = session.run(runner, LocalExecutor())
     assert (summary.measured, summary.skipped) == (0, len(before))
     assert again.handles == [] and rd.measurements() == before
     after = Environment.model_validate_json((rd.path / "env.json").read_text()).servers

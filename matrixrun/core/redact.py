@@ -43,10 +43,12 @@ _VALUE_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 #: `name=value`, `name: value`, `"name": "value"`, `--name value` with a secret-looking name
 #: (the space-separated form only for a flag: in prose "password is required" is no secret).
 #: A name starts a word: the `-token` of "512-token blocks" is no flag (prose was masked
-#: there, depending on which word the previous match had taken).
+#: there, depending on which word the previous match had taken). A value ends at a backtick:
+#: a report's `HF_TOKEN=***` (masked when it was rendered) keeps its closing backtick when
+#: the whole report is redacted again (it lost it, and the code span ran on).
 _NAMED = re.compile(
     r"""(?P<pre>(?<![\w.-])(?P<q>["']?)(?P<name>-{0,2}[A-Za-z][A-Za-z0-9_.-]*)(?P=q)"""
-    r"""(?P<sep>\s*[=:]\s*|\s+(?=["']?[^\s"'-])))(?P<vq>["']?)(?P<value>[^\s"',;}\]]+)"""
+    r"""(?P<sep>\s*[=:]\s*|\s+(?=["']?[^\s"'-])))(?P<vq>["']?)(?P<value>[^\s"'`,;}\]]+)"""
 )
 
 

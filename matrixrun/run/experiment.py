@@ -1,7 +1,8 @@
 """`matrixrun run` end to end: the spec loaded, the run directory chosen (new or resumed), the
 engine picked (the simulator for a rehearsal), the hardware gated where the servers run, then
-the runner — here, or through an executor (`executors/`). Kept above both the runner and the
-executors, which it composes, so neither imports the other's caller."""
+the run session (`session.run`: one start, the executor's dispatch — here, or as Slurm jobs —,
+one end). Kept above the runner, the session and the executors, which it composes, so none of
+them imports its caller."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from matrixrun.flags import negatable_for, require_valid_flags
 from matrixrun.load.datasets.resolve import check_workload
 from matrixrun.plan.history import refuse_simulated_noise
 from matrixrun.run.amend import record_amendment
-from matrixrun.run.executors import Executor
+from matrixrun.run.executors import Executor, LocalExecutor
 from matrixrun.run.gates import hardware_gate
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import new_run_dir, resumed_run_dir
-from matrixrun.run.runner import Runner, RunOptions, RunSummary
+from matrixrun.run.runner import Runner, RunOptions
+from matrixrun.run.session import RunSummary
+from matrixrun.run.session import run as run_session
 from matrixrun.spec import load_spec
 from matrixrun.store.prior import prepare
 
@@ -38,6 +41,7 @@ def run_experiment(
 ) -> RunSummary:
     """`matrixrun run`: load the spec, pick the run directory and the engine, gate the
     hardware (real launches only), run (here, or through `executor`: executors/)."""
+    executor = executor or LocalExecutor()
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     text = spec_path.read_text()
@@ -50,7 +54,7 @@ def run_experiment(
         engine = rehearsal_engine(spec, spec.experiment, negatable_for(spec.engine))
     else:
         engine = for_spec(spec.engine, negatable_for(spec.engine))
-        if engine.launches and (executor is None or executor.gates_here):
+        if engine.launches and executor.servers_here:
             require_launchable(spec)  # one error for a missing engine, not one per cell
             hardware = hardware_gate(spec, ignore_hardware)
     # the run directory only once nothing stands in the way of launching
@@ -71,8 +75,6 @@ def run_experiment(
     runner = Runner(spec, text, rd, engine, options)
     runner.hardware = hardware
     try:
-        summary = runner.run() if executor is None else executor.run(runner)
+        return run_session(runner, executor, store_error)
     except KeyboardInterrupt as exc:  # the CLI's line names where the measurements are
         raise RunInterrupted(str(rd.path)) from exc
-    summary.store_error = store_error
-    return summary

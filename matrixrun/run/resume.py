@@ -149,13 +149,14 @@ def stop_left_servers(rd: RunDir) -> list[str]:
 
 
 def mend_run_dir(
-    rd: RunDir, plan: Plan, measurements: list[Measurement]
+    rd: RunDir, plan: Plan, measurements: list[Measurement], *, stop_servers: bool = True
 ) -> tuple[list[str], Unfinished | None]:
     """Before measuring into a directory an earlier session wrote: stop the servers it left
-    running, cut a torn last record (its cell is measured again: the round it belonged to is
-    reopened), and read where stage 2 stood. One sentence per repair, and the round left
-    unfinished (None: none)."""
-    notes = stop_left_servers(rd)
+    running (`stop_servers`: not on a Slurm controller, whose jobs own their servers and may
+    still be running on this very host), cut a torn last record (its cell is measured again:
+    the round it belonged to is reopened), and read where stage 2 stood. One sentence per
+    repair, and the round left unfinished (None: none)."""
+    notes = stop_left_servers(rd) if stop_servers else []
     torn = rd.mend()
     torn_group = None
     if torn is not None:

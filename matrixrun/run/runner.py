@@ -1,18 +1,19 @@
-"""Orchestration: launch each server group, measure its cells, verify, analyse, report.
+"""Launch each server group and measure its cells, in the order of work it is given.
 
-The runner owns the order of work and the run directory; it decides nothing about statistics.
-What to rerun comes from `verify` (the policy over the measurements so far, in the order of
-`verify.Schedule`), verdicts from `analysis`, the document from `report` (both through
-`run.outputs`). Every measurement is appended to
-results.jsonl the moment it completes, so an interrupted run loses at most the cell in flight,
-and `--resume` continues from what is there (a resumed run replays the same policy over the
-same measurements, so it asks for the same reruns).
+The runner knows how a launch is measured and the run directory's files; it decides nothing
+about statistics. What to rerun comes from `verify` (the policy over the measurements so far, in the
+order of `verify.Schedule`), which an executor hands it launch by launch (`run_launch`); the
+run's start and end (fixed files, analysis, report) are `run/session.py`'s, shared by every
+executor. Every measurement is appended to results.jsonl the moment it completes, so an
+interrupted run loses at most the cell in flight, and `--resume` continues from what is there
+(a resumed run replays the same policy over the same measurements, so it asks for the same
+reruns).
 
-Ctrl-C: while `run` measures, SIGINT is `core/interrupt.py`'s. It stops the load in flight (that
-cell is not kept), never the recording of a load that has ended (the run stops once it is on
-file), and is checked at each measurement's end and each launch's start, so an interrupt can
-neither be lost (a finalizer swallowing the KeyboardInterrupt, a load that absorbed the
-cancellation) nor cost a measurement. The CLI exits 130 with the resume sentence.
+Ctrl-C: during a run (`session.run`), SIGINT is `core/interrupt.py`'s. It stops the load in
+flight (that cell is not kept), never the recording of a load that has ended (the run stops
+once it is on file), and is checked at each measurement's end and each launch's start, so an
+interrupt can neither be lost (a finalizer swallowing the KeyboardInterrupt, a load that
+absorbed the cancellation) nor cost a measurement. The CLI exits 130 with the resume sentence.
 
 Failure handling: a failing cell is recorded as a failed measurement with its reason and the
 run goes on; a server that died (`run/deaths.py`) is relaunched for the group's remaining
@@ -25,10 +26,8 @@ import dataclasses
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from matrixrun import verify
 from matrixrun.core import interrupt
 from matrixrun.core.errors import EngineError
 from matrixrun.core.keeping import client_flagged, fell_behind, sim_late_share
@@ -37,11 +36,8 @@ from matrixrun.core.measurement import (
     Measurement,
     Reason,
     failed_cells,
-    over_failure_rate,
-    retry_note,
-    still_failed,
 )
-from matrixrun.core.redact import redact_file, redact_json, redact_text
+from matrixrun.core.redact import redact_json, redact_text
 from matrixrun.core.rerun_reason import RerunWhy
 from matrixrun.core.tuning import SIM_MAX_SLOWDOWNS
 from matrixrun.engines.base import (
@@ -61,14 +57,11 @@ from matrixrun.load.datasets.resolve import dataset_for
 from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup, expand
 from matrixrun.report.wording.counts import reason as reason_words
-from matrixrun.run import outputs
 from matrixrun.run.deaths import died, died_message, exits
 from matrixrun.run.gates import correctness_done, correctness_gate, gate_outcome
 from matrixrun.run.progress import NullObserver, Observer
 from matrixrun.run.resume import (
-    EventJournal,
     launch_counts,
-    mend_run_dir,
 )
 from matrixrun.rundir.environment import (
     HardwareGate,
@@ -80,7 +73,7 @@ from matrixrun.rundir.hardware import gpu_serials
 from matrixrun.rundir.results import RunDir, now_iso
 from matrixrun.rundir.settings import run_settings, write_settings
 from matrixrun.spec import Spec, spec_hash
-from matrixrun.verify import Launch, Unfinished
+from matrixrun.verify import Launch
 
 HOST = "127.0.0.1"
 
@@ -98,24 +91,6 @@ class RunOptions:
 
 
 @dataclass
-class RunSummary:
-    run_dir: Path
-    measured: int
-    failed: int
-    skipped: int
-    report: Path | None
-    #: What the run found and mended in its directory before measuring (servers a killed run
-    #: left running, a torn last record): one sentence each, for the CLI to print.
-    notes: list[str] = field(default_factory=list)
-    #: Cells whose requests failed more often than `verify.failure_rate` allows (the
-    #: analysis will not trust them): one sentence each. A run with any exits 1.
-    over_failure_rate: list[str] = field(default_factory=list)
-    #: Why the results store could not be asked for a noise prior (`verify.noise_from: auto`;
-    #: the run went on without one), for the CLI to say with the recording's outcome.
-    store_error: Exception | None = None
-
-
-@dataclass
 class Instance:
     """A live server of one group: which launch of the group it is, its handle, and what it
     said about itself when it became healthy."""
@@ -128,10 +103,11 @@ class Instance:
 
 
 class Runner:
-    """Runs one plan against one engine into one run directory. Knows the order of work and
-    the directory's files; how a server is started, how fast it runs and what it reports per
-    cell are the engine's (`engines/base.Engine`), how a cell is measured the load client's
-    (`load/cell.py`), what to rerun the verify policy's."""
+    """Measures one plan's launches against one engine into one run directory, writing the
+    directory's files as it goes; the order of work is the executor's (`verify.Schedule`), the
+    start and end the session's. How a server is started, how fast it runs and what it
+    reports per cell are the engine's (`engines/base.Engine`), how a cell is measured the
+    load client's (`load/cell.py`), what to rerun the verify policy's."""
 
     def __init__(
         self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine, options: RunOptions
@@ -141,22 +117,20 @@ class Runner:
         self.run_dir = run_dir
         self.engine = engine
         self.options = options
+        #: settings.json and spec.sha256 record it; the plan's ids derive from its head
+        self.spec_sha256 = hashlib.sha256(spec_text.encode()).hexdigest()
         self.plan: Plan = expand(spec, spec_hash(spec_text))
         self.measurements: list[Measurement] = run_dir.measurements()
         # instance names continue after a resume: count earlier launches, measured or not
         self.launch_counts = launch_counts(run_dir.events(), self.measurements)
         self.new_measurements = 0
         self.hardware: HardwareGate | None = None
-        self.skipped = 0
         self.servers: dict[str, ServerRecord] = {}
         #: Instances whose server info says they are a simulator: their numbers are labelled
         #: simulated even outside --rehearse (e.g. engine.launch pointed at matrixrun.sim).
         self.simulated_instances: set[str] = set()
-        #: cell id -> the stage-2 round that asked for its next run (tagged on the
-        #: measurement as extra.round, so a resumed run knows what a round already did)
         #: cell ids `--retry-failed` measures again: the next run of each is tagged extra.retry
         self.retry: set[str] = failed_cells(self.measurements) if options.retry_failed else set()
-        self._unfinished: Unfinished | None = None
         #: cell ids the plan file holds: an added cell not among them is written first
         self._on_file: set[str] = {c.cell_id for c in self.plan.cells()}
         #: the GPUs this process's servers run on, recorded with each: a run resumed on
@@ -467,9 +441,9 @@ class Runner:
     ) -> None:
         """The audit line of a rerun the verify policy chose, with the attempt it will be (the
         report matches the reason to that measurement by it). A cell the policy added
-        (bisection) goes on file first (`_write_plan`), before it is measured."""
+        (bisection) goes on file first (`write_plan_file`), before it is measured."""
         if cell.added_by is not None and cell.cell_id not in self._on_file:
-            self._on_file = self.write_plan_file(self.run_dir)
+            self.write_plan_file()
         self.run_dir.event(
             "verify",
             stage=stage,
@@ -498,73 +472,17 @@ class Runner:
             finished_at=now_iso(),
         )
 
-    # -- the whole run ------------------------------------------------------------------
-    def run(self) -> RunSummary:
-        """Write the run's fixed files, measure in the verify policy's order, then analyse and
-        render from the run directory alone; a Ctrl-C stops it at the next safe point as a
-        KeyboardInterrupt (`core/interrupt.py`)."""
-        with interrupt.handling():
-            return self._run()
-
-    def _run(self) -> RunSummary:
-        rd = self.run_dir.create()
-        self._on_file = self.write_plan_file(rd)  # first: a resumed run's added cells are its own
-        notes, self._unfinished = mend_run_dir(rd, self.plan, self.measurements)
-        rd.write_text("spec.yaml", self.spec_text)
-        rd.write_text("spec.sha256", hashlib.sha256(self.spec_text.encode()).hexdigest() + "\n")
-        self.write_settings_file()
-        self.write_env_file()
-        policy = verify.policy_for(self.spec, self.plan)
-        obs = self.options.observer
-        cost = self.plan.cost
-        most = cost.runs_worst_case + cost.bisection_runs_worst_case
-        obs.start(policy.expected_runs(), most, done=len(self.measurements))
-        rd.event("run_start", resumed=bool(self.measurements), rehearse=self.options.rehearse)
-
-        self.skipped = sum(
-            1 for c in self.plan.cells() if self.attempts(c) and c.cell_id not in self.retry
-        )
-        if self.retry:
-            rd.event("retry_failed", cells=sorted(self.retry))
-        if self.options.retry_failed:
-            notes.append(retry_note(len(self.retry)))
-
-        # Stage 1 (every cell once; surprising cells rerun while their server is warm), then
-        # the planned stage-2 rounds: the order of work is verify.Schedule's, the same work
-        # items a Slurm job and the policy's scoring benchmark consume.
-        schedule = verify.Schedule(
-            policy,
-            lambda: self.measurements,
-            EventJournal(rd),
-            self._unfinished,
-            retry=self.retry,
-        )
-        for launch in schedule.launches():
-            self.run_launch(launch)
-
-        interrupt.check()
-        obs.status("analysing")
-        self.write_settings_file()  # now with the correctness gate's outcome
-        # before the report: a run directory with no run_end is one that stopped early
-        rd.event("run_end", measured=self.new_measurements)
-        outputs.analyse_run(rd)
-        # redacted as a whole too (the renderer should redact per field): report.md is what
-        # `post` puts on a PR
-        report = redact_file(outputs.render_run(rd))
-        obs.finish()
-        failed = still_failed(self.measurements)
-        over = over_failure_rate(self.measurements, self.spec.verify.failure_rate)
-        return RunSummary(rd.path, self.new_measurements, failed, self.skipped, report, notes, over)
-
-    def write_plan_file(self, rd: RunDir) -> set[str]:
+    # -- the run directory's files ------------------------------------------------------
+    def write_plan_file(self) -> None:
         """plan.json: the expanded spec plus the cells the verify policy added (bisection),
         those of an earlier session of this run first (a resume keeps them, so it neither
-        loses nor re-adds them). Returns the cell ids it holds."""
+        loses nor re-adds them)."""
+        rd = self.run_dir
         if rd.path.joinpath("plan.json").exists():
             with contextlib.suppress(ValueError):  # an unreadable old plan adds nothing
                 self.plan.adopt_added(Plan.model_validate(rd.read_json("plan.json")))
         rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
-        return {c.cell_id for c in self.plan.cells()}
+        self._on_file = {c.cell_id for c in self.plan.cells()}
 
     def write_settings_file(self) -> None:
         """settings.json: what the analysis and the report need, with the correctness gate's
@@ -575,7 +493,7 @@ class Runner:
             self.plan,
             rehearsal=self.options.rehearse,
             time_scale=self.asked_scale,
-            spec_sha256=hashlib.sha256(self.spec_text.encode()).hexdigest(),
+            spec_sha256=self.spec_sha256,
             correctness=agreement,
             spec_path=self.options.spec_path,
         )

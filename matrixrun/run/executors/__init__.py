@@ -3,7 +3,8 @@ always did), or as Slurm jobs on a cluster's nodes at the same time (`slurm`).
 
 A server group is already a self-contained unit of work (its slice of the plan, and the run
 directory it reads and appends to), so an executor only decides where and when each group's
-work runs; what to measure stays the verify policy's, how the runner's. The interface is the
+work runs; what to measure stays the verify policy's, how the runner's, and the run's start and
+end are the session's (`run/session.py`: the same files whatever the executor). The interface is the
 run directory: a Slurm job is `node.run_task` on another machine, reading the same directory
 over a shared file system and appending to files of its own (`RunDir(shard=...)`).
 """
@@ -12,28 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from matrixrun.core.errors import InputError
 from matrixrun.run.executors.local import LocalExecutor
 from matrixrun.run.executors.slurm import SlurmExecutor, SlurmOptions, parse_slurm_args
+from matrixrun.run.session import Executor
 from matrixrun.rundir.jobs import read_jobs
 
 if TYPE_CHECKING:
     from matrixrun.run.executors.slurm import OnInterrupt
-    from matrixrun.run.runner import Runner, RunSummary
 
 EXECUTORS = ("local", "slurm")
 
-
-class Executor(Protocol):
-    """Runs a prepared `Runner`'s plan and returns its summary."""
-
-    #: Whether the hardware gate runs in this process before anything starts (False: the
-    #: GPUs are on other nodes, so each job gates the node it got).
-    gates_here: bool
-
-    def run(self, runner: Runner) -> RunSummary: ...
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "make_executor", "refuse_local_resume"]
 
 
 def refuse_local_resume(run_dir: str | Path) -> None:

@@ -108,12 +108,13 @@ class NodeRunner(Runner):
             self.plan.adopt_added(Plan.model_validate_json(path.read_text()))
         self._on_file |= {c.cell_id for c in self.plan.cells()}  # plan.json holds them
 
-    def write_plan_file(self, rd: RunDir) -> set[str]:
+    def write_plan_file(self) -> None:
         """plan.d/<group>.json, not plan.json: the controller is plan.json's only writer and
-        merges each job's added cells into it (`executors.slurm.merge_plan`). Written before
-        the added cell is measured, so a job killed while measuring it loses nothing."""
+        merges each job's added cells into it (`session.merge_plan`). Written before the
+        added cell is measured, so a job killed while measuring it loses nothing."""
+        rd = self.run_dir
         rd.write_json(f"plan.d/{rd.shard}.json", redact_json(self.plan.model_dump(mode="json")))
-        return {c.cell_id for c in self.plan.cells()}
+        self._on_file = {c.cell_id for c in self.plan.cells()}
 
     def write_env_file(self) -> None:
         env = capture_environment(
@@ -130,9 +131,8 @@ class NodeRunner(Runner):
             env.gpus = list(self.hardware.gpus)
         elif previous is not None:
             env.hardware_check, env.gpus = previous.hardware_check, previous.gpus
-        self.run_dir.write_json(
-            str(self.env_shard().relative_to(self.run_dir.path)), env.model_dump(mode="json")
-        )
+        shard = str(self.env_shard().relative_to(self.run_dir.path))
+        self.run_dir.write_json(shard, redact_json(env.model_dump(mode="json")))  # as env.json
 
 
 def run_task(task: GroupTask) -> dict[str, Any]:

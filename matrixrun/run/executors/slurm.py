@@ -6,8 +6,9 @@ Order of work (the verify policy's, spread over nodes):
   queue at a time); each measures its group's cells and their warm reruns (`node.run_task`);
 - stage 2: each planned round, from the measurements of the whole matrix once the previous
   stage ended: one job per group that the round relaunches (a fresh server, as on one node);
-- when the last job ended: env.json is merged from the jobs' env.d files, then analysis and the
-  report, from the run directory alone (`analyse_and_render`: `matrixrun analyse` + `report`).
+- when the last job ended: plan.json and env.json are merged from the jobs' plan.d and env.d
+  files; the end is the session's, as on one node (`run/session.py`: settings, analysis, the
+  report from the run directory alone).
 
 The controller is the only writer of jobs.json, env.json and results.jsonl (where it records,
 for a stage-1 job that failed, was cancelled or timed out, each cell it left unmeasured as a
@@ -24,7 +25,6 @@ the controller asks (through `on_interrupt`) whether to cancel the jobs or leave
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import subprocess
 import sys
@@ -36,20 +36,18 @@ from typing import TYPE_CHECKING, Any
 
 from matrixrun import verify
 from matrixrun.core.errors import InputError, MatrixError
-from matrixrun.core.measurement import over_failure_rate, retry_note, still_failed
-from matrixrun.plan import Plan, ServerGroup
-from matrixrun.run import outputs
+from matrixrun.plan import ServerGroup
 from matrixrun.run.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
 from matrixrun.run.executors.sacct import SlurmState, query_states, slurm_tool
 from matrixrun.run.resume import launch_counts
-from matrixrun.run.runner import RunSummary
-from matrixrun.rundir.environment import read_environment
+from matrixrun.run.session import merge_env, merge_plan
 from matrixrun.rundir.jobs import QUEUED, JobRecord, node_sharing, read_jobs
-from matrixrun.rundir.results import RunDir, now_iso
+from matrixrun.rundir.results import now_iso
 from matrixrun.verify import first_pass
 
 if TYPE_CHECKING:
-    from matrixrun.run.runner import Runner, RunSummary
+    from matrixrun.run.runner import Runner
+    from matrixrun.run.session import Opening
 
 #: Asked on Ctrl-C with the jobs still queued or running: True cancels them, False leaves them.
 OnInterrupt = Callable[[Sequence[JobRecord]], bool]
@@ -112,88 +110,48 @@ def time_limit_minutes(runner: Runner, group: ServerGroup, round_no: int) -> int
     return max(5, math.ceil((seconds * TIME_MARGIN + SLACK_S) / 60))
 
 
-def analyse_and_render(rd: RunDir) -> Path | None:
-    """Analysis, then the report, from the run directory alone (the stages `matrixrun
-    analyse` and `matrixrun report` run): the one place the Slurm path calls them."""
-    outputs.analyse_run(rd)
-    return outputs.render_run(rd)
-
-
 class SlurmExecutor:
     """Runs a plan's server groups as Slurm jobs (see the module docstring)."""
 
-    gates_here = False
+    name = "slurm"
+    servers_here = False
 
     def __init__(self, options: SlurmOptions) -> None:
+        # here, before the run directory exists: a login node without submitit or sbatch
+        # is told so before anything is written
+        self._submitit = _import_submitit()
+        slurm_tool("sbatch")
         self.options = options
-        self._submitit: Any = None
         self._missing: dict[str, int] = {}
 
     # -- the whole run --------------------------------------------------------------------
-    def run(self, runner: Runner) -> RunSummary:
-        self._submitit = _import_submitit()
-        slurm_tool("sbatch")
+    def dispatch(self, runner: Runner, opening: Opening) -> None:
+        """Jobs an earlier session left queued or running first (waited for, not submitted
+        again), stage 1's jobs, then each stage-2 round's; the jobs' shards merged at the end."""
         self.runner = runner
         rd = self.rd = runner.run_dir
-        self._prepare()
         self.book = read_jobs(rd.path / "jobs.json")
         self.book.partition = self.options.partition
         self.book.max_parallel = self.options.max_parallel
-        policy = verify.policy_for(runner.spec, runner.plan)
-        obs = runner.options.observer
-        cost = runner.plan.cost
-        obs.start(policy.expected_runs(), cost.runs_worst_case + cost.bisection_runs_worst_case)
-        skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c))
-        if runner.retry:
-            rd.event("retry_failed", cells=sorted(runner.retry))
-        notes = [retry_note(len(runner.retry))] if runner.options.retry_failed else []
-        rd.event(
-            "run_start",
-            resumed=bool(runner.measurements),
-            rehearse=runner.options.rehearse,
-            executor="slurm",
-        )
+        self._merge_env()  # jobs.json's node summary of the servers so far
+        policy = opening.policy
         self._seen = {self._mkey(m) for m in runner.measurements}
         self._last_line = ""
-        before = len(runner.measurements)
         try:
-            # jobs an earlier session left queued or running: wait for them, submit nothing
             self._wait([j for j in self.book.jobs if not j.ended], [])
             self._wait([], [self._task(g, 0) for g in runner.plan.groups if self._todo(g)])
             for round_no in range(
-                verify.rounds_done(policy, self.rd.measurements()) + 1, policy.rounds + 1
+                verify.rounds_done(policy, rd.measurements()) + 1, policy.rounds + 1
             ):
-                batch = policy.next_round(round_no, self.rd.measurements())
+                batch = policy.next_round(round_no, rd.measurements())
                 if not batch:
                     break
                 self._wait([], [self._task(g, round_no) for g, _ in batch])
-                if self._merge_plan():  # the next round's policy knows the added cells
+                if merge_plan(runner):  # the next round's policy knows the added cells
                     policy = verify.policy_for(runner.spec, runner.plan)
         except KeyboardInterrupt:
             self._interrupted()
-        self._merge_plan()
-        self._merge_env()
-        obs.status("analysing")
-        self.runner.write_settings_file()  # now with every group's correctness gate
-        ms = rd.measurements()
-        rd.event("run_end", measured=len(ms) - before)  # before the report (see Runner.run)
-        report = analyse_and_render(rd)
-        obs.finish()
-        failed = still_failed(ms)
-        # as a run on one node: too many failed requests is a failed run (cli's exit code)
-        over = over_failure_rate(ms, runner.spec.verify.failure_rate)
-        return RunSummary(rd.path, len(ms) - before, failed, skipped, report, notes, over)
-
-    def _prepare(self) -> None:
-        """The run's fixed files, as `Runner.run` writes them, and an empty results.jsonl
-        (the controller's own; `matrixrun report` looks for it)."""
-        r, rd = self.runner, self.rd
-        rd.create()
-        rd.write_text("spec.yaml", r.spec_text)
-        rd.write_text("spec.sha256", hashlib.sha256(r.spec_text.encode()).hexdigest() + "\n")
-        self._merge_plan()  # a resumed run keeps the cells its jobs added
-        rd.results_file.touch()
-        r.write_settings_file()
+        merge_plan(runner)
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:
@@ -278,7 +236,7 @@ class SlurmExecutor:
         self.rd.event(
             "slurm_submit",
             job=record.job_id,
-            key=task.key,
+            task=task.key,  # not `key`: a secret's name, masked in the audit log
             group=group.group_id,
             arm=group.arm,
             round=task.round_no,
@@ -328,7 +286,7 @@ class SlurmExecutor:
         Python error or the last line it wrote) and fail the cells it left unmeasured."""
         result = self._result(job)
         if job.state == "COMPLETED" and (result is None or result[0] == "success"):
-            self.rd.event("slurm_end", job=job.job_id, key=job.key, state=job.state, node=job.node)
+            self.rd.event("slurm_end", job=job.job_id, task=job.key, state=job.state, node=job.node)
             self._merge_env()
             return
         if result is not None and TIME_LIMIT_MESSAGE in str(result[1]):
@@ -339,7 +297,7 @@ class SlurmExecutor:
         self.rd.event(
             "slurm_end",
             job=job.job_id,
-            key=job.key,
+            task=job.key,
             state=job.state,
             node=job.node,
             reason=job.reason,
@@ -386,34 +344,23 @@ class SlurmExecutor:
         return text
 
     # -- records and display --------------------------------------------------------------
-    def _merge_plan(self) -> bool:
-        return merge_plan(self.runner, self.rd)
-
     def _save(self) -> None:
         self.rd.write_json("jobs.json", self.book.model_dump(mode="json"))
 
     def _merge_env(self) -> None:
-        """env.json = this process's facts + every job's servers (env.d/*.json), so the report
-        and a resume see every instance with its node; then jobs.json's node summary."""
+        """env.json with every job's servers so far (`session.merge_env`), then jobs.json's
+        summary of which nodes each arm ran on and shared with the baseline."""
         r = self.runner
-        for path in sorted((self.rd.path / "env.d").glob("*.json")):
-            env = read_environment(path)
-            if env is None:
-                continue
-            r.servers.update(env.servers)
-            if env.hardware_check is not None and r.hardware is None:
-                r.hardware = env.hardware_check
-        r.write_env_file()
-        if hasattr(self, "book"):
-            by_arm: dict[str, set[str]] = {}
-            for rec in r.servers.values():
-                if rec.node:
-                    by_arm.setdefault(rec.arm, set()).add(rec.node)
-            self.book.nodes_by_arm = {a: sorted(n) for a, n in sorted(by_arm.items())}
-            self.book.shared_nodes, self.book.never_shared_node = node_sharing(
-                by_arm, r.plan.baseline, r.plan.candidates
-            )
-            self._save()
+        merge_env(r)
+        by_arm: dict[str, set[str]] = {}
+        for rec in r.servers.values():
+            if rec.node:
+                by_arm.setdefault(rec.arm, set()).add(rec.node)
+        self.book.nodes_by_arm = {a: sorted(n) for a, n in sorted(by_arm.items())}
+        self.book.shared_nodes, self.book.never_shared_node = node_sharing(
+            by_arm, r.plan.baseline, r.plan.candidates
+        )
+        self._save()
 
     @staticmethod
     def _mkey(m: Any) -> tuple[str, int, str]:
@@ -463,20 +410,6 @@ class SlurmExecutor:
             f"measuring into {self.rd.path}); `{resume}` waits for them instead of "
             "submitting again, `scancel " + " ".join(ids) + "` stops them"
         )
-
-
-def merge_plan(runner: Runner, rd: RunDir) -> bool:
-    """plan.json = the plan + the cells the jobs' bisection added (plan.d/*.json, each
-    written by its job before measuring them) + those plan.json already held (a resumed
-    run's: `Runner.write_plan_file`). The controller is plan.json's only writer; the next round's
-    jobs read it (`NodeRunner.adopt_shared_plan`). True when the jobs' files added cells."""
-    before = {c.cell_id for c in runner.plan.cells()}
-    for path in sorted((rd.path / "plan.d").glob("*.json")):
-        with contextlib.suppress(ValueError, OSError):  # torn or unreadable: adds nothing
-            runner.plan.adopt_added(Plan.model_validate_json(path.read_text()))
-    added = {c.cell_id for c in runner.plan.cells()} - before
-    runner.write_plan_file(rd)
-    return bool(added)
 
 
 def progress_line(jobs: Sequence[JobRecord]) -> str:
