@@ -19,6 +19,12 @@ The method, and why it claims no more than the sweep gives:
   second run narrows its interval instead of widening it through a t on 1 df. With no
   repeated run anywhere there is no spread to use: the means are all there is
   (`Capacity.spread` is empty and the report says so).
+* A load inside the bracket whose interval straddles a bound (a p99 within noise of its
+  limit) is neither a pass nor a fail: it is `unclear` and ends neither side. That is the
+  simplest rule that never calls noise a pass: the verify policy narrows such a load with
+  its own runs and bisects only a bracket whose ends are clear and adjacent
+  (`verify.capacity`), and a load still unclear at max_runs is where the capacity is, to
+  within the noise.
 * The comparison of two arms uses these brackets only: the candidate sustains more load than
   the baseline when it holds (`lo`) at a load where the baseline misses (`hi`), less in the
   mirror case, and otherwise the sweep cannot tell — never 'the same', since two overlapping
@@ -41,6 +47,7 @@ from matrixrun.analysis.axis import series_key, x_of
 from matrixrun.analysis.samples import arm_sample
 from matrixrun.analysis.stats import pooled_sigma, quantile
 from matrixrun.core.capacity import (
+    LOAD_AXES,
     ArmCapacity,
     Bound,
     Capacity,
@@ -52,8 +59,6 @@ from matrixrun.core.verdict import AnalysisSettings
 from matrixrun.load.aggregate import duration_of, tpot
 from matrixrun.load.records import RequestRecord
 
-#: The sweep axes that are loads: capacity is a value of one of them.
-LOAD_AXES = ("concurrency", "request_rate")
 #: Per-request quantities by the suffix of the metric a bound names (seconds → ms).
 _PER_REQUEST = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 
@@ -235,6 +240,7 @@ def arm_capacity(
             break
         cap.lo = j.x
     cap.hi = next((j.x for j in judged if j.surely_misses), None)
+    cap.unclear = [j.x for j in judged if _between(j.x, cap) and not j.surely_meets]
     first_miss = next((i for i, j in enumerate(judged) if not j.mean_meets), None)
     last = (len(judged) if first_miss is None else first_miss) - 1
     if last >= 0:
@@ -250,6 +256,11 @@ def arm_capacity(
                 by_x[judged[last].x], by_x[miss.x], (judged[last].x, miss.x), arm, bounds
             )
     return cap
+
+
+def _between(x: float, cap: ArmCapacity) -> bool:
+    """Whether `x` lies strictly inside the arm's bracket (an open end: unbounded)."""
+    return (cap.lo is None or x > cap.lo) and (cap.hi is None or x < cap.hi)
 
 
 def _throughput_at(

@@ -14,6 +14,10 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: The sweep axes that are loads: capacity is a value of one of them (and only along one of
+#: them does the verify policy narrow a capacity bracket: `verify.capacity`).
+LOAD_AXES = ("concurrency", "request_rate")
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -53,6 +57,12 @@ class ArmCapacity(_Model):
         None,
         description="The lowest load known to miss: a bound is missed there beyond the "
         "runs' spread. None: no load measured misses.",
+    )
+    unclear: list[float] = Field(
+        default_factory=list,
+        description="Loads between lo and hi whose t-interval straddles a bound: neither "
+        "surely within nor surely beyond, so they end neither side of the bracket (the verify "
+        "policy runs them again; a load still here at max_runs is within noise of the limit).",
     )
     last_meeting: float | None = Field(
         None, description="The highest load before the first miss at which the means meet."

@@ -20,6 +20,8 @@ class WhyKind(StrEnum):
     SIGMA_REPLICATE = "sigma_replicate"  # fresh-server degrees of freedom for σ
     CROSSOVER = "crossover"  # brackets a crossover: a second run of its end
     BISECTION = "bisection"  # a new cell at the geometric midpoint of a crossover bracket
+    CAPACITY = "capacity"  # a new cell of one arm at the geometric midpoint of its SLO bracket
+    CAPACITY_NEAR = "capacity_near"  # this arm's load is within noise of an SLO bound: again
     FIXED_DESIGN = "fixed_design"  # verify.design: fixed, every cell max_runs times
     UNSTABLE_LAUNCH = "unstable_launch"  # launches of this arm disagree here: one more launch
     WARM_PARTNER = "warm_partner"  # the other arm's warm-up may explain it: this one, cold+warm
@@ -44,5 +46,7 @@ class RerunWhy(BaseModel):
     axis: str | None = None
     x: float | None = None
     bracket: tuple[float, float] | None = Field(
-        None, description="Bisection: the bracket (x ascending) whose midpoint `x` is."
+        None,
+        description="Bisection: the bracket (x ascending) whose midpoint `x` is; capacity: "
+        "the arm's bracket under the SLO (surely within, surely beyond) it halves.",
     )

@@ -20,6 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from matrixrun.spec import CLIENT_AXES, FlagValue, HardwareSpec, ModelSpec, Spec
 from matrixrun.spec.points import combinations
 
+#: Why the verify policy added a cell off the grid: the midpoint of a crossover bracket, or of
+#: one arm's capacity bracket (`verify.bisect`, `verify.capacity`).
+AddedBy = Literal["bisection", "capacity"]
+
 
 class Cell(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -31,10 +35,11 @@ class Cell(BaseModel):
     point: dict[str, Any] = Field(description="Client-side axis values of this cell.")
     x: Any = Field(description="Value of the main axis (the table's row).")
     num_prompts: int
-    added_by: Literal["bisection"] | None = Field(
+    added_by: AddedBy | None = Field(
         None,
         description="Not in the spec's grid: added during the run by the verify policy "
-        "(bisection: the geometric midpoint of a crossover bracket). None for grid cells.",
+        "(bisection: the geometric midpoint of a crossover bracket; capacity: of an arm's "
+        "capacity bracket under the SLO). None for grid cells.",
     )
 
 
@@ -80,7 +85,9 @@ class Cost(BaseModel):
         0,
         description="Runs crossover bisection may add on top of the worst case (new cells, "
         "on launches the worst case already counts): verify.bisect midpoints × max_runs × "
-        "(baseline + candidate) per pair of adjacent grid points of each candidate's series.",
+        "(baseline + candidate) per pair of adjacent grid points of each candidate's series. "
+        "It bounds a capacity bracket's midpoints too: those share the limit of verify.bisect "
+        "values between two grid points of a series, each value measured for at most every arm.",
     )
     launch_s: float | None = None
     cell_s: float | None = None
@@ -141,6 +148,15 @@ def series_key(point: dict[str, Any], axis: str) -> str:
     """The point's other keys, canonically: points with one key lie on one series (the
     analysis groups measurements by it too: `analysis.axis`)."""
     return json.dumps({k: v for k, v in point.items() if k != axis}, sort_keys=True, default=str)
+
+
+def json_point(point: dict[str, Any]) -> dict[str, Any]:
+    """A point as JSON gives it back: an infinite value (a request rate) as None, which is how
+    plan.json and results.jsonl hold it. Points read from a file and points in memory then
+    give the same `series_key`."""
+    return {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in point.items()
+    }
 
 
 def series_of(cell: Cell, axis: str) -> tuple[str, str]:
@@ -309,15 +325,17 @@ def _arm_def(spec: Spec, arm: str) -> dict[str, Any]:
     return {"flags": arm_spec.flags, "launch": launch, "env": sorted(env)}
 
 
-def added_cell(spec: Spec, group: ServerGroup, like: Cell, x: Any) -> Cell:
+def added_cell(
+    spec: Spec, group: ServerGroup, like: Cell, x: Any, by: AddedBy = "bisection"
+) -> Cell:
     """A cell of `group` off the spec's grid: `like`'s point with the main axis at `x`, its
     point and cell ids derived exactly as `expand` derives them (so every arm at the new
-    point shares its point id, and the same decision always names the same cell). Only
-    bisection adds cells today, so that is the marker it carries."""
+    point shares its point id, and the same decision always names the same cell), marked
+    with the rule that added it (`by`), which the report words."""
     sl = next(s for s in _slices(spec) if s.label == group.slice)
     axis = spec.main_axis()
     cell = _cell(spec, sl, group.arm, _arm_def(spec, group.arm), {**like.point, axis: x}, axis)
-    return cell.model_copy(update={"added_by": "bisection"})
+    return cell.model_copy(update={"added_by": by})
 
 
 def _cell(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from matrixrun.core.capacity import LOAD_AXES
 from matrixrun.core.metrics import higher_is_better
 from matrixrun.core.tuning import MIN_FRESH_DF
 from matrixrun.core.units import format_duration
@@ -93,6 +94,14 @@ def decision_words(spec: Spec, code: bool = False) -> str:
     return text
 
 
+def _bisected(spec: Spec) -> str:
+    """What bisection narrows: crossover brackets, and with an SLO along a load axis each
+    arm's capacity bracket (its midpoints share the crossover's limit, so the count holds)."""
+    if spec.slo and spec.main_axis() in LOAD_AXES:
+        return "bisection of crossover and capacity brackets"
+    return "crossover bisection"
+
+
 def policy_words(spec: Spec, budget_s: float | None) -> str:
     """The verify block in one line, for the plan and the PR proposal."""
     v = spec.verify
@@ -152,7 +161,7 @@ def plan_text(
     ]
     if c.bisection_runs_worst_case:
         lines.append(
-            f"crossover bisection (verify.bisect {v.bisect}) may add up to "
+            f"{_bisected(spec)} (verify.bisect {v.bisect}) may add up to "
             f"{c.bisection_runs_worst_case} runs of new cells on top"
             + (", within the rerun budget" if c.budget_s is not None else "")
         )

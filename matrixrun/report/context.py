@@ -106,7 +106,7 @@ def context_from(inputs: RunInputs, every: list[Section] | None = None) -> Conte
     simulated = simulation.of(inputs.measurements, inputs.settings, inputs.env)
     given = given_of(inputs)
     labels = comparison.slice_labels_of(inputs.plan, verdict, given)
-    added = comparison.added_points(inputs.plan, inputs.measurements)
+    added = comparison.added_points(inputs.plan, inputs.measurements, inputs.events)
     the_setup, arm_diff = setup.of(inputs, given)
     every_rerun, rerun_checks, rerun_routine, no_reruns = reruns.of(inputs)
     return Context(

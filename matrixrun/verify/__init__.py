@@ -14,6 +14,9 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
     both arms while n = 1, so the bracket is not built on single runs,
   * with `bisect`, a bracket's geometric midpoint becomes a new cell of the bracket's groups
     for the baseline and the crossing candidate (`bisect`: the rule; `plan.json` records it),
+  * with an `slo` along a load axis, each arm's capacity bracket is narrowed the same way: a
+    load within noise of a bound gets more runs of that arm, and a bracket with clear
+    adjacent ends gets its midpoint as a new cell of that arm (`capacity`),
   * inconclusive cells get more runs of the arm whose n limits the interval (both when equal),
   * with `aa`, every baseline cell once more on a fresh server in round 1 (A/A: σ without any
     candidate effect);
@@ -27,7 +30,8 @@ spec asks for; the runner, the Slurm controller and its jobs all construct it th
 
 Modules: `policy` (the pure policy), `fixed` (the fixed design), `schedule` (the order of work
 as work items: the runner, Slurm jobs and the scoring benchmark consume it alike), `chance`
-(the futility rule's prediction), `bisect` (crossover bisection).
+(the futility rule's prediction), `bisect` (crossover bisection), `capacity` (narrowing
+capacity brackets under an SLO).
 """
 
 from matrixrun.core.tuning import FUTILITY, MIN_FRESH_DF

@@ -73,15 +73,59 @@ class Proposal:
     @property
     def why(self) -> RerunWhy:
         x = numeric_x(self.cell.x)
-        return RerunWhy(
-            kind=WhyKind.BISECTION, arm=self.cell.arm, axis=self.axis, x=x, bracket=self.bracket
-        )
+        kind = WhyKind.CAPACITY if self.cell.added_by == "capacity" else WhyKind.BISECTION
+        return RerunWhy(kind=kind, arm=self.cell.arm, axis=self.axis, x=x, bracket=self.bracket)
 
 
-def _seconds(ms: Sequence[Measurement], cell_ids: set[str]) -> float | None:
-
+def seconds(ms: Sequence[Measurement], cell_ids: set[str]) -> float | None:
+    """What one run of a new cell will cost: the longest run of the cells around it (its
+    bracket's ends, same arm), the budget's best guess before it has a run of its own."""
     times = [wall_seconds(m) for m in ms if m.cell_id in cell_ids]
     return max(times) if times else None
+
+
+def _compared_inside(
+    cells: Sequence[Cell],
+    like: Cell,
+    axis: str,
+    bracket: tuple[float, float],
+    arms: tuple[str, str],
+) -> bool:
+    """Whether `like`'s series has a point strictly inside `bracket` with a cell of both
+    arms (a point that compares them). A capacity midpoint measured for one arm only
+    compares nothing, so it does not stop the crossover's own bisection."""
+    key = series_of(like, axis)
+    xs = [
+        {numeric_x(c.x) for c in cells if series_of(c, axis) == key and c.arm == arm}
+        for arm in arms
+    ]
+    return any(x is not None and bracket[0] < x < bracket[1] for x in xs[0] & xs[1])
+
+
+def room(
+    cells: Sequence[Cell],
+    like: Cell,
+    axis: str,
+    bracket: tuple[float, float],
+    mid: float,
+    limit: int,
+    pending: Sequence[Cell] = (),
+) -> bool:
+    """Whether `mid`, the midpoint of `bracket` on `like`'s series, may be added: the grid
+    points enclosing the bracket hold fewer than `limit` added values between them (cells
+    in the plan or `pending`, of any arm and either rule), or `mid` is one of those values
+    already (another arm's cell at a point that is there anyway). So `verify.bisect` bounds
+    the new values per grid interval, whichever rule asks, and the plan's worst case holds."""
+    key = series_of(like, axis)
+    grid = grid_of(list(cells), like, axis)
+    lo = max((g for g in grid if g <= bracket[0]), default=None)
+    hi = min((g for g in grid if g >= bracket[1]), default=None)
+    if lo is None or hi is None:
+        return False
+    added = [c for c in cells if c.added_by is not None] + list(pending)
+    xs = {numeric_x(c.x) for c in added if series_of(c, axis) == key}
+    inside = {x for x in xs if x is not None and lo < x < hi}
+    return mid in inside or len(inside) < limit
 
 
 def choose(
@@ -117,20 +161,10 @@ def choose(
         like = ends[plan.baseline][0]
         if mid is None or like is None or any(e is None for es in ends.values() for e in es):
             continue
-        key = series_of(like, axis)
-        xs = {numeric_x(c.x) for c in cells if series_of(c, axis) == key}
-        if any(x is not None and float(a.x or 0.0) < x < float(b.x or 0.0) for x in xs):
+        bracket = (float(a.x or 0.0), float(b.x or 0.0))
+        if _compared_inside(cells, like, axis, bracket, (plan.baseline, candidate)):
             continue  # undecided points inside: their reruns narrow it, not a new point
-        grid = grid_of(cells, like, axis)
-        # the grid points enclosing the bracket: at most `limit` midpoints between them
-        lo = max((g for g in grid if g <= float(a.x or 0.0)), default=None)
-        hi = min((g for g in grid if g >= float(b.x or 0.0)), default=None)
-        if lo is None or hi is None:
-            continue
-        added = [c for c in cells if c.added_by is not None] + [p.cell for p in out.values()]
-        added_x = {numeric_x(c.x) for c in added if series_of(c, axis) == key}
-        inside = {x for x in added_x if x is not None and lo < x < hi}
-        if mid not in inside and len(inside) >= limit:
+        if not room(cells, like, axis, bracket, mid, limit, [p.cell for p in out.values()]):
             continue
         for lo_end, hi_end in ends.values():
             assert lo_end is not None and hi_end is not None
@@ -138,7 +172,6 @@ def choose(
             cell = added_cell(spec, group, lo_end, mid)
             if cell.cell_id in measured or cell.cell_id in out:
                 continue
-            cost = _seconds(ms, {lo_end.cell_id, hi_end.cell_id})
-            bracket = (float(a.x or 0.0), float(b.x or 0.0))
+            cost = seconds(ms, {lo_end.cell_id, hi_end.cell_id})
             out[cell.cell_id] = Proposal(group.group_id, cell, bracket, cost, axis)
     return list(out.values())

@@ -16,7 +16,7 @@ from matrixrun.core.verdict import CellNote, Comparison, Verdict
 from matrixrun.plan import Cell, Plan, ServerGroup, sweep_order
 from matrixrun.rundir.settings import analysis_settings, rounds
 from matrixrun.spec import Spec
-from matrixrun.verify import bisect
+from matrixrun.verify import bisect, capacity
 from matrixrun.verify.chance import decide_chance
 
 
@@ -182,6 +182,8 @@ class Policy:
           unless an inconclusive rerun of one of them already does;
         - crossover: both arms of cells bracketing a sign change, while n = 1;
         - bisection (`verify.bisect`): a new cell at the bracket's midpoint (`bisect.choose`);
+        - capacity (with an SLO): loads within noise of a bound again, and a new cell of one
+          arm at its capacity bracket's midpoint (`capacity.choose`);
         - aa: with `verify.aa`, every baseline cell once more on a fresh server in round 1.
         """
         v = self.spec.verify
@@ -230,11 +232,8 @@ class Policy:
                     if end is not None and self._n(end, ms) == 1:
                         why = RerunWhy(kind=WhyKind.CROSSOVER, axis=self.plan.axis, x=res.x)
                         want(end, "crossover", why)
-        proposals = bisect.choose(self.spec, self.plan, brackets, ms)
-        self.proposed = {p.cell.cell_id: p for p in proposals}
-        for p in proposals:  # new cells: no run yet, so not through `want`
-            self.group_of.setdefault(p.cell.cell_id, self.plan.group(p.group_id))
-            wanted.setdefault(p.cell.cell_id, Pick(p.cell, "bisection", p.why, p.cost))
+        for pick in self._new_points(brackets, ms, want):
+            wanted.setdefault(pick.cell.cell_id, pick)
         calibration: set[str] = set()
         if wanted:
             calibration = self._calibration(results, ms, set(wanted), want, round_no)
@@ -247,6 +246,27 @@ class Policy:
         if round_no > self.planned_rounds:
             picks = self._extra_round(picks, ms)
         return self._batched(self._within_budget(picks, ms, launch=True), round_no)
+
+    def _new_points(
+        self,
+        brackets: list[tuple[str, str, list[Comparison]]],
+        ms: Sequence[Measurement],
+        want: Callable[[Cell | None, Reason, RerunWhy], None],
+    ) -> list[Pick]:
+        """The cells to add off the grid: crossover midpoints (`bisect.choose`) and capacity
+        midpoints (`capacity.choose`, whose reruns of loads within noise of an SLO bound go
+        through `want`: they have runs), remembered for `adopt`. A new cell has no run yet,
+        so it is a pick of its own rather than `want`'s, with reason `bisection` either way
+        (one path through the schedule, plan.json and a resume)."""
+        proposals = bisect.choose(self.spec, self.plan, brackets, ms)
+        more, near = capacity.choose(self.spec, self.plan, self.settings, ms, proposals)
+        for cell, why in near:
+            want(cell, "inconclusive", why)
+        proposals += more
+        self.proposed = {p.cell.cell_id: p for p in proposals}
+        for p in proposals:
+            self.group_of.setdefault(p.cell.cell_id, self.plan.group(p.group_id))
+        return [Pick(p.cell, "bisection", p.why, p.cost) for p in proposals]
 
     def _extra_round(self, picks: list[Pick], ms: Sequence[Measurement]) -> list[Pick]:
         """The round after those max_runs implies serves the cells a warm check cost a run:

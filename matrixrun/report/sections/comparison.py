@@ -7,7 +7,7 @@ another, and the added points that compare nothing. Template:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,19 +25,45 @@ from matrixrun.report.inputs import RunInputs
 from matrixrun.report.section import Section
 from matrixrun.report.series import folded_metrics, primary_result, varying_keys
 
+#: The points the verify policy added to the grid: (slice, point id) → the rule that added
+#: it ("bisection": a crossover bracket's midpoint, "capacity": an arm's capacity bracket's).
+Added = Mapping[tuple[str, str], str]
+
+
+def capacity_cells(events: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The cells whose runs the capacity rule asked for as new cells (their verify events;
+    an older run's `why` may be a sentence, which names no rule)."""
+    return {
+        str(e.get("cell"))
+        for e in events
+        if e.get("event") == "verify"
+        and isinstance(e.get("why"), dict)
+        and e["why"].get("kind") == "capacity"
+    }
+
 
 def added_points(
-    plan: Plan | None, measurements: Sequence[Measurement] = ()
-) -> frozenset[tuple[str, str]]:
-    """(slice, point id) of the points the verify policy added to the grid (bisection): the
-    plan.json record, and any point whose first run was a bisection's (what a Slurm node
-    that measured one, without rewriting the shared plan.json, leaves)."""
-    found = {
-        (m.slice, m.point_id) for m in measurements if m.attempt == 1 and m.reason == "bisection"
-    }
-    if plan is not None:
-        found |= {(c.slice, c.point_id) for c in plan.cells() if c.added_by is not None}
-    return frozenset(found)
+    plan: Plan | None,
+    measurements: Sequence[Measurement] = (),
+    events: Sequence[Mapping[str, Any]] = (),
+) -> dict[tuple[str, str], str]:
+    """The points the verify policy added to the grid (`Added`): the plan.json record, and
+    any point whose first run was a bisection's (what a Slurm node that measured one, without
+    rewriting the shared plan.json, leaves; its rule then from the verify event that asked
+    for it). A point both rules added reads as a crossover's: its row compares the arms."""
+    found: dict[tuple[str, str], str] = {}
+
+    def mark(key: tuple[str, str], kind: str) -> None:
+        found[key] = "bisection" if "bisection" in (found.get(key), kind) else kind
+
+    by_capacity = capacity_cells(events)
+    for m in measurements:
+        if m.attempt == 1 and m.reason == "bisection":
+            mark((m.slice, m.point_id), "capacity" if m.cell_id in by_capacity else "bisection")
+    for c in plan.cells() if plan is not None else []:
+        if c.added_by is not None:
+            mark((c.slice, c.point_id), c.added_by)
+    return found
 
 
 @dataclass
@@ -53,17 +79,18 @@ class HalfMeasured:
 def half_measured(
     plan: Plan | None,
     measurements: Sequence[Measurement],
-    added: Collection[tuple[str, str]],
+    added: Added,
     baseline: str,
 ) -> list[HalfMeasured]:
-    """Added points where the baseline or a candidate has no successful run: the analysis
-    compares nothing there, so the table has no row for them, and the report must say what
-    was measured instead of leaving a midpoint the docs promise silently out."""
+    """Crossover midpoints where the baseline or a candidate has no successful run: the
+    analysis compares nothing there, so the table has no row for them, and the report must
+    say what was measured instead of leaving a midpoint the docs promise silently out. (A
+    capacity midpoint is one arm's by design: "Within the SLO" says what it showed.)"""
     if plan is None:
         return []
     arms = [baseline, *plan.candidates]
     out = []
-    for sl, pid in sorted(added):
+    for sl, pid in sorted(k for k, kind in added.items() if kind == "bisection"):
         ok = {m.arm for m in measurements if (m.slice, m.point_id) == (sl, pid) and m.ok}
         if ok and any(a not in ok for a in arms):
             cell = next((c for c in plan.cells() if (c.slice, c.point_id) == (sl, pid)), None)
@@ -99,8 +126,8 @@ def slice_labels_of(
 # ------------------------------------------------------------------------------ words
 
 
-#: Beside the sweep value of a point the verify policy added (a table row's note).
-BISECTED = "added by bisection"
+#: Beside the sweep value of a point the verify policy added (a table row's note), by rule.
+ADDED_NOTE = {"bisection": "added by bisection", "capacity": "added for capacity"}
 
 
 def bisected_text(xs: Sequence[str], axis: str) -> str:
@@ -112,6 +139,18 @@ def bisected_text(xs: Sequence[str], axis: str) -> str:
         f"{'it' if one else 'them'} by bisection (the geometric midpoint of a crossover "
         "bracket, measured to narrow the bracket and to check the straight line in log "
         f"{axis} the crossover is interpolated on)."
+    )
+
+
+def capacity_added_text(xs: Sequence[str], axis: str) -> str:
+    """Under a table with points added for capacity that compare the arms (each arm's
+    capacity bracket held it): why they are there."""
+    one = len(xs) == 1
+    return (
+        f"{'The point' if one else 'The points'} at {axis} {fmt.join_words(list(xs))} "
+        f"{'is' if one else 'are'} not in the spec's grid: the verify policy added "
+        f"{'it' if one else 'them'} to narrow the arms' capacity brackets under the SLO "
+        '(each the geometric midpoint of an arm\'s bracket; see "Within the SLO").'
     )
 
 
@@ -195,12 +234,13 @@ def metric_tables(
     verdict: Verdict,
     metric: str,
     slice_labels: Mapping[str, str],
-    added: Collection[tuple[str, str]] = frozenset(),
+    added: Added | None = None,
 ) -> list[Table]:
     """One table per (slice, candidate, series) for `metric`: the sweep value first, then
     baseline, candidate, change (candidate / baseline − 1) and the benchstat-style verdict.
-    A point in `added` (bisection's, from plan.json) says so beside its sweep value, and a
-    sentence under the table says why it is there."""
+    A point in `added` (the verify policy's, `added_points`) says so and by which rule
+    beside its sweep value, and a sentence under the table says why it is there."""
+    added = added or {}
     settings = verdict.settings
     axis = settings.axis
     out: list[Table] = []
@@ -214,7 +254,7 @@ def metric_tables(
             for index, series in enumerate(mr.series):
                 rows = []
                 undecided: dict[str, list[str]] = {}  # what would settle it -> sweep values
-                bisected: list[str] = []
+                bisected: dict[str, list[str]] = {}  # rule -> sweep values
                 for c in series.cells:
                     if c.x is not None:
                         x = fmt.x(c.x)
@@ -223,9 +263,10 @@ def metric_tables(
                     else:
                         x = _fixed_label(c.point, set(c.point))
                     shown = x
-                    if (sl.slice, c.point_id) in added:
-                        bisected.append(x)
-                        shown += f" ({BISECTED})"
+                    kind = added.get((sl.slice, c.point_id))
+                    if kind is not None:
+                        bisected.setdefault(kind, []).append(x)
+                        shown += f" ({ADDED_NOTE.get(kind, kind)})"
                     change = "n/a" if c.change is None else fmt.change(c.change)
                     if c.change_lo is not None and c.change_hi is not None:
                         change += " " + fmt.change_interval(
@@ -258,7 +299,7 @@ def metric_tables(
                         ],
                         rows=[[fmt.table_cell(v) for v in row] for row in rows],
                         regimes=wording.regimes(series, axis, settings.margin_for(mr.metric))
-                        + (" " + bisected_text(bisected, axis) if bisected else ""),
+                        + _added_text(bisected, axis),
                         undecided=[
                             f"at {axis} {fmt.join_words(xs)}: {words}"
                             for words, xs in undecided.items()
@@ -266,6 +307,16 @@ def metric_tables(
                         overall=wording.overall(mr.overall, settings) if last else "",
                     )
                 )
+    return out
+
+
+def _added_text(by_rule: Mapping[str, Sequence[str]], axis: str) -> str:
+    """The sentences under a table that has added points, one per rule that added some."""
+    out = ""
+    if by_rule.get("bisection"):
+        out += " " + bisected_text(by_rule["bisection"], axis)
+    if by_rule.get("capacity"):
+        out += " " + capacity_added_text(by_rule["capacity"], axis)
     return out
 
 
@@ -303,9 +354,7 @@ def folded_lines(verdict: Verdict) -> list[str]:
     return [folded(m, into) for m, into in folded_metrics(verdict).items()]
 
 
-def of(
-    verdict: Verdict, labels: Mapping[str, str], added: Collection[tuple[str, str]]
-) -> list[SliceTables]:
+def of(verdict: Verdict, labels: Mapping[str, str], added: Added) -> list[SliceTables]:
     """The primary metric's tables, grouped by slice; with one slice its verdict is not
     repeated under the table (the headline already says it)."""
     tables = metric_tables(verdict, verdict.settings.primary, labels, added)
@@ -315,7 +364,7 @@ def of(
     return group_tables(tables, verdict, labels)
 
 
-def unmatched_of(inputs: RunInputs, added: Collection[tuple[str, str]]) -> list[str]:
+def unmatched_of(inputs: RunInputs, added: Added) -> list[str]:
     """The bisection midpoints some arm was never measured at, said under the table."""
     axis, baseline = inputs.verdict.settings.axis, inputs.verdict.settings.baseline
     return [

@@ -5,7 +5,7 @@ folded into another are left to the comparison's one line. Template:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from matrixrun.core.verdict import (
@@ -14,6 +14,7 @@ from matrixrun.core.verdict import (
 from matrixrun.report import fmt, wording
 from matrixrun.report.section import Section
 from matrixrun.report.sections.comparison import (
+    Added,
     MetricHeading,
     SliceTables,
     group_tables,
@@ -37,9 +38,7 @@ class Latency(MetricHeading):
     slices: list[SliceTables]
 
 
-def of(
-    verdict: Verdict, labels: Mapping[str, str], added: Collection[tuple[str, str]] = frozenset()
-) -> list[Latency]:
+def of(verdict: Verdict, labels: Mapping[str, str], added: Added | None = None) -> list[Latency]:
     """Each secondary metric's tables (none for a folded metric)."""
     out = []
     folded = folded_metrics(verdict)

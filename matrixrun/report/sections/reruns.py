@@ -221,6 +221,18 @@ def rerun_why(w: RerunWhy) -> str:
             f"fixed design (verify.design: fixed): every cell {w.max_runs} times, each run on "
             "its own launch, whatever the data say"
         )
+    if w.kind == WhyKind.CAPACITY and w.bracket is not None:
+        return (
+            f"a new cell of `{fmt.user_plain(w.arm or '')}` at {fmt.x(w.x)}, the geometric "
+            f"midpoint of {w.axis} {fmt.x(w.bracket[0])}–{fmt.x(w.bracket[1])} inside its "
+            "capacity bracket under the SLO: to narrow the bracket"
+        )
+    if w.kind == WhyKind.CAPACITY_NEAR:
+        return (
+            f"`{fmt.user_plain(w.arm or '')}` at {w.axis} {fmt.x(w.x)} is within noise of an "
+            "SLO bound (its interval straddles it), so it ends neither side of the capacity "
+            "bracket: one more run narrows the interval"
+        )
     if w.kind == WhyKind.BISECTION and w.bracket is not None:
         return (
             f"the geometric midpoint of the crossover bracket {w.axis} {fmt.x(w.bracket[0])}–"
@@ -315,17 +327,29 @@ def verify_whys(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], st
     return out
 
 
-def partner_checks(events: Sequence[Mapping[str, Any]]) -> set[tuple[str, int]]:
-    """(cell id, attempt) of the runs a warm-up partner check asked for (both of its runs:
-    labelled as that, not by their reasons, which are a fresh-server run's and a warm one's)."""
-    return {
-        (str(e["cell"]), int(e["attempt"]))
-        for e in events
-        if e.get("event") == "verify"
-        and isinstance(e.get("why"), dict)
-        and e["why"].get("kind") == WhyKind.WARM_PARTNER
-        and isinstance(e.get("attempt"), int)
-    }
+#: Runs labelled by the check that asked for them rather than by their reason: a warm-up
+#: partner check's two runs (a fresh-server run's reason and a warm one's), a capacity
+#: midpoint's (reason `bisection`, as a crossover's), a load near an SLO bound's
+#: (`inconclusive`, as an undecided cell's).
+KIND_LABELS: dict[str, str] = {
+    WhyKind.WARM_PARTNER.value: "warm-up partner check",
+    WhyKind.CAPACITY.value: "capacity midpoint",
+    WhyKind.CAPACITY_NEAR.value: "load within noise of an SLO bound",
+}
+
+
+def labelled_runs(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
+    """(cell id, attempt) → its label, for the runs `KIND_LABELS` names, from their verify
+    events."""
+    out: dict[tuple[str, int], str] = {}
+    for e in events:
+        why = e.get("why")
+        if e.get("event") != "verify" or not isinstance(why, dict):
+            continue
+        label = KIND_LABELS.get(str(why.get("kind")))
+        if label is not None and isinstance(e.get("attempt"), int):
+            out[(str(e["cell"]), int(e["attempt"]))] = label
+    return out
 
 
 def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list[RerunEntry]:
@@ -333,7 +357,7 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
     settings = verdict.settings
     axis = settings.axis
     whys = verify_whys(events)
-    partner = partner_checks(events)
+    labelled = labelled_runs(events)
     aside = {(w.slice, w.point_id, w.arm) for w in verdict.warm_aside}
     cells: dict[tuple[str, str, str], Comparison] = {
         (s, c, cell.point_id): cell for s, c, cell in verdict.comparisons()
@@ -348,10 +372,8 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
                 arm=r.arm,
                 attempt=r.attempt,
                 reason=r.reason,
-                reason_text=(
-                    "warm-up partner check"
-                    if (r.cell_id, r.attempt) in partner
-                    else wording.REASON_WORDS.get(r.reason, r.reason)
+                reason_text=labelled.get(
+                    (r.cell_id, r.attempt), wording.REASON_WORDS.get(r.reason, r.reason)
                 ),
                 server=rerun_server(r),
                 why=fmt.shorten(whys.get((r.cell_id, r.attempt), "")),

@@ -8,16 +8,21 @@ means meet every bound (`slo_best`, `slo_row`). Template: `templates/sections/sl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from matrixrun.core.capacity import ArmCapacity, Capacity, CapacityComparison, CapacityOutcome
+from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import (
     Verdict,
 )
+from matrixrun.plan import Cell, Plan, json_point, numeric_x, series_key
 from matrixrun.report import fmt
+from matrixrun.report.inputs import RunInputs
 from matrixrun.report.section import Section
+from matrixrun.report.sections.comparison import capacity_cells
 from matrixrun.report.series import cells_by_point, primary_result, series_label, varying_keys
 from matrixrun.rundir.settings import RunSettings, SloBound
 
@@ -184,7 +189,9 @@ def _sure(c: ArmCapacity) -> str:
         return ""
     held = f"holds surely up to {fmt.x(c.lo)}" if c.lo is not None else "holds surely nowhere"
     missed = f"misses surely from {fmt.x(c.hi)}" if c.hi is not None else "misses surely nowhere"
-    return f"; beyond the runs' spread it {held} and {missed}"
+    near = fmt.join_words([fmt.x(x) for x in c.unclear])
+    near = f" (at {near} within noise of a bound)" if c.unclear else ""
+    return f"; beyond the runs' spread it {held} and {missed}{near}"
 
 
 def _served(c: ArmCapacity) -> str:
@@ -239,6 +246,97 @@ def capacity_lines(cap: Capacity) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class AddedLoad:
+    """A load off the grid the verify policy measured one arm at, to narrow its capacity
+    bracket (`verify.capacity`), and what it showed there."""
+
+    arm: str
+    x: float
+    #: The bracket it halved (surely within, surely beyond), from its verify event.
+    bracket: tuple[float, float] | None
+    #: "within", "beyond", "unclear" (within noise of a bound) or "failed" (no good run).
+    showed: str
+
+
+def _showed(x: float, arm: ArmCapacity, ok: bool) -> str:
+    if not ok:
+        return "failed"
+    if arm.hi is not None and x >= arm.hi:
+        return "beyond"
+    return "unclear" if x in arm.unclear else "within"
+
+
+def _halved(events: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per capacity midpoint cell, the bracket its verify event says it halved."""
+    out: dict[str, tuple[float, float]] = {}
+    for e in events:
+        why = e.get("why")
+        if not isinstance(why, dict) or e.get("event") != "verify":
+            continue  # an older run's `why` may be a sentence
+        if why.get("kind") == "capacity" and why.get("bracket"):
+            out.setdefault(str(e.get("cell")), (why["bracket"][0], why["bracket"][1]))
+    return out
+
+
+def added_loads(
+    cap: Capacity,
+    plan: Plan | None,
+    measurements: Sequence[Measurement],
+    events: Sequence[Mapping[str, Any]] = (),
+) -> list[AddedLoad]:
+    """The capacity midpoints of the run — plan.json's `added_by: capacity` cells, and any
+    cell a verify event says the capacity rule added (a Slurm node's, before the plan has
+    it) — per arm capacity in its order, by load."""
+    cells = {c.cell_id: c for c in plan.cells()} if plan is not None else {}
+    ids = {cid for cid, c in cells.items() if c.added_by == "capacity"} | capacity_cells(events)
+    halved = _halved(events)
+    out: list[AddedLoad] = []
+    for a in cap.arms:
+        key = (a.slice, series_key(json_point(dict(a.series)), cap.axis))
+        found = []
+        for cid in ids:
+            runs = [m for m in measurements if m.cell_id == cid]
+            where: Cell | Measurement | None = cells.get(cid) or (runs[0] if runs else None)
+            if where is None or where.arm != a.arm:
+                continue
+            x = numeric_x(where.point.get(cap.axis))
+            if x is None or (where.slice, series_key(json_point(where.point), cap.axis)) != key:
+                continue
+            found.append(
+                AddedLoad(a.arm, x, halved.get(cid), _showed(x, a, any(m.ok for m in runs)))
+            )
+        out += sorted(found, key=lambda f: f.x)
+    return out
+
+
+#: What an added load showed, in words.
+SHOWED = {
+    "within": "within the SLO there",
+    "beyond": "beyond it there",
+    "unclear": "within noise of a bound there",
+    "failed": "no successful run there",
+}
+
+
+def added_words(loads: Sequence[AddedLoad], axis: str) -> str:
+    """The capacity midpoints, under the capacities: where, which bracket, what they showed."""
+    if not loads:
+        return ""
+    parts = []
+    for load in loads:
+        b = load.bracket
+        halved = f" (the geometric midpoint of {fmt.x(b[0])}–{fmt.x(b[1])})" if b else ""
+        parts.append(f"`{load.arm}` at {axis} {fmt.x(load.x)}{halved}: {SHOWED[load.showed]}")
+    one = len(loads) == 1
+    return (
+        f"Added for capacity (not in the spec's grid, measured by the verify policy to narrow "
+        f"{'a bracket' if one else 'the brackets'} above, as it bisects a crossover): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def capacity_note(cap: Capacity) -> str:
     """How the capacities were judged, and what goodput counts."""
     if cap.spread:
@@ -246,7 +344,10 @@ def capacity_note(cap: Capacity) -> str:
         judged = (
             "A load holds when the arm's mean there meets every bound; the bracket counts a "
             f"load as within or beyond only past the {fmt.confidence(cap.level)} interval of "
-            f"that mean, from the run-to-run spread pooled over repeated cells ({sigmas})."
+            f"that mean, from the run-to-run spread pooled over repeated cells ({sigmas}); a "
+            "load whose interval straddles a bound is neither: the verify policy runs it again, "
+            "and bisects between a load surely within and the next surely beyond (or, once a "
+            "load within noise has had all its runs, the gaps beside it)."
         )
     else:
         judged = (
@@ -277,9 +378,11 @@ class SloView:
     #: With a capacity: its verdicts then each arm's (the headline opens with them).
     capacity: list[str] = field(default_factory=list)
     note: str = ""
+    #: The loads the verify policy added to narrow the brackets (`added_words`).
+    added: str = ""
 
 
-def of(verdict: Verdict, settings: RunSettings) -> SloView | None:
+def of(verdict: Verdict, settings: RunSettings, added: Sequence[AddedLoad] = ()) -> SloView | None:
     facts = settings.spec
     if facts is None or not facts.slo:
         return None
@@ -290,6 +393,7 @@ def of(verdict: Verdict, settings: RunSettings) -> SloView | None:
             rows=[],
             capacity=capacity_lines(verdict.capacity),
             note=capacity_note(verdict.capacity),
+            added=added_words(added, verdict.capacity.axis),
         )
     best = slo_best(verdict, facts.slo)
     with_series = any(b.series for b in best)
@@ -307,5 +411,15 @@ def of(verdict: Verdict, settings: RunSettings) -> SloView | None:
     )
 
 
+def of_inputs(inputs: RunInputs) -> SloView | None:
+    """The section from a run directory's files: the verdict, and for the loads the verify
+    policy added, plan.json, the runs and their verify events."""
+    cap = inputs.verdict.capacity
+    added = (
+        added_loads(cap, inputs.plan, inputs.measurements, inputs.events) if cap is not None else []
+    )
+    return of(inputs.verdict, inputs.settings, added)
+
+
 #: Capacity within the SLO, after the results table (its first line also opens the headline).
-SECTION = Section("slo", 40, lambda inputs: of(inputs.verdict, inputs.settings))
+SECTION = Section("slo", 40, of_inputs)
