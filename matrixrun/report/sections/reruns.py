@@ -280,17 +280,28 @@ def rerun_summary(replicates: Sequence[Rerun]) -> str:
         if ch[0] == ch[-1]
         else f"{fmt.change(ch[0], 2)} to {fmt.change(ch[-1], 2)}"
     )
+    # counted where they have a value, so the count and the "k of n" beside it agree; a run
+    # with none (it fell behind on a busy host and was measured again, or failed) said apart
     head = (
-        f"{plural(len(replicates), 'routine replicate')} ({fresh} on fresh servers) to narrow "
+        f"{plural(len(ok), 'routine replicate')} ({fresh} on fresh servers) to narrow "
         "intervals and bracket the crossover"
     )
     if all(r.reason == "fixed" for r in replicates):
-        head = f"{plural(len(replicates), 'replicate')} of the fixed design, each on its own launch"
+        head = f"{plural(len(ok), 'replicate')} of the fixed design, each on its own launch"
+    missing = len(replicates) - len(ok)
+    tail = (
+        f" {plural(missing, 'more run')} carried no value (fell behind or failed)."
+        if missing
+        else ""
+    )
     if not judged:
-        return f"{head}: changes from their first runs {spread} (no noise estimate to judge them)."
+        return (
+            f"{head}: changes from their first runs {spread} (no noise estimate to judge "
+            f"them).{tail}"
+        )
     return (
         f"{head}: {within} of {len(judged)} within the noise of their first run (95% band for "
-        f"a pair); changes {spread}."
+        f"a pair); changes {spread}.{tail}"
     )
 
 
