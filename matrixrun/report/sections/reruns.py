@@ -286,7 +286,10 @@ def rerun_summary(replicates: Sequence[Rerun]) -> str:
         f"{plural(len(ok), 'routine replicate')} ({fresh} on fresh servers) to narrow "
         "intervals and bracket the crossover"
     )
-    if all(r.reason == "fixed" for r in replicates):
+    # a fixed design's replicates, and any first run measured again after it fell behind
+    if any(r.reason == "fixed" for r in replicates) and all(
+        r.reason in ("fixed", "first") for r in replicates
+    ):
         head = f"{plural(len(ok), 'replicate')} of the fixed design, each on its own launch"
     missing = len(replicates) - len(ok)
     tail = (
