@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,7 +115,10 @@ def test_a_calibration_run_measures_every_cell_on_its_own_launches_and_lends_its
     report = (tmp_path / "c.md").read_text()
     assert "one look: a fixed design" in report and "fixed design (calibration)" in report
     assert "a fixed design tests no explanation; every cell ran on 3 launches" in report
-    assert "8 replicates of the fixed design, each on its own launch" in report
+    # all 8 in one line on a quiet host; a run measured again after falling behind is told
+    # apart from them (the rerun log's own lines), so only the wording is fixed then
+    n = "8" if not again else r"\d+"
+    assert re.search(n + r" replicates of the fixed design, each on its own launch", report)
     assert "pools all of it, the launch part included" in report
 
     later = tmp_path / "later.yaml"
