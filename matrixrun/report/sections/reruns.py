@@ -161,6 +161,26 @@ def _instance_showed(r: Rerun, cell: Comparison | None, where: str, rerun: str) 
     )
 
 
+def _undecided_why(w: RerunWhy) -> str:
+    """An undecided cell's rerun: which arm's n limits it, and the futility rule's chance."""
+    cell = f"undecided ({cell_text(w.cell)}); " if w.cell is not None else ""
+    if w.no_sigma:
+        return (
+            f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
+            "needed to measure it"
+        )
+    chance = w.chance or 0.0
+    rule = (
+        f"below the rule's {FUTILITY:.0%}, but one run per arm is too few to give a cell up on"
+        if chance < FUTILITY
+        else "the futility rule's input, not a prediction"
+    )
+    return (
+        f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
+        f"runs per arm a {chance:.0%} chance to settle it ({rule})"
+    )
+
+
 def rerun_why(w: RerunWhy) -> str:
     """Why the verify policy asked for a rerun (from the verify event's numbers)."""
     if w.kind == WhyKind.WARM_CHECK:
@@ -184,22 +204,7 @@ def rerun_why(w: RerunWhy) -> str:
     if w.kind == WhyKind.AA:
         return "A/A: the baseline again on a fresh server measures the server-to-server spread"
     if w.kind == WhyKind.UNDECIDED:
-        cell = f"undecided ({cell_text(w.cell)}); " if w.cell is not None else ""
-        if w.no_sigma:
-            return (
-                f"{cell}{w.arm}'s n limits the interval; no σ measured yet, so runs are "
-                "needed to measure it"
-            )
-        chance = w.chance or 0.0
-        rule = (
-            f"below the rule's {FUTILITY:.0%}, but one run per arm is too few to give a cell up on"
-            if chance < FUTILITY
-            else "the futility rule's input, not a prediction"
-        )
-        return (
-            f"{cell}{w.arm}'s n limits the interval; an optimistic estimate gives {w.max_runs} "
-            f"runs per arm a {chance:.0%} chance to settle it ({rule})"
-        )
+        return _undecided_why(w)
     if w.kind == WhyKind.INSTANCE_CHECK:
         return (
             f"first-run change {fmt.change(w.change or 0.0)} is surprising: a rerun on a freshly "
