@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matrixrun.core.keeping import fell_behind
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.plan import Cell, ServerGroup
@@ -33,14 +32,6 @@ class FixedDesign(Policy):
     def expected_runs(self) -> int:
         """Runs the progress display starts with: the whole design (it has no reruns to add)."""
         return len(self.cells) * self.spec.verify.max_runs
-
-    def _n(self, cell: Cell, ms: Sequence[Measurement]) -> int:
-        """Runs of `cell` toward `max_runs`: those that carry the primary metric. A run that
-        fell behind (`core.keeping`: a busy host's, measured again on a slower relaunch) is
-        no replicate of the design; counted, it took the cell's last round from it (a
-        calibration on a loaded host ended with 2 runs of a cell where it promised 3)."""
-        primary = self.settings.primary
-        return sum(1 for m in ms if m.cell_id == cell.cell_id and not fell_behind(m, primary))
 
     def warm_reruns(
         self, group: ServerGroup, ms: Sequence[Measurement]

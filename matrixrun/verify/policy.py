@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from matrixrun.analysis import analyse, one_run_sigma, quantile
 from matrixrun.analysis.warm import warm_runs
+from matrixrun.core.keeping import fell_behind
 from matrixrun.core.measurement import Failure, Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, FUTILITY_MIN_RUNS, MIN_FRESH_DF
@@ -75,9 +76,18 @@ class Policy:
 
     # -- helpers -------------------------------------------------------------------------
     def _n(self, cell: Cell, ms: Sequence[Measurement]) -> int:
-        """Runs of `cell` toward `max_runs`: all but the warm runs set aside."""
+        """Runs of `cell` toward `max_runs`: all but the warm runs set aside and the runs that
+        fell behind (`core.keeping`: a busy host's, which carry no value and which the runner
+        measures again on a slower relaunch). Counted, a run that fell behind took a cell's
+        last run from it: a fixed-design calibration on a loaded host ended with 2 runs of a
+        cell where it promised 3."""
+        primary = self.settings.primary
         return sum(
-            1 for m in ms if m.cell_id == cell.cell_id and (m.cell_id, m.attempt) not in self._aside
+            1
+            for m in ms
+            if m.cell_id == cell.cell_id
+            and (m.cell_id, m.attempt) not in self._aside
+            and not fell_behind(m, primary)
         )
 
     def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
