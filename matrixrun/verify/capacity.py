@@ -109,8 +109,10 @@ def choose(
         ends = (arm.lo, arm.hi) if arm.lo is not None and arm.hi is not None else None
         for x in arm.unclear:
             if x in at:
-                why = RerunWhy(kind=WhyKind.CAPACITY_NEAR, arm=arm.arm, axis=axis, x=x)
-                near.append((at[x], why.model_copy(update={"bracket": ends})))
+                why = RerunWhy(
+                    kind=WhyKind.CAPACITY_NEAR, arm=arm.arm, axis=axis, x=x, bracket=ends
+                )
+                near.append((at[x], why))
         stuck = all(runs[at[x].cell_id] >= spec.verify.max_runs for x in arm.unclear if x in at)
         loads = [x for x, c in at.items() if c.cell_id in good]
         for a, b in gaps(arm, loads, stuck):
