@@ -462,3 +462,33 @@ def test_a_load_still_within_noise_at_max_runs_has_its_gaps_bisected() -> None:
     open_top = ArmCapacity(arm="fcfs", lo=16, unclear=[64])  # nothing surely misses
     assert gaps(open_top, [1, 4, 16, 64], stuck=True) == [(16, 64)]
     assert gaps(ArmCapacity(arm="fcfs", lo=64), [1, 4, 16, 64], stuck=True) == []
+
+
+def test_a_run_that_fell_behind_does_not_make_a_load_stuck() -> None:
+    """As above, but one of 16's three runs fell behind its model (the simulator woke far
+    too late: it carries no value, and the runner measures it again on a slower relaunch).
+    The policy does not count it toward max_runs, so neither does the capacity rule: 16 has
+    had two runs, not all three, and gets its third before any gap is bisected."""
+    from matrixrun.core.keeping import fell_behind
+    from matrixrun.verify import Policy
+    from matrixrun.verify.capacity import choose
+
+    spec, plan = picking()
+    ms = []
+    for arm, ttft in (("fcfs", {1: 200.0, 4: 200.0, 16: 2000.0, 64: 12800.0}), ("lpm", {})):
+        for x in (1, 4, 16, 64):
+            v = ttft.get(x, 200.0)
+            spread = (0.9, 1.1, 1.0) if (arm, x) == ("fcfs", 16) else (0.9, 1.1)
+            ms += [run_of(plan, arm, x, v * f, a) for a, f in enumerate(spread, 1)]
+    i = next(
+        i for i, m in enumerate(ms) if (m.arm, m.point["concurrency"], m.attempt) == ("fcfs", 16, 3)
+    )
+    late = {**ms[i].extra, "sim_engine_lateness_ms": {"max_ms": 1e6}}
+    ms[i] = ms[i].model_copy(update={"extra": late})
+    assert fell_behind(ms[i], "output_throughput")
+    policy = Policy(spec, plan)
+    new, near = choose(spec, plan, policy.settings, ms)
+    assert new == []
+    assert [(c.x, w.x) for c, w in near] == [(16, 16.0)]
+    picks = {(p.cell.arm, p.cell.x) for _, ps in policy.next_round(1, ms) for p in ps}
+    assert ("fcfs", 16) in picks and ("fcfs", 8) not in picks and ("fcfs", 32) not in picks

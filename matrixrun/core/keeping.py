@@ -23,6 +23,8 @@ Pure: reads a measurement, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.tuning import CLIENT_LIMIT, SIM_LATE_LIMIT
 
@@ -69,6 +71,23 @@ def fell_behind(m: Measurement, metric: str) -> bool:
     """A successful measurement that may carry no `metric` (the simulator or the client fell
     behind): what the runner measures again and the report counts."""
     return m.ok and not carries(m, metric)
+
+
+def counted_runs(
+    cell_id: str, ms: Sequence[Measurement], metric: str, aside: Collection[tuple[str, int]] = ()
+) -> int:
+    """Runs of `cell_id` toward the verify block's `max_runs`: every run (a failed one too)
+    but those that fell behind on `metric` (the runner measures them again on a slower
+    relaunch: counted, they would take the cell's last run from it) and the warm runs the
+    analysis set aside (`aside`, (cell id, attempt): they test the warm-up). The one count
+    the policy (`verify.policy.Policy._n`) and its capacity rule (`verify.capacity`) share."""
+    return sum(
+        1
+        for m in ms
+        if m.cell_id == cell_id
+        and (m.cell_id, m.attempt) not in aside
+        and not fell_behind(m, metric)
+    )
 
 
 def worst(affected: dict[str, float], n: int) -> list[tuple[str, float]]:

@@ -1,7 +1,9 @@
-"""Repeat-to-verify: which cells to run again, why, and where (VERDICTS.md §6). Pure.
+"""Repeat-to-verify: which cells to run again, why, and where (VERDICTS.md §6). No I/O.
 
-The policy is fixed by the spec's `verify` block before anything runs and is a function of the
-measurements so far, so a resumed run asks for exactly the reruns the interrupted one would have:
+The policy is fixed by the spec's `verify` block before anything runs and its answers are a
+function of the measurements so far (the policy object keeps state between calls, named in
+`policy`'s docstring, which its calls rebuild from the measurements and the plan), so a
+resumed run asks for exactly the reruns the interrupted one would have:
 
 - stage 1 (while a group's server is still up): cells whose |change| exceeds `surprise` get
   one warm rerun of the arm on that server — the test of "first-time JIT compile / warmup";
@@ -28,10 +30,10 @@ measurements so far, so a resumed run asks for exactly the reruns the interrupte
 whose launch noise a later run may pool (`verify.noise_from`). `policy_for` picks the one the
 spec asks for; the runner, the Slurm controller and its jobs all construct it through it.
 
-Modules: `policy` (the pure policy), `fixed` (the fixed design), `schedule` (the order of work
-as work items: the runner, Slurm jobs and the scoring benchmark consume it alike), `chance`
-(the futility rule's prediction), `bisect` (crossover bisection), `capacity` (narrowing
-capacity brackets under an SLO).
+Modules: `policy` (the adaptive policy), `fixed` (the fixed design), `schedule` (the order
+of work as work items: the runner, Slurm jobs and the scoring benchmark consume it alike),
+`chance` (the futility rule's prediction), `bisect` (crossover bisection), `capacity`
+(narrowing capacity brackets under an SLO).
 """
 
 from matrixrun.core.tuning import FUTILITY, MIN_FRESH_DF

@@ -27,10 +27,11 @@ their brackets. Two rules narrow it, each the crossover's counterpart:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from matrixrun.analysis.capacity import capacity
 from matrixrun.core.capacity import LOAD_AXES, ArmCapacity, Bound
+from matrixrun.core.keeping import counted_runs
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.verdict import AnalysisSettings
@@ -82,12 +83,15 @@ def choose(
     settings: AnalysisSettings,
     ms: Sequence[Measurement],
     pending: Sequence[Proposal] = (),
+    aside: Collection[tuple[str, int]] = (),
 ) -> tuple[list[Proposal], list[Near]]:
     """What the capacity rule wants now: (new midpoint cells, reruns of loads within
     noise), per arm and series, as the module docstring says. Nothing when the spec has no
     SLO, bisection is off, or the sweep's axis is not a load on the client side. `pending`:
     the crossover's proposals of this round (a cell one already names is not proposed
-    again, and they count toward the limit)."""
+    again, and they count toward the limit). A load has had all its runs when it has
+    `max_runs` counted as the policy counts them (`core.keeping.counted_runs`: not a run
+    that fell behind, nor a warm run the analysis set aside, `aside`)."""
     limit, axis = spec.verify.bisect, plan.axis
     if limit <= 0 or not spec.slo or axis not in LOAD_AXES or axis not in CLIENT_AXES:
         return [], []
@@ -113,7 +117,11 @@ def choose(
                     kind=WhyKind.CAPACITY_NEAR, arm=arm.arm, axis=axis, x=x, bracket=ends
                 )
                 near.append((at[x], why))
-        stuck = all(runs[at[x].cell_id] >= spec.verify.max_runs for x in arm.unclear if x in at)
+        stuck = all(
+            counted_runs(at[x].cell_id, ms, settings.primary, aside) >= spec.verify.max_runs
+            for x in arm.unclear
+            if x in at
+        )
         loads = [x for x, c in at.items() if c.cell_id in good]
         for a, b in gaps(arm, loads, stuck):
             mid = midpoint(a, b, integer=axis in INTEGER_AXES)

@@ -1,5 +1,15 @@
-"""The repeat-to-verify policy: which cells to run again and why, as a pure function of the
-spec's verify block and the measurements so far (see the package docstring)."""
+"""The repeat-to-verify policy: which cells to run again and why, decided from the spec's
+verify block and the measurements so far (see the package docstring).
+
+Not pure, and not meant to be: a `Policy` keeps what its last analysis found and what the
+driver measured. Its answers depend only on the spec, the plan and the measurements passed
+in (a resumed run, given the same measurements, asks for the same reruns), but between calls
+it holds state: `_aside` (the warm runs the latest analysis set aside, which `_n` leaves out:
+rewritten by every `_verdict`), `proposed` (bisection's and capacity's latest new cells,
+rewritten by every `next_round`, read by `adopt`) and the plan with its indexes (`cells`,
+`group_of`, `by_point_arm`), which `adopt` grows by the proposed cells the driver measures
+(and `_new_points` by their groups). So call `next_round` before `adopt`, and `_n` after a
+`_verdict` of the same measurements."""
 
 from __future__ import annotations
 
@@ -9,7 +19,7 @@ from dataclasses import dataclass
 
 from matrixrun.analysis import analyse, one_run_sigma, quantile
 from matrixrun.analysis.warm import warm_runs
-from matrixrun.core.keeping import fell_behind
+from matrixrun.core.keeping import counted_runs
 from matrixrun.core.measurement import Failure, Measurement, Reason, wall_seconds
 from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.tuning import BISECTION_RUNS, FUTILITY, FUTILITY_MIN_RUNS, MIN_FRESH_DF
@@ -47,7 +57,8 @@ _PRIORITY: dict[str, int] = {
 
 
 class Policy:
-    """The spec's verify block as a pure function of the measurements so far."""
+    """The spec's verify block applied to the measurements so far; stateful between calls
+    (the module docstring says which state and who writes it)."""
 
     def __init__(self, spec: Spec, plan: Plan) -> None:
         self.spec = spec
@@ -81,14 +92,7 @@ class Policy:
         measures again on a slower relaunch). Counted, a run that fell behind took a cell's
         last run from it: a fixed-design calibration on a loaded host ended with 2 runs of a
         cell where it promised 3."""
-        primary = self.settings.primary
-        return sum(
-            1
-            for m in ms
-            if m.cell_id == cell.cell_id
-            and (m.cell_id, m.attempt) not in self._aside
-            and not fell_behind(m, primary)
-        )
+        return counted_runs(cell.cell_id, ms, self.settings.primary, self._aside)
 
     def _verdict(self, ms: Sequence[Measurement]) -> Verdict:
         verdict = analyse(ms, self.settings)
@@ -269,7 +273,9 @@ class Policy:
         so it is a pick of its own rather than `want`'s, with reason `bisection` either way
         (one path through the schedule, plan.json and a resume)."""
         proposals = bisect.choose(self.spec, self.plan, brackets, ms)
-        more, near = capacity.choose(self.spec, self.plan, self.settings, ms, proposals)
+        more, near = capacity.choose(
+            self.spec, self.plan, self.settings, ms, proposals, aside=self._aside
+        )
         for cell, why in near:
             want(cell, "inconclusive", why)
         proposals += more
