@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 
 from matrixrun.core.errors import InputError
+from matrixrun.core.mooncake import BLOCK
 from matrixrun.load.datasets import Cell, DatasetConfig, Request
 from matrixrun.load.text_prompts import load_tokenizer, to_text
 
-#: Tokens per hash id (Mooncake's block size).
-BLOCK = 512
 _STREAM_BLOCK = 12
 _STREAM_TAIL = 13
 

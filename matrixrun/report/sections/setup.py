@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from matrixrun.core.measurement import Measurement
+from matrixrun.core.mooncake import BLOCK
 from matrixrun.core.redact import redact_json
 from matrixrun.core.units import format_duration
 from matrixrun.core.verdict import (
@@ -342,7 +343,7 @@ def dataset_words(facts: SpecFacts) -> str:
     if w.dataset == "trace" and w.path:
         return (
             f"trace, the Mooncake-format file `{w.path}`: each request's lengths, arrival "
-            f"time and shared 512-token blocks (hash_ids) from it ({sent})"
+            f"time and shared {BLOCK}-token blocks (hash_ids) from it ({sent})"
         )
     if w.dataset == "shared_prefix" and w.shared_prefix:
         groups, per, system, question = w.shared_prefix
