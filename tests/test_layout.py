@@ -6,6 +6,7 @@ one of these fails here with the edge that broke it."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,101 @@ def test_rendering_a_report_loads_no_stage_that_measures() -> None:
     loaded = out.stdout.split()
     assert "matrixrun.report.context" in loaded  # it did render
     assert not [m for m in loaded if _package_of(m) in NOT_FOR_RENDERING]
+
+
+#: A path in a docstring or a `#:` comment: `dir/module.py`, `pkg/module` (a dotted name
+#: after it, `engines/sglang.render_flags`, is the module's), `docs/x.md`, or a bare
+#: `module.py`. Placeholders (`<name>`) are no path.
+DOC_PATH = re.compile(
+    r"(?<![\w./<>-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_][\w-]*(?:\.[a-z]\w*)*|[A-Za-z_]\w*\.py)"
+    r"(?![\w/<-])"
+)
+#: Where a path may start to be this repository's: matrixrun's packages and the checkout's
+#: top folders. Any other first part is prose ("and/or", "tok/s") or another project's tree.
+OURS = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} | {
+    "matrixrun",
+    "tests",
+    "scripts",
+    "benchmarks",
+    "docs",
+    "spec",
+    "reports",
+}
+#: Files of other projects that docstrings cite by the name they have there, and examples.
+ELSEWHERE = {
+    "flush_wrapper.py",  # SGLang
+    "serving_completions.py",  # SGLang
+    "cli/utils.py",  # genai-bench
+    "token_benchmark_ray.py",  # llmperf
+    "benchmark_serving.py",  # vLLM
+    "benchmarks/serve.py",  # vLLM
+    "benchmarks/benchmark_serving.py",  # vLLM
+    "benchmarks/sweep/serve.py",  # vLLM
+    "spec/x.yaml",  # examples of a path
+    "reports/runs/x",
+    "reports/x.md",
+}
+
+
+def _doc_texts(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every docstring and every `#:` comment of a module."""
+    source = path.read_text()
+    out = [
+        (getattr(node, "lineno", 1), doc)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and (doc := ast.get_docstring(node, clean=False))
+    ]
+    lines = source.splitlines()
+    return out + [(i, x) for i, x in enumerate(lines, 1) if x.strip().startswith("#:")]
+
+
+def _doc_path_exists(folder: Path, name: str) -> bool:
+    """Whether `name` is a file or folder in `folder` or one of the folders above it, up to
+    the checkout (`report/sections/setup.py` from anywhere in matrixrun, `trace.py` beside
+    it), as written, as a module (`pkg/module`), or as a module with a name after it."""
+    tries = [name, f"{name}.py"]
+    stem = name
+    while "." in stem:
+        stem = stem.rsplit(".", 1)[0]
+        tries.append(f"{stem}.py")
+    for here in [folder, *folder.parents]:
+        if any((here / t).exists() for t in tries):
+            return True
+        if here == ROOT.parent:
+            break
+    return False
+
+
+def _missing_doc_paths(source: Path, folder: Path) -> list[tuple[int, str]]:
+    """(line, path) of each path `source`'s docstrings name that is not there, read as if
+    `source` lay in `folder`."""
+    return [
+        (line, name)
+        for line, text in _doc_texts(source)
+        for name in (m.group(1) for m in DOC_PATH.finditer(text))
+        if name not in ELSEWHERE and ("/" not in name or name.split("/")[0] in OURS)
+        if not _doc_path_exists(folder, name)
+    ]
+
+
+def test_every_module_path_a_docstring_names_exists() -> None:
+    """A docstring that points to a module sends the reader there: five pointed to modules
+    that had moved or gone (issue 43). Each path named in a docstring exists."""
+    missing = [
+        f"{path.relative_to(ROOT.parent)}:{line} names {name}"
+        for path in sorted(MODULES.values())
+        for line, name in _missing_doc_paths(path, path.parent)
+    ]
+    assert not missing, "docstrings naming paths that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_docstring_path_check_sees_a_moved_module(tmp_path: Path) -> None:
+    """Read as if it were in matrixrun/sim/: the model that moved to core/ and a module that
+    is gone are found; what is there, a module's function, and prose are not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""`profile.py` is the model; `server.py` serves; `engines/sglang.render_flags`,\n'
+        '`run/gone.py`, tok/s and and/or."""\n\n#: see core/profile.py\nX = 1\n'
+    )
+    assert _missing_doc_paths(probe, ROOT / "sim") == [(1, "profile.py"), (1, "run/gone.py")]

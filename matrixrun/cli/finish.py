@@ -19,7 +19,7 @@ def step_summary(markdown: str | None) -> None:
 
 
 def record(run_dir: Path, show: bool = False, before: Exception | None = None) -> str | None:
-    """Index a finished run directory in the results store (`store.record_run`: never
+    """Index a finished run directory in the results store (`store.record.record_run`: never
     raises). One sentence when the store failed, here or already when the run asked it for
     a prior (`before`): printed, or returned."""
     failed = record_run(run_dir)

@@ -6,8 +6,8 @@ This is where every way a cell can fail becomes its one-sentence error (a cell t
 never catches a load exception itself. The time scale is the engine's (`Engine.time_scale`):
 timeouts, the duration and the request rate go to the server's time on the way in, metrics
 come back to modelled time on the way out; per-request records stay in the server's time
-(results.py says how to read them). A server that died under the cell is the runner's to
-notice: this module only knows the load.
+(`load/records.py` says how to read them). A server that died under the cell is the runner's
+to notice: this module only knows the load.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
       results.d/<group>.jsonl  events.d/<group>.jsonl   a run spread over several nodes
                                (`--executor slurm`): each group's job appends only to its own
                                files, and reading merges them with results.jsonl/events.jsonl
-      jobs.json  slurm/        the Slurm jobs (executors/slurm.py) and submitit's files
+      jobs.json  slurm/        the Slurm jobs (run/executors/slurm.py), submitit's files
       format.json              the format version of every file without its own
                                (core/format_version.py); older files are read through
                                core/migrate.py, and a resumed run rewrites them first

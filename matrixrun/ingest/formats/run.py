@@ -55,7 +55,7 @@ class Run:
     #: Metric names filled by a labelled conversion -> what was computed.
     derived: dict[str, str] = field(default_factory=dict)
     #: What the run measured against, where the file records it: "model", "gpu",
-    #: "dataset", "client version" -> value. Arms must agree on these (see identity.py).
+    #: "dataset", "client version" -> value. Arms must agree on these (see checks.py).
     identity: dict[str, str] = field(default_factory=dict)
     #: Why the file shows speculative decoding (e.g. "accept_length 2.9"), else None: its
     #: streamed chunks carry several tokens, so per-chunk ITL is not per-token ITL.
