@@ -118,6 +118,7 @@ def test_one_odd_configuration_does_not_set_the_launch_noise_of_every_cell() -> 
     sigma = estimate_sigma(ms, "output_throughput")
     [odd] = sigma.odd_groups
     assert odd.arm == "wild" and odd.launch > 0.2
+    assert odd.group == "/wild"  # verdict.json names it slice/group (here the one, unnamed slice)
     assert sigma.launch is not None and sigma.launch < 0.02
     calm_cell = cell_variance(sigma, 1.0, [f"{BASE}#1"], [f"{CAND}#1"])
     wild_cell = cell_variance(sigma, 1.0, [f"{BASE}#1"], ["wild#1"])

@@ -6,8 +6,11 @@ one of these fails here with the edge that broke it."""
 from __future__ import annotations
 
 import ast
+import itertools
+import json
 import re
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -242,21 +245,24 @@ def test_the_tuning_check_sees_a_scattered_constant(tmp_path: Path) -> None:
 
 
 #: The analysis in the order a run directory goes through it (docs/architecture.md, "The
-#: analysis: one pass"): primitives, a cell's samples, the noise stage's parts, the noise stage
-#: (`noise.NoiseModel`, one typed value per metric; `warm`, which runs it judges with, asks it
-#: once more without the warm runs it tests), then one cell compared with it, the axis
-#: over the compared cells, the reruns last, and the package that runs them in that order. A
-#: module imports only modules before it.
+#: analysis: one pass"): primitives (a point's x and series, a cell's samples, the noise
+#: model's parts and the `NoiseModel` value), the noise stage (`warm`, which sets warm runs
+#: aside with the stage's own σ, and `noise`, which gathers one `NoiseModel` per metric), then
+#: one cell compared with it, the axis over the compared cells, the reruns last, capacity
+#: after the pass, and the package that runs them in that order. A module imports only
+#: modules before it.
 ANALYSIS_ORDER = [
     "stats",
     "samples",
+    "points",
     "moderation",
     "components",
     "variance",
+    "noise_model",
     "prior",
     "launches",
-    "noise",
     "warm",
+    "noise",
     "comparison",
     "axis",
     "reruns",
@@ -265,7 +271,21 @@ ANALYSIS_ORDER = [
 ]
 #: What the stages after the noise stage must not reach behind it to: they receive its
 #: `NoiseModel` and use nothing else of the noise model's estimation.
-NOISE_STAGE_PARTS = {"moderation", "components", "variance", "prior", "launches"}
+NOISE_STAGE_PARTS = {"moderation", "components", "variance", "prior", "launches", "warm"}
+#: The pass as a walk through it sees it (analysis/__init__.py's docstring): its steps in
+#: order, each a group of modules (the noise stage is `noise` with its parts), and after them
+#: `capacity`, which `run.outputs.analyse_run` calls after `analyse`. A step is entered once:
+#: every call into its modules comes after every earlier step's and before any later step's
+#: (comparison is called once per cell, all in one stretch). Primitives are values and their
+#: arithmetic, which any step may call at any time; the package is the driver.
+PASS_STEPS: list[tuple[str, set[str]]] = [
+    ("the noise stage", {"warm", "noise", "moderation", "components", "prior", "launches"}),
+    ("comparison", {"comparison"}),
+    ("axis", {"axis"}),
+    ("reruns", {"reruns"}),
+    ("capacity", {"capacity"}),
+]
+PRIMITIVES = {"stats", "samples", "points", "variance", "noise_model"}
 
 
 def _analysis_name(module: str) -> str | None:
@@ -276,8 +296,14 @@ def _analysis_name(module: str) -> str | None:
 
 
 def test_every_analysis_module_has_its_place_in_the_pass() -> None:
+    """Each module is in ANALYSIS_ORDER (its imports), and in exactly one of: a step of the
+    pass, the primitives, the driver; the steps' modules come in the steps' order."""
     names = {_analysis_name(m) for m in MODULES} - {None}
     assert names == set(ANALYSIS_ORDER), "place the module in ANALYSIS_ORDER"
+    placed = [n for _, mods in PASS_STEPS for n in mods] + [*PRIMITIVES, ""]
+    assert sorted(placed) == sorted(names), "place the module in PASS_STEPS or PRIMITIVES"
+    spans = [[ANALYSIS_ORDER.index(n) for n in mods] for _, mods in PASS_STEPS]
+    assert all(max(a) < min(b) for a, b in itertools.pairwise(spans))
 
 
 def _against_the_pass(edges: dict[str, list[tuple[str, list[str], int]]]) -> list[str]:
@@ -314,6 +340,85 @@ def test_the_pass_check_sees_a_step_back() -> None:
         "matrixrun.analysis.noise": [("matrixrun.analysis.comparison", [], 2)],
     }
     assert len(_against_the_pass(back)) == 2
+
+
+def _step_of(module: str) -> str | None:
+    """The step of the pass an analysis module belongs to; None for a primitive, the driver
+    or a module outside the analysis."""
+    name = _analysis_name(module)
+    return next((step for step, mods in PASS_STEPS if name in mods), None)
+
+
+def _walk(run_dir: Path) -> list[str]:
+    """The steps a run directory's analysis enters, in order: one entry per call into a
+    function of a step's module from outside that module (`sys.setprofile`; the analysis is
+    imported before the trace starts, so imports are not in it)."""
+    import sys
+
+    from matrixrun.analysis import analyse  # noqa: F401  imported before the trace
+    from matrixrun.run.outputs import analyse_run
+
+    entered: list[str] = []
+
+    def profile(frame: FrameType, event: str, _: object) -> None:
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
+        step = _step_of(module)
+        if step is not None and caller != module:
+            entered.append(step)
+
+    sys.setprofile(profile)
+    try:
+        analyse_run(run_dir)
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def _out_of_pass(entered: list[str]) -> list[str]:
+    """Each step the walk entered again after a later step had begun: what breaks "each
+    step entered once"."""
+    order = [step for step, _ in PASS_STEPS]
+    back = []
+    furthest = 0
+    for i, step in enumerate(entered):
+        at = order.index(step)
+        if at < furthest:
+            back.append(f"entry {i}: {step} after {order[furthest]} had begun")
+        furthest = max(furthest, at)
+    return back
+
+
+def test_the_walk_from_run_into_the_analysis_enters_each_step_once(tmp_path: Path) -> None:
+    """A committed run's analysis, as `run` calls it (`run.outputs.analyse_run`), traced: the
+    noise stage, then every comparison, then the axis, then the reruns, none returned to. The
+    run has warm runs set aside (the noise stage judges them with its own σ, no second noise
+    stage). The issue's walk returned to noise.py 9 times (the warm-up check ran the noise
+    stage first; the comparison and the reruns called back into noise.py's model), and the
+    axis and the comparison took turns per series."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT.parent / "reports" / "runs" / "h200_transformers_aa_cold", run)
+    entered = _walk(run)
+    assert [s for s, _ in itertools.groupby(entered)] == [
+        "the noise stage",
+        "comparison",
+        "axis",
+        "reruns",
+    ]
+    assert not _out_of_pass(entered)
+    assert json.loads((run / "verdict.json").read_text())["warm_aside"], "no warm run set aside"
+
+
+def test_the_walk_check_sees_a_step_entered_again() -> None:
+    walk = ["the noise stage", "comparison", "axis", "comparison", "reruns", "the noise stage"]
+    assert _out_of_pass(walk) == [
+        "entry 3: comparison after axis had begun",
+        "entry 5: the noise stage after reruns had begun",
+    ]
 
 
 #: What rendering a report must not load: the process-management code of the engines, the

@@ -3,13 +3,22 @@
 Pure functions only: no files, clocks, printing or words (the report's `wording` module says
 what the numbers mean). The verify policy calls `analyse` between stages, `run.outputs.analyse_run`
 writes its result as verdict.json, and `ingest` feeds it measurements built from bench_serving
-files. One pass, each step entered once (docs/architecture.md, "The analysis: one pass";
-`tests/test_layout.py` keeps the imports in this order): `stats` (primitives), `samples` (a
-cell's measurements as numbers); the noise stage — `moderation` and `components` (the
-variance-components fit), `variance` (a noise record applied to a cell), `prior` (an earlier
-run's noise), `launches` (unstable launches) — gathered by `noise` into one `NoiseModel` per
-metric; then `comparison` (one cell, from its samples and that model), `axis` (series,
-regimes, crossovers, overall, from the compared cells) and `reruns`.
+files. One pass of four steps, each entered once — all its work done before the next step
+begins, none returned to after (docs/architecture.md, "The analysis: one pass";
+`tests/test_layout.py` keeps the imports in this order and traces a committed run's analysis):
+
+1. the noise stage, `noise` with its parts — `warm` (the warm runs set aside where a warm-up is
+   confirmed), `moderation` and `components` (the variance-components fit), `prior` (an
+   earlier run's noise), `launches` (unstable launches) — into one `NoiseModel` per metric;
+2. `comparison`: every cell, from its samples and that model;
+3. `axis`: series, regimes, crossovers and overall verdicts, from the compared cells;
+4. `reruns`: every repeat against its first run.
+
+What any step may call at any time are primitives, not steps: `stats` (quantiles, intervals,
+the judgement), `samples` (a measurement's numbers), `points` (where a point lies: its x and
+its series), `variance` (a σ record applied to a cell) and `noise_model` (the `NoiseModel`
+value, which answers through `variance`). `capacity` is a step after the pass
+(`run.outputs.analyse_run` calls it with the records of goodput).
 
 Why it is built this way: n per cell is 1 to 5, so rank tests and bootstraps cannot decide.
 Every comparison is a log ratio d = ln(candidate / baseline) of geometric means, signed so + is
@@ -27,22 +36,16 @@ more than significance and the verify policy re-measures isolated flags.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from matrixrun.analysis.axis import crossovers, overall, regimes, series_key, x_of
+from matrixrun.analysis.axis import crossovers, overall, regimes
 from matrixrun.analysis.comparison import compare, runs_needed
-from matrixrun.analysis.noise import (
-    NoiseModel,
-    WarmupGap,
-    confirmed_warmup,
-    estimate_noise,
-    estimate_sigma,
-    warmup_gaps,
-)
+from matrixrun.analysis.noise import estimate_noise, estimate_sigma
+from matrixrun.analysis.noise_model import NoiseModel, WarmupGap, confirmed_warmup
+from matrixrun.analysis.points import SeriesKey, x_of
 from matrixrun.analysis.reruns import reruns
 from matrixrun.analysis.samples import arm_sample, value_of
 from matrixrun.analysis.stats import (
@@ -56,7 +59,7 @@ from matrixrun.analysis.stats import (
     quantile,
 )
 from matrixrun.analysis.variance import one_run_sigma
-from matrixrun.analysis.warm import set_aside
+from matrixrun.analysis.warm import warmup_gaps
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better, unit
 from matrixrun.core.verdict import (
@@ -107,16 +110,24 @@ def _first_seen(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+#: The cells of one series, compared: (slice, candidate, metric, series) -> cells in axis order.
+Compared = dict[tuple[str, str, str, SeriesKey], list[Comparison]]
+
+
 @dataclass
 class _Run:
     """What every slice of one analysis shares: the measurements indexed, the noise stage's
-    model per metric, and what the run-level verdict collects as the slices are judged."""
+    model per metric, the cells compared (`_compare_all`), and what the run-level verdict
+    collects as the slices are judged along the axis."""
 
     settings: AnalysisSettings
     candidates: list[str]
     noise: dict[str, NoiseModel]
     by_key: dict[tuple[str, str, str], list[Measurement]] = field(default_factory=dict)
     points: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: per slice, its series and the ids of their points (in the order first seen)
+    series: dict[str, dict[SeriesKey, list[str]]] = field(default_factory=dict)
+    compared: Compared = field(default_factory=dict)
     caveats: list[Caveat] = field(default_factory=list)
     primary_cells: dict[str, list[Comparison]] = field(default_factory=dict)
     per_slice: dict[str, list[tuple[str, Overall]]] = field(default_factory=dict)
@@ -182,6 +193,10 @@ def _start(
     for m in measurements:
         run.by_key.setdefault((m.slice, m.point_id, m.arm), []).append(m)
         run.points.setdefault(m.slice, {}).setdefault(m.point_id, m.point)
+    for slice_name, points in run.points.items():
+        found = run.series.setdefault(slice_name, {})
+        for pid, point in points.items():
+            found.setdefault(SeriesKey.of(point, settings.axis), []).append(pid)
     return run
 
 
@@ -213,21 +228,32 @@ def _series(
     return cells
 
 
-def _metric(
-    run: _Run, slice_name: str, cand: str, metric: str, series_points: dict[str, list[str]]
-) -> MetricResult:
+def _compare_all(run: _Run) -> None:
+    """Step 2 of the pass: every cell compared — each slice, candidate, metric and series,
+    each point of it — before anything is judged along the axis."""
+    for slice_name, series in run.series.items():
+        for cand in run.candidates:
+            for metric in run.settings.metrics:
+                for key, pids in series.items():
+                    found = _series(run, slice_name, cand, metric, pids)
+                    run.compared[(slice_name, cand, metric, key)] = found
+
+
+def _metric(run: _Run, slice_name: str, cand: str, metric: str) -> MetricResult:
+    """One metric of one candidate in one slice along the axis: its series (regimes and
+    crossovers) and its overall verdict, from the cells `_compare_all` compared."""
     series_list: list[Series] = []
     cells: list[Comparison] = []
     crosses: list[Crossover] = []
     non_mono = False
-    for key, pids in series_points.items():
-        found = _series(run, slice_name, cand, metric, pids)
+    for key in run.series[slice_name]:
+        found = run.compared[(slice_name, cand, metric, key)]
         if not found:
             continue
         cross, nm = crossovers(found, run.noise[metric].sigma)
         series_list.append(
             Series(
-                fixed=json.loads(key),
+                fixed=dict(key.fixed),
                 cells=found,
                 regimes=regimes(found),
                 crossovers=cross,
@@ -282,12 +308,9 @@ def _suspect(settings: AnalysisSettings, cand: str) -> float | None:
 
 def _slice(run: _Run, slice_name: str) -> SliceResult:
     settings = run.settings
-    series_points: dict[str, list[str]] = {}
-    for pid, point in run.points[slice_name].items():
-        series_points.setdefault(series_key(point, settings.axis), []).append(pid)
     results = []
     for cand in run.candidates:
-        metrics = [_metric(run, slice_name, cand, m, series_points) for m in settings.metrics]
+        metrics = [_metric(run, slice_name, cand, m) for m in settings.metrics]
         primary = metrics[0]
         cells = [c for s in primary.series for c in s.cells]
         run.primary_cells[cand] += cells
@@ -374,16 +397,18 @@ def _warm_aside_caveats(rows: Sequence[WarmAside], metric: str) -> list[Caveat]:
 
 def analyse(measurements: Sequence[Measurement], settings: AnalysisSettings) -> Verdict:
     """Judge every candidate against the baseline, per slice, metric and sweep point, in one
-    pass: the warm runs a confirmed warm-up makes another condition set aside (`warm`), the
-    noise of every metric estimated once (`noise.estimate_noise`), then each cell
-    compared with it (`comparison`), then each series along the axis (`axis`), then the
-    reruns set against their first runs (`reruns`)."""
-    kept, aside = set_aside(measurements, settings)
-    noise = estimate_noise(kept, settings, evidence=measurements, aside=aside)
+    pass of four steps, each entered once and done before the next begins: (1) the noise
+    stage (`noise.estimate_noise`: the warm runs a confirmed warm-up makes another condition
+    set aside, then the noise of every metric estimated once), (2) every cell compared with
+    it (`comparison`), (3) each series judged along the axis (`axis`), (4) the reruns set
+    against their first runs (`reruns`)."""
+    stage = estimate_noise(measurements, settings)
+    noise = stage.models
     primary = noise[settings.primary]
     warm_aside = _warm_aside(measurements, primary, settings.axis)
-    run = _start(kept, settings, noise)
+    run = _start(stage.kept, settings, noise)
     run.caveats += _warm_aside_caveats(warm_aside, primary.metric)
+    _compare_all(run)
     slices = [_slice(run, name) for name in run.points]
     overall_by_cand = {cand: _across_slices(run, cand) for cand in run.candidates}
     cells = [c for found in run.primary_cells.values() for c in found]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -29,13 +28,7 @@ from matrixrun.core.verdict import (
     Regime,
     Sigma,
 )
-from matrixrun.plan import numeric_x
-from matrixrun.plan import series_key as series_key  # the analysis's series: the plan's
-
-
-def x_of(point: dict[str, Any], axis: str) -> float | None:
-    """The point's value on the main axis, when it is a finite number."""
-    return numeric_x(point.get(axis))
+from matrixrun.plan import series_key
 
 
 def regimes(cells: Sequence[Comparison]) -> list[Regime]:

@@ -37,13 +37,12 @@ The method, and why it claims no more than the sweep gives:
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from matrixrun.analysis.axis import series_key, x_of
+from matrixrun.analysis.points import SeriesKey, x_of
 from matrixrun.analysis.samples import arm_sample
 from matrixrun.analysis.stats import pooled_sigma, quantile
 from matrixrun.core.capacity import (
@@ -138,9 +137,9 @@ def pooled_spread(
     """Per bound metric, the pooled σ of one run's log value over every (slice, arm, load)
     with 2+ runs, and the t quantile at `level` on its df; a metric without such a cell is
     left out (no spread known)."""
-    cells: dict[tuple[str, str, str], list[Measurement]] = {}
+    cells: dict[tuple[str, str, float | None], list[Measurement]] = {}
     for m in measurements:
-        cells.setdefault((m.slice, m.arm, str(x_of(m.point, axis))), []).append(m)
+        cells.setdefault((m.slice, m.arm, x_of(m.point, axis)), []).append(m)
     out: dict[str, tuple[float, float]] = {}
     for b in bounds:
         groups = [
@@ -323,12 +322,12 @@ def capacity(
     if not bounds or settings.axis not in LOAD_AXES:
         return None
     good = good or {}
-    groups: dict[tuple[str, str], dict[str, dict[float, list[Measurement]]]] = {}
+    groups: dict[tuple[str, SeriesKey], dict[str, dict[float, list[Measurement]]]] = {}
     for m in measurements:
         x = x_of(m.point, settings.axis)
         if x is None:
             continue
-        key = (m.slice, series_key(m.point, settings.axis))
+        key = (m.slice, SeriesKey.of(m.point, settings.axis))
         groups.setdefault(key, {}).setdefault(m.arm, {}).setdefault(x, []).append(m)
     arms_seen = list(dict.fromkeys(m.arm for m in measurements))
     order = [settings.baseline] + (
@@ -347,7 +346,7 @@ def capacity(
         comparisons=[],
     )
     for (slice_name, skey), by_arm in groups.items():
-        fixed: dict[str, object] = json.loads(skey)
+        fixed = dict(skey.fixed)
         caps: dict[str, ArmCapacity] = {}
         for arm in order:
             if arm not in by_arm:

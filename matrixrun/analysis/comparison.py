@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from matrixrun.analysis.noise import NoiseModel
+from matrixrun.analysis.noise_model import NoiseModel
 from matrixrun.analysis.stats import judge, limiting_arm, look_of, quantile
 from matrixrun.core.metrics import higher_is_better
 from matrixrun.core.tuning import MAX_HALF, MAX_RUNS_ESTIMATE, WARMUP_Z

@@ -42,12 +42,17 @@ from matrixrun.core.measurement import Measurement
 from matrixrun.core.tuning import ODD_ALPHA, REWEIGHT_PASSES
 from matrixrun.core.verdict import OddGroup, Sigma, SigmaAt, SigmaSource
 
+#: A server group within its slice: (slice, group id).
+GroupKey = tuple[str, str]
+#: A cell of a group: (point id, arm).
+CellKey = tuple[str, str]
+
 
 @dataclass
 class _Group:
     """Cell-by-launch means of one server group."""
 
-    cells: list[tuple[str, float | None]] = field(default_factory=list)  # (key, x)
+    cells: list[tuple[CellKey, float | None]] = field(default_factory=list)  # (cell, x)
     launches: list[str] = field(default_factory=list)
     arm: str = ""
     runs: dict[tuple[int, int], list[float]] = field(default_factory=dict)
@@ -136,7 +141,7 @@ class _Data:
     """A metric's log values laid out for the fit: the groups' cell-by-launch means, the
     within-launch sums of squares and df per point, and the points in axis order."""
 
-    groups: dict[str, _Group]
+    groups: dict[GroupKey, _Group]
     within_ss: dict[float | None, float]
     within_df: dict[float | None, float]
     points: list[float | None]
@@ -147,23 +152,23 @@ def _collect(measurements: Iterable[Measurement], metric: str, axis: str) -> _Da
     (`_Group`: its cells, its launches, the runs of each pair) with the within-launch repeats'
     sums of squares per point."""
     data = _Data(groups={}, within_ss={}, within_df={}, points=[])
-    cell_index: dict[str, dict[str, int]] = {}
-    launch_index: dict[str, dict[str, int]] = {}
-    per_cell: dict[tuple[str, str, str, str], list[float]] = {}
-    xs_of: dict[tuple[str, str, str, str], float | None] = {}
-    arms_of: dict[tuple[str, str, str, str], str] = {}
+    cell_index: dict[GroupKey, dict[CellKey, int]] = {}
+    launch_index: dict[GroupKey, dict[str, int]] = {}
+    per_cell: dict[tuple[str, str, CellKey, str], list[float]] = {}
+    xs_of: dict[tuple[str, str, CellKey, str], float | None] = {}
+    arms_of: dict[tuple[str, str, CellKey, str], str] = {}
     for m in measurements:
         v = value_of(m, metric)
         if v is None:
             continue
         raw_x = m.point.get(axis)
         x = float(raw_x) if isinstance(raw_x, int | float) and not isinstance(raw_x, bool) else None
-        key = (m.group_id or m.arm, m.slice, m.point_id + "/" + m.arm, m.instance)
+        key = (m.group_id or m.arm, m.slice, (m.point_id, m.arm), m.instance)
         per_cell.setdefault(key, []).append(math.log(v))
         xs_of[key] = x
         arms_of[key] = m.arm
     for (gid, sl, cid, inst), vals in per_cell.items():
-        gkey = f"{sl}/{gid}"
+        gkey = (sl, gid)
         g = data.groups.setdefault(gkey, _Group(arm=arms_of[(gid, sl, cid, inst)]))
         ci = cell_index.setdefault(gkey, {})
         if cid not in ci:
@@ -232,7 +237,7 @@ def estimate_components(
             continue
         records.append(
             OddGroup(
-                group=keys[i],
+                group="/".join(keys[i]),  # verdict.json's name of it: slice/group
                 arm=found[i].arm,
                 instances=list(found[i].launches),
                 launch=math.sqrt(own[0]),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from matrixrun.analysis.noise import NoiseModel, WarmupGap, confirmed_warmup
+from matrixrun.analysis.noise_model import NoiseModel, WarmupGap, confirmed_warmup
 from matrixrun.analysis.samples import value_of
 from matrixrun.core.measurement import Measurement
 from matrixrun.core.metrics import higher_is_better
@@ -58,7 +58,7 @@ def _warm(
 ) -> CheckOutcome:
     """Warm-up predicts the warm rerun beats the first run by about the gap it explains.
     Confirmed: better beyond the margin and beyond what noise explains for one pair, one-sided
-    (`noise.confirmed_warmup`, the test the analysis's own warm-up finding uses). Falsified:
+    (`noise_model.confirmed_warmup`, the test the analysis's own warm-up finding uses). Falsified:
     not better beyond the margin, and short of the gain the warm-up would need (the first
     run's own change against the other arm, at least the surprise threshold) by more than
     noise explains. Anything else, or no σ: not settled."""

@@ -1,6 +1,6 @@
 """A noise record applied to one cell: the variance of d for arms measured on given launches, its
-Satterthwaite df, and the declared prior's floor (docs/verdicts.md, "A cell"). The noise stage
-(`noise.NoiseModel`) answers through these; the estimate itself is `components`'. Pure: a
+Satterthwaite df, and the declared prior's floor (docs/verdicts.md, "A cell"). The noise model
+(`noise_model.NoiseModel`) answers through these; the estimate itself is `components`'. Pure: a
 `Sigma` in, numbers out.
 """
 

@@ -231,7 +231,7 @@ class AnalysisSettings(_Model):
 
     def level_at(self, look: int) -> float:
         """Confidence level for a cell in its `look`-th data state (the analysis's noise stage
-        reads every state's once, `analysis.noise.NoiseModel.levels`, and a cell's state off
+        reads every state's once, `analysis.noise_model.NoiseModel.levels`, and a cell's state off
         its runs or its look there).
 
         `information` (what the spec-driven runs use): state k is a cell with n_b + n_c =
