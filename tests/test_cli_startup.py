@@ -91,7 +91,8 @@ def test_each_command_runs_its_own_module_only() -> None:
 
 
 def test_the_options_data_equals_what_the_code_reads() -> None:
-    assert options.INGEST_FORMATS == FORMATS
+    assert tuple(options.INGEST_FORMATS) == FORMATS
+    assert set(options.INGEST_REFUSED) <= set(FORMATS)
     assert options.IDENTITY_FIELDS == IDENTITY
     assert get_args(SweepServe) == options.SWEEP_SERVE
     assert tuple(EXECUTORS) == options.EXECUTORS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,3 +171,30 @@ def test_servers_per_file_makes_each_file_one_launch(tmp_path: Path) -> None:
     bad = mr("ingest", str(GOLDEN / "fast_decode.jsonl"), "--baseline", "fast_decode",
              "--out", str(tmp_path / "r2"), "--servers", "same", "--fresh-server")  # fmt: skip
     assert bad.returncode == 2 and "contradicts" in bad.stderr
+
+
+def test_the_help_names_every_format_the_code_reads_and_what_it_refuses() -> None:
+    """`ingest --help` named four clients and refused genai-bench's files while the code read
+    vLLM's v0.8 layout and nightly tables, inference-perf and llmperf: the help is built from
+    the format table now, and every --format choice is in it with its client."""
+    from matrixrun.cli.main import build_parser
+    from matrixrun.ingest.formats import CLIENT, read
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    ingest = sub.choices["ingest"]
+    text = " ".join(ingest.format_help().split())  # argparse's wrapping undone
+    choices = next(a for a in ingest._actions if a.dest == "format").choices
+    assert choices is not None and set(choices) == set(CLIENT)
+    description = text.split("positional arguments:")[0]
+    for fmt in choices:
+        assert f"[{fmt}]" in text, fmt
+        client = CLIENT[fmt]
+        assert client.replace("_", "") in description.lower().replace("_", ""), client
+    assert "inference-perf" in description and "llmperf" in description
+    # what the help calls refused is refused by the code, and the rest is read
+    assert "[genai_bench] (recognised and refused" in text
+    assert "genai-bench files are recognised and refused" in description
+    with pytest.raises(InputError, match="genai-bench"):
+        read(next((ROOT / "tests" / "golden" / "genai_bench").rglob("*concurrency*.json")))
+    assert text.count("recognised and refused") == 2  # the description and genai_bench only

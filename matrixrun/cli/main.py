@@ -76,7 +76,7 @@ COMMANDS: dict[str, Command] = {
         f"{_C}.ingest:cmd_compare",
     ),
     "ingest": Command(
-        "build a run directory from result files of bench_serving, vLLM, guidellm or aiperf",
+        options.ingest_description(),
         options.add_ingest,
         f"{_C}.ingest:cmd_ingest",
     ),

@@ -14,11 +14,52 @@ from __future__ import annotations
 import argparse
 import math
 
-#: `ingest --format`: matrixrun.ingest.formats.run.FORMATS.
-INGEST_FORMATS = (
-    "bench_serving", "vllm", "vllm_sweep", "vllm_table", "guidellm", "aiperf", "genai_bench",
-    "inference_perf", "llmperf",
-)  # fmt: skip
+#: `ingest --format`: matrixrun.ingest.formats.run.FORMATS, in its order, each with the client
+#: that writes it (matrixrun.ingest.formats.CLIENT) and what ingest takes. `ingest --help`
+#: (its one-line description and its FILE help) is built from this table, so the help cannot
+#: leave out a format the code reads, nor name one it does not (it once named four clients
+#: when ingest read seven).
+INGEST_FORMATS: dict[str, tuple[str, str]] = {
+    "bench_serving": ("sglang.bench_serving", "sglang.bench_serving JSONL"),
+    "vllm": ("vLLM", "vllm bench serve or benchmark_serving.py --save-result JSON (v0.8 "
+             "layout on)"),
+    "vllm_sweep": ("vLLM", "a vllm bench sweep serve directory"),
+    "vllm_table": ("vLLM", "vLLM's nightly benchmark_results.json"),
+    "guidellm": ("guidellm", "guidellm JSON report"),
+    "aiperf": ("aiperf", "aiperf profile_export_aiperf.json or its artifact directory"),
+    "genai_bench": ("genai-bench", "genai-bench run files or experiment folder"),
+    "inference_perf": ("inference-perf", "inference-perf stage_N_lifecycle_metrics.json or "
+                       "its results folder"),
+    "llmperf": ("llmperf", "llmperf *_summary.json or *_individual_responses.json"),
+}  # fmt: skip
+#: Formats ingest recognises and refuses, with why (genai_bench.py says it at length).
+INGEST_REFUSED = {"genai_bench": "its throughputs are not bench_serving's"}
+
+
+def ingest_description() -> str:
+    """`ingest`'s one line: the clients whose files it reads, and those it refuses."""
+    read = dict.fromkeys(c for f, (c, _) in INGEST_FORMATS.items() if f not in INGEST_REFUSED)
+    refused = dict.fromkeys(INGEST_FORMATS[f][0] for f in INGEST_REFUSED)
+    *most, last = read
+    return (
+        f"build a run directory from the result files of {', '.join(most)} or {last} "
+        f"({', '.join(refused)} files are recognised and refused)"
+    )
+
+
+def _ingest_files_help() -> str:
+    """`ingest FILE`'s help: every format, as --format names it."""
+    kinds = [
+        f"{what} [{fmt}]" + (f" (recognised and refused: {INGEST_REFUSED[fmt]})"
+                             if fmt in INGEST_REFUSED else "")
+        for fmt, (_, what) in INGEST_FORMATS.items()
+    ]  # fmt: skip
+    return (
+        "result files or folders, each one's format detected from its content (--format "
+        f"names one for all): {'; '.join(kinds)}; see docs/ingest.md"
+    )
+
+
 #: `ingest --allow-difference`: matrixrun.ingest.formats.checks.IDENTITY.
 IDENTITY_FIELDS = ("model", "gpu", "dataset", "client-version")
 #: `ingest --sweep-serve`: matrixrun.ingest.formats.vllm_sweep.SweepServe.
@@ -161,9 +202,7 @@ def add_ingest(p: argparse.ArgumentParser) -> None:
         "files",
         nargs="+",
         metavar="FILE",
-        help="result files or folders: sglang.bench_serving JSONL, vllm bench serve JSON, a vllm "
-        "bench sweep directory, guidellm JSON, aiperf exports (genai_bench run files are "
-        "recognised and refused: their throughputs are not bench_serving's); see docs/ingest.md",
+        help=_ingest_files_help(),
     )
     p.add_argument("--baseline", required=True, metavar="ARM", help="the baseline arm")
     p.add_argument(
@@ -229,7 +268,7 @@ def _add_ingest_formats(p: argparse.ArgumentParser) -> None:
     """Which reader reads the files, and which differences between them are allowed."""
     p.add_argument(
         "--format",
-        choices=INGEST_FORMATS,
+        choices=tuple(INGEST_FORMATS),
         help="read every input as this format (default: detect each one)",
     )
     p.add_argument(

@@ -1,6 +1,6 @@
 """`matrixrun ingest` and `matrixrun compare`: a run directory built from results measured
-elsewhere (result files of bench_serving, vLLM, guidellm or aiperf; or two earlier runs of one
-experiment), then analysed, reported and indexed in the results store like any run."""
+elsewhere (result files of other clients, `matrixrun.ingest.formats`; or two earlier runs of
+one experiment), then analysed, reported and indexed in the results store like any run."""
 
 from __future__ import annotations
 
