@@ -13,6 +13,10 @@ import json
 import math
 import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +331,32 @@ def test_llmperf_providers_differ_in_model_and_sizes_are_refused() -> None:
 def test_genai_bench_builds_are_refused() -> None:
     folders = [GENAI / "regression_main_branch", GENAI / "regression_feature_no_flag"]
     assert "run_duration" in refusal(folders, "regression_main_branch")
+
+
+def test_the_settle_command_runs_as_the_report_prints_it(tmp_path: Path) -> None:
+    """The report's "Settle it" for the InfiniBand pair ended in `--out .` (the run directory
+    itself, which ingest refuses to overwrite) and left out `--allow-difference gpu` (so the
+    pair would be refused): run as printed, from where the ingest ran, with the .2 files in
+    place, it writes a new run directory whose second runs are fresh-server repeats."""
+    for arm, src in (("a", NO_IB), ("b", IB)):
+        (tmp_path / arm).mkdir()
+        for f in src.glob("*_qps_inf.*"):  # the result and its .commands sidecar
+            shutil.copy(f, tmp_path / arm / f.name)
+            shutil.copy(f, tmp_path / arm / f"{f.stem}.2{f.suffix}")
+    files = [str(p.relative_to(tmp_path)) for p in sorted(tmp_path.glob("?/*_qps_inf.json"))]
+
+    def mr(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+    first = mr(["ingest", *files, "--baseline", "a", "--allow-difference", "gpu", "--out", "r"])
+    assert first.returncode == 0, first.stderr
+    report = (tmp_path / "r" / "report.md").read_text()
+    command = re.search(r"Settle it \(more runs\): `matrixrun ([^`#]+)", report)
+    assert command is not None, report
+    words = shlex.split(command.group(1))
+    assert words[words.index("--out") + 1] == "r.2" and "gpu" in words
+    again = mr(words)
+    assert again.returncode == 0, again.stderr
+    reasons = [json.loads(line)["reason"] for line in (tmp_path / "r.2" / "results.jsonl").open()]
+    assert sorted(reasons) == ["first", "first", "fresh_server", "fresh_server"]

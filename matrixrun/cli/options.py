@@ -236,12 +236,14 @@ def _add_ingest_mapping(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arm-field",
         default="tag",
-        help="line field naming the arm (default tag, else the file name)",
+        help="run field naming the arm (default tag; else each format's own: vLLM's label, "
+        "the file or folder name; see docs/ingest.md)",
     )
     p.add_argument(
         "--axis-field",
         default="max_concurrency",
-        help="line field giving the sweep point (default max_concurrency)",
+        help="run field giving the sweep point (default max_concurrency; where no run has one, "
+        "the one of request_rate, random_input_len, random_output_len that varies)",
     )
     p.add_argument(
         "--point-field",

@@ -107,10 +107,57 @@ def ingest(
         show(ingested.summary())
     if dry_run:
         return None
-    _write(rd, ingested, files, baseline, margin, argv)
+    again = settle_command(
+        files,
+        Path(out),
+        {
+            "--baseline": baseline,
+            "--threshold": threshold if threshold != "3%" else None,
+            "--noise": noise,
+            "--arm-field": arm_field if arm_field != "tag" else None,
+            "--axis-field": axis_field if axis_field != "max_concurrency" else None,
+            "--point-field": point_fields or [],
+            "--format": format,
+            "--mix-formats": mix_formats,
+            "--sweep-serve": sweep_serve if sweep_serve != "arms" else None,
+            "--metrics": metrics,
+            "--allow-difference": allow_differences or [],
+            "--servers": "fresh" if _server_mode(server_mode, fresh_server) == "fresh" else None,
+        },
+    )
+    _write(rd, ingested, files, baseline, margin, argv, again)
     outputs.analyse_run(rd)
     outputs.render_run(rd)
     return rd.path
+
+
+def settle_command(files: list[str], out: Path, given: dict[str, Any]) -> str:
+    """The ingest that would settle what this one leaves undecided, for the report to print:
+    these files and a second one per input measured on a freshly started server (x.json ->
+    x.2.json, a folder d -> d.2), with every option this ingest was given (without them a
+    difference allowed here would be refused there), each file one server launch (`--servers
+    per-file`: a second file's runs are fresh-server repeats, the lines within a file stay
+    repeats on its launch), into a new run directory `OUT.2` (ingest never overwrites one;
+    the report once said `--out .`, the run directory itself, which ingest refuses)."""
+    again = [str(Path(f).with_name(f"{Path(f).stem}.2{Path(f).suffix}")) for f in files]
+    words = ["matrixrun", "ingest", *files, *again]
+    for flag, value in given.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, list):
+            for v in value:
+                words += [flag, str(v)]
+        else:
+            words += [flag, str(value)]
+    if "--servers" not in words:
+        words += ["--servers", "per-file"]
+    words += ["--out", f"{out}.2"]
+    return (
+        f"{shlex.join(words)}  # the .2 files: each arm again on a freshly started server; "
+        f"{out}.2: a new run directory"
+    )
 
 
 def _write(
@@ -120,6 +167,7 @@ def _write(
     baseline: str,
     margin: float,
     argv: list[str] | None,
+    settle: str,
 ) -> None:
     """The run directory's files: settings, measurements, env.json (one server per
     instance, as the files describe it) and ingest.json (what was ingested, and how)."""
@@ -156,5 +204,7 @@ def _write(
             # The server's own numbers (inference-perf's Prometheus scrape): beside the
             # client's measurements, never in results.jsonl, so never in the verdict.
             "server_side": server_side(ingested.runs),
+            # What the report's "Settle it" prints (report/sections/headline.py).
+            "settle_command": settle,
         },
     )

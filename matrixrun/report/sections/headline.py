@@ -193,6 +193,9 @@ def settle_command(
             f"matrixrun run {spec_path}{rehearse}{slurm} --resume {run_dir}  # after raising "
             f"verify.max_runs to {need} in {spec_path}"
         )
+    written = ingest.get("settle_command") if ingest else None
+    if isinstance(written, str):  # ingest words it: it knows the options it was given
+        return written
     given = ingest.get("files") if ingest else None
     if isinstance(given, list):
         files = [str(f) for f in given]
