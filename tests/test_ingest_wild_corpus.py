@@ -25,7 +25,7 @@ import pytest
 
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.command import ingest
-from matrixrun.ingest.formats import detect, load, read
+from matrixrun.ingest.formats import detect, load, read, vllm
 
 WILD = Path(__file__).resolve().parent.parent.parent / "shared" / "wild"
 if not (WILD / "SOURCES.md").is_file():
@@ -285,7 +285,8 @@ def test_nightly_tables_pair_the_same_way() -> None:
     assert "gpu" in refusal(tables, "tp4_pp2_no_IB")
     got = load(tables, "tp4_pp2_no_IB", allow_differences=["gpu"])
     assert len({str(m.point["request_rate"]) for m in got.result.measurements}) == 4
-    assert "not recorded: failed" in got.summary()
+    assert "failed requests not recorded (counted as 0, not measured)" in got.summary()
+    assert any(c["kind"] == "failures_not_recorded" for c in got.caveats)
     # The table and the result files it copies are one measurement given twice.
     assert "same run" in refusal([tables[0], *NO_IB.glob("serving_*.json")], "tp4_pp2_no_IB")
 
@@ -360,3 +361,109 @@ def test_the_settle_command_runs_as_the_report_prints_it(tmp_path: Path) -> None
     assert again.returncode == 0, again.stderr
     reasons = [json.loads(line)["reason"] for line in (tmp_path / "r.2" / "results.jsonl").open()]
     assert sorted(reasons) == ["first", "first", "fresh_server", "fresh_server"]
+
+
+# --------------------------------------------- files not seen: by content, refused not guessed
+
+#: Every corpus file that is read alone (a per-request llmperf file needs its summary).
+READ_ALONE = sorted(
+    [*LLMK8S.glob("*/serving_*.json"), *LLMK8S.glob("*/benchmark_results.json"), *STAGES,
+     *(LLMPERF / "summary").glob("*.json")]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("path", READ_ALONE, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_file_under_another_name_is_read_the_same(path: Path, tmp_path: Path) -> None:
+    """Detection is by content: the same bytes as `result.json`, in a folder of another
+    name, give the same format, tool and numbers (a sidecar or a Prometheus report that sat
+    beside the file is not there to be read; an llmperf summary's per-request file is, as
+    `individual/result.json`, since llmperf's pairing is by name)."""
+    copy = tmp_path / "summary" / "result.json"
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    individual = LLMPERF / "individual" / path.name
+    if path.parent == LLMPERF / "summary" and individual.is_file():
+        (tmp_path / "individual").mkdir()
+        shutil.copy(individual, tmp_path / "individual" / "result.json")
+    assert detect(copy) == detect(path)
+    want, got = read(path), read(copy)
+    assert [r.tool for r in got] == [r.tool for r in want]
+    assert [r.record.metrics for r in got] == [r.record.metrics for r in want]
+
+
+def _renamed(data: Any, keys: tuple[str, ...]) -> Any:
+    """The data with the key at `keys` renamed (`*` first: in every row of a list)."""
+    out = json.loads(json.dumps(data))
+    for node in out if keys[0] == "*" else [out]:
+        for k in keys[1:-1] if keys[0] == "*" else keys[:-1]:
+            node = node[k]
+        node[keys[-1] + "_v2"] = node.pop(keys[-1])
+    return out
+
+
+TABLE = NO_IB / "benchmark_results.json"
+V083 = next(NO_IB.glob("*_qps_inf.json"))
+STAGE0 = IPERF / "vllm" / "results" / "stage_0_lifecycle_metrics.json"
+SUMMARY = LLMPERF / "summary" / "anyscale_70b.json"
+
+
+@pytest.mark.parametrize(
+    ("path", "keys"),
+    [
+        (V083, ("total_token_throughput",)),  # was read as an sglang.bench_serving line
+        (V083, ("output_throughput",)),
+        (V083, ("completed",)),
+        (V083, ("duration",)),
+        (TABLE, ("*", "# of req.")),
+        (TABLE, ("*", "Output Tput (tok/s)")),
+        (STAGE0, ("failures", "count")),  # was read as 0 failed requests
+        (STAGE0, ("successes", "throughput", "requests_per_sec")),
+        (STAGE0, ("successes", "count")),
+        (SUMMARY, ("results_number_errors",)),  # was read as 0 failed requests
+        (SUMMARY, ("results_num_completed_requests_per_min",)),
+        (SUMMARY, ("results_number_output_tokens_mean",)),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else "/".join(v),
+)
+def test_a_layout_it_does_not_know_is_refused_not_guessed(
+    path: Path, keys: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A known client's file with a field it always writes renamed (as a later version
+    might): one sentence naming the file and the missing field, or saying that the file is
+    no format ingest knows; never read as another client's, never a count taken as 0."""
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(_renamed(raw(path), keys)))
+    text = refusal(changed)
+    assert f"'{keys[-1]}'" in text or keys[-1] in text or "not a result file ingest knows" in text
+
+
+def test_a_vllm_file_without_failures_says_so_before_the_verdict(tmp_path: Path) -> None:
+    """A --save-result file with neither `failed` nor the per-request `errors` (a layout not
+    seen: v0.8 writes `errors`, 0.33 `failed`) is read, but its failures are not recorded: the
+    report's first lines say so, so "0 failed requests" is not read as a check passed."""
+    for arm, src in (("a", NO_IB), ("b", IB)):
+        data = raw(next(src.glob("*_qps_inf.json")))
+        data.pop("errors")
+        (tmp_path / f"{arm}.json").write_text(json.dumps({**data, "model_id": "m"}))
+    out = ingest([str(tmp_path / "a.json"), str(tmp_path / "b.json")], baseline="a",
+                 out=tmp_path / "r")  # fmt: skip
+    assert out is not None
+    caveats = raw(out / "ingest.json")["caveats"]
+    assert [c["arms"] for c in caveats if c["kind"] == "failures_not_recorded"] == [
+        {"a": vllm.UNRECORDED, "b": vllm.UNRECORDED}
+    ]
+    first = (out / "report.md").read_text().split("**Verdict")[0]
+    assert "failed requests are not recorded for `a`, `b`" in first
+
+
+def test_the_docs_table_covers_every_corpus_folder_and_file() -> None:
+    """docs/ingest.md's format × version table names each repository of SOURCES.md, and its
+    file counts add up to the corpus."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "ingest.md").read_text()
+    table = docs.split("## Read or refused, format by version")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    for folder in {p.relative_to(WILD).parts[0] for p in FILES}:
+        repo = folder.replace("__", "/")
+        assert repo in table, f"{repo} ({folder}/) is not in the table"
+    counts = [int(row.split("|")[3].strip().split()[0]) for row in rows[1:]]
+    assert sum(counts) == len(FILES)

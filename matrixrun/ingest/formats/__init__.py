@@ -178,10 +178,14 @@ _BENCH_SERVING_CORE = frozenset(
 def bench_serving_line(data: dict[str, Any]) -> bool:
     """An sglang.bench_serving line: its own throughput names (`input_throughput`, or the
     retokenized count every version writes), or, for the oldest lines that have neither,
-    its core fields without vLLM's `total_token_throughput`."""
+    its core fields without vLLM's `total_token_throughput` or setup keys (`model_id`, ...)."""
     if "input_throughput" in data or "total_output_tokens_retokenized" in data:
         return True
-    return data.keys() >= _BENCH_SERVING_CORE and "total_token_throughput" not in data
+    return (
+        data.keys() >= _BENCH_SERVING_CORE
+        and "total_token_throughput" not in data
+        and vllm.MARKERS.isdisjoint(data)
+    )
 
 
 def read(
@@ -488,7 +492,11 @@ def load(
     ms = result.measurements
     arms = [m.arm for m in ms]
     caveats = checks.identity_caveats(runs, arms, allow_differences)
-    for caveat in (checks.spec_decode_caveat(runs, arms), checks.one_arm_points(ms)):
+    for caveat in (
+        checks.spec_decode_caveat(runs, arms),
+        checks.failures_caveat(runs, arms),
+        checks.one_arm_points(ms),
+    ):
         if caveat is not None:
             caveats.append(caveat)
     if sweep_serve == "launches":

@@ -5,7 +5,8 @@ A verdict credits the difference between arms to the server configuration under 
 against different models, on different GPUs, over different datasets or measured by
 different versions of a client differ in more than that, so they are refused unless the
 caller allows a named difference; then it becomes a caveat, shown in the report's first
-lines. Speculative decoding and points that only some arms ran are caveats too. Each caveat
+lines. Speculative decoding, points that only some arms ran and failure counts a file does
+not record are caveats too. Each caveat
 is data (`kind` plus what it is about); `report/sections/headline.py` words it for the report and
 `caveat_line` here for the ingest summary.
 """
@@ -19,7 +20,10 @@ from matrixrun.core.errors import InputError
 from matrixrun.core.measurement import Measurement
 from matrixrun.ingest.formats.run import Run
 
-__all__ = ["IDENTITY", "caveat_line", "differences", "identity_caveats", "one_arm_points"]
+__all__ = [
+    "IDENTITY", "by_reason", "caveat_line", "differences", "failures_caveat", "identity_caveats",
+    "one_arm_points",
+]  # fmt: skip
 
 #: What a run's identity records, as `--allow-difference` names it.
 IDENTITY = ("model", "gpu", "dataset", "client-version")
@@ -85,6 +89,24 @@ def spec_decode_caveat(runs: Sequence[Run], arms: Sequence[str]) -> dict[str, An
     return {"kind": "spec_decode", "arms": found} if found else None
 
 
+def failures_caveat(runs: Sequence[Run], arms: Sequence[str]) -> dict[str, Any] | None:
+    """Arms whose files record no failure count, with why: their `failed` is 0 for want of a
+    number, so the report's failed-request count must not read as a check passed."""
+    found: dict[str, str] = {}
+    for run, arm in zip(runs, arms, strict=True):
+        if run.failures_unrecorded is not None:
+            found.setdefault(arm, run.failures_unrecorded)
+    return {"kind": "failures_not_recorded", "arms": found} if found else None
+
+
+def by_reason(caveat: dict[str, Any]) -> str:
+    """A caveat's arms grouped by their reason: 'a, b (why); c (other)'."""
+    groups: dict[str, list[str]] = {}
+    for arm, why in caveat["arms"].items():
+        groups.setdefault(str(why), []).append(arm)
+    return "; ".join(f"{', '.join(arms)} ({why})" for why, arms in groups.items())
+
+
 def one_arm_points(measurements: Sequence[Measurement]) -> dict[str, Any] | None:
     """Points that not every arm ran (nothing to compare them with), with the arms that did."""
     arms = list(dict.fromkeys(m.arm for m in measurements))
@@ -109,5 +131,7 @@ def caveat_line(caveat: dict[str, Any]) -> str:
             f"speculative decoding in {shown}: a streamed chunk carries several tokens, so "
             "ITL per chunk is not per token; ITL is left out"
         )
+    if kind == "failures_not_recorded":
+        return f"failed requests not recorded (counted as 0, not measured): {by_reason(caveat)}"
     points = "; ".join(f"{p} (only {', '.join(a)})" for p, a in caveat["points"].items())
     return f"points not every arm ran, nothing to compare them with: {points}"

@@ -134,9 +134,16 @@ class _Stage:
 
 
 def _counts(data: dict[str, Any], where: str) -> _Stage:
-    succ, fail = data["successes"], data["failures"] or {}
+    succ, fail = data["successes"], data["failures"]
     completed = count(require_number(succ, "count", where, _HINT), "successes.count", where)
-    failed = count(finite(fail.get("count")) or 0.0, "failures.count", where)
+    if not isinstance(fail, dict) or finite(fail.get("count")) is None:
+        # every report inference-perf writes counts its failures: without it, a layout
+        # this reader does not know, and 0 would be a guess
+        raise InputError(
+            f"{where}: no failures.count, which every inference-perf lifecycle report has, "
+            "so its failed requests are unknown; pass the report as inference-perf wrote it"
+        )
+    failed = count(float(fail["count"]), "failures.count", where)
     rate = _stage_of(data)
     if rate is None:
         raise InputError(

@@ -103,7 +103,8 @@ def _values(data: dict[str, Any], where: str) -> dict[str, Any]:
         require_number(data, "results_num_completed_requests", where, _HINT),
         "results_num_completed_requests", where,
     )  # fmt: skip
-    failed = count(finite(data.get("results_number_errors")) or 0.0, "results_number_errors", where)
+    errors = require_number(data, "results_number_errors", where, _HINT)
+    failed = count(errors, "results_number_errors", where)
     if completed == 0:
         raise InputError(
             f"{where}: every request failed (results_num_completed_requests 0, "

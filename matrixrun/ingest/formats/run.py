@@ -63,6 +63,9 @@ class Run:
     #: What the file does not record and was therefore set to a stated default (e.g. a
     #: table that lists completed requests only: failures "not recorded"), one line each.
     notes: tuple[str, ...] = ()
+    #: Why the file records no failure count, where it does not (its `failed` is then 0 for
+    #: want of a number): the report says so before the verdict, never "0 failed" alone.
+    failures_unrecorded: str | None = None
     #: Server-side numbers the file holds beside the client's (inference-perf's Prometheus
     #: scrape): shown in the summary and ingest.json, never put into the record compared.
     server_side: dict[str, float] = field(default_factory=dict)

@@ -37,6 +37,7 @@ DEFINITIONS = {
     "itl": "vLLM counts one inter-token gap per streamed chunk; bench_serving splits a chunk "
     "of k tokens into k gaps of gap/k (the two agree only when every chunk holds one token)",
 }
+UNRECORDED = "the file has neither a 'failed' count nor the per-request 'errors' list"
 DERIVED = {
     "input_throughput": "total_input_tokens / duration (vLLM writes no input throughput)",
     "concurrency": "mean_e2el_ms × completed / duration, i.e. bench_serving's sum of "
@@ -44,14 +45,20 @@ DERIVED = {
 }
 
 
+#: Keys of the run's setup that vLLM's --save-result writes and sglang.bench_serving never
+#: does (its lines have neither, checked against 0.5.23's `benchmark/serving.py`).
+MARKERS = frozenset(("model_id", "tokenizer_id", "request_goodput:", "request_goodput"))
+
+
 def is_vllm(data: Any) -> bool:
-    """A `--save-result` object: vLLM's throughput names, none of bench_serving's."""
-    return (
-        isinstance(data, dict)
-        and "total_token_throughput" in data
-        and "output_throughput" in data
-        and "input_throughput" not in data
-    )
+    """A `--save-result` object: vLLM's throughput names, none of bench_serving's; or,
+    with a throughput renamed or missing, vLLM's own setup keys beside a `duration` (read
+    as vLLM's, so the missing field is named, never guessed as another client's line)."""
+    if not isinstance(data, dict) or "input_throughput" in data:
+        return False
+    if "total_token_throughput" in data and "output_throughput" in data:
+        return True
+    return "duration" in data and not MARKERS.isdisjoint(data)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -73,10 +80,14 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
         values[key] = count(require_number(data, key, where, todo), key, where)
     failed = finite(data.get("failed"))
     from_errors = vllm_legacy.failed_from_errors(data, where)
+    unrecorded = None
     if failed is not None:
         values["failed"] = count(failed, "failed", where)
-    else:
-        values["failed"] = from_errors or 0
+    elif from_errors is not None:
+        values["failed"] = from_errors
+    else:  # neither: said before the verdict, never a quiet "0 failed"
+        values["failed"] = 0
+        unrecorded = UNRECORDED
     values["request_throughput"] = require_number(data, "request_throughput", where, todo)
     values["output_throughput"] = require_number(data, "output_throughput", where, todo)
     values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
@@ -131,6 +142,7 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
         derived=derived,
         identity=identity,
         spec_decode=_spec_decode(data),
+        failures_unrecorded=unrecorded,
     )
 
 

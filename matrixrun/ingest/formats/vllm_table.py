@@ -14,8 +14,8 @@ What the table lacks is computed where bench_serving's definitions allow it and 
 `duration` = completed / request throughput (vLLM's request throughput is completed /
 duration), the output tokens = output throughput × duration and the input tokens = (total −
 output throughput) × duration. It has no failure count (absent rows of failed requests are
-not counted: `failed` is recorded as 0 and the summary says it was not recorded), no model,
-no std, p90 or p95 and no e2e latency.
+not counted: `failed` is recorded as 0, and the summary and the report say it was not
+recorded), no model, no std, p90 or p95 and no e2e latency.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ TOOL = (
     "recorded in the file)"
 )
 _HINT = "is this vLLM's nightly benchmark_results.json?"
+UNRECORDED = "the table lists completed requests only ('# of req.'), not failed ones"
 _NAME = re.compile(r"^(?P<arm>.+?)_qps_(?P<rate>inf|[0-9]+(?:\.[0-9]+)?)$")
 _COLUMNS = {
     "request_throughput": "Tput (req/s)",
@@ -132,10 +133,7 @@ def _row(row: dict[str, Any], where: str, source: str, line: int) -> Run:
         definitions=dict(DEFINITIONS),
         derived=dict(DERIVED),
         identity=identity,
-        notes=(
-            "failed: the table lists completed requests only ('# of req.'); failures "
-            "are not recorded and are counted as 0",
-        ),
+        failures_unrecorded=UNRECORDED,
     )
 
 

@@ -469,6 +469,15 @@ def ingest_caveat(c: Mapping[str, Any]) -> str:
             for p, arms in (c.get("points") or {}).items()
         )
         return f"points not every arm ran, with nothing to compare them with: {points}."
+    if kind == "failures_not_recorded":
+        groups: dict[str, list[str]] = {}
+        for arm, why in (c.get("arms") or {}).items():
+            groups.setdefault(str(why), []).append(f"`{arm}`")
+        shown = "; ".join(f"{', '.join(arms)} ({why})" for why, arms in groups.items())
+        return (
+            f"failed requests are not recorded for {shown}: the failed-request count below "
+            "counts them as 0, which was not measured."
+        )
     return f"{kind}: see ingest.json."
 
 
