@@ -439,7 +439,7 @@ def test_rendering_a_report_loads_no_stage_that_measures() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = out.stdout.split()
-    assert "matrixrun.report.context" in loaded  # it did render
+    assert "matrixrun.report.document" in loaded  # it did render
     assert not [m for m in loaded if _package_of(m) in NOT_FOR_RENDERING]
 
 

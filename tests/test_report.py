@@ -23,7 +23,7 @@ from matrixrun.core.rerun_reason import RerunWhy, WhyKind
 from matrixrun.core.verdict import Verdict
 from matrixrun.plan import Cell, Plan, expand
 from matrixrun.report import check_markdown, render, render_run_dir, table_cells
-from matrixrun.report.context import build_context
+from matrixrun.report.document import build_document
 from matrixrun.report.fmt import exact as fmt_exact
 from matrixrun.report.fmt import value as fmt_value
 from matrixrun.report.sections.reruns import verify_whys
@@ -677,21 +677,21 @@ def test_ingested_run_renders_from_settings_and_ingest_json(tmp_path: Path) -> N
 
 
 def test_size_budget_drops_detail_in_order_and_says_so(tmp_path: Path) -> None:
-    context = build_context(writeup_run(tmp_path))
-    full = render(context)
+    document = build_document(writeup_run(tmp_path))
+    full = render(document)
     assert len(full) < 65_536 and "Shortened" not in full
     limit = len(full) - 200
-    short = render(context, limit=limit)
+    short = render(document, limit=limit)
     assert len(short) <= limit
     assert "Shortened to fit one GitHub comment" in short
     assert "the per-instance server table" in short
     assert check_markdown(short, limit) == []
     # at half the size even every trim step is not enough: the document is cut, and says so
-    tiny = render(context, limit=len(full) // 2)
+    tiny = render(document, limit=len(full) // 2)
     assert len(tiny) <= len(full) // 2
     assert tiny.endswith(
         f"*Cut at {len(full) // 2:,} characters (GitHub's comment limit). The full document: "
-        f"`matrixrun report {context.run_dir}`.*\n"
+        f"`matrixrun report {document.run_dir}`.*\n"
     )
 
 
@@ -742,9 +742,12 @@ def test_values_have_four_significant_digits(value: float | None, text: str) -> 
     assert fmt_value(value) == text
 
 
-def test_example_context_is_json_serialisable(tmp_path: Path) -> None:
-    """The context is plain data: a custom template (or another tool) can rely on that."""
-    json.dumps(dataclasses.asdict(build_context(writeup_run(tmp_path))))
+def test_example_document_is_json_serialisable(tmp_path: Path) -> None:
+    """The document is plain data, every section's part too: a custom template (or another
+    tool) can rely on that."""
+    document = build_document(writeup_run(tmp_path))
+    assert {"headline", "comparison", "setup", "reruns"} <= document.parts.keys()
+    json.dumps(dataclasses.asdict(document))
 
 
 def test_non_monotone_series_says_re_measure(tmp_path: Path) -> None:

@@ -107,3 +107,68 @@ def test_a_section_is_one_module_and_one_partial(
     assert line.startswith(("1 ", "2 ", "3 ")), line
     assert doc.index("## Dummy") < doc.index("Reproduce")
     assert doc.replace(f"## Dummy\n\n{line}\n\n", "") == before
+
+
+def test_every_section_part_is_one_typed_value() -> None:
+    """Each section hands its partial one value — a dataclass, a line, a list of lines, or
+    None where it has nothing — never a tuple of loose pieces; the document holds the parts
+    by name and nothing of theirs twice (whether the run was simulated is the simulation
+    part, read by the headline and the setup partials too)."""
+    import dataclasses
+
+    from matrixrun.report.document import Document, build_document
+
+    runs = ROOT.parent.parent / "reports" / "runs"
+    for run in (runs / "h200_transformers_aa", runs / "lpm_random.rehearsal"):
+        document = build_document(RunDir(run))
+        assert sorted(document.parts) == MODULES
+        for name, part in document.parts.items():
+            typed = dataclasses.is_dataclass(part) or isinstance(part, str | list) or part is None
+            assert typed and not isinstance(part, tuple), f"{name}: {type(part).__name__}"
+        own = {f.name for f in dataclasses.fields(Document)}
+        assert own == {"run_dir", "parts", "sections", "omitted", "limit"}
+        assert (document.parts["simulation"] is not None) == run.name.endswith(".rehearsal")
+
+
+TRIMMED = """
+from matrixrun.report.section import Section, Trim
+
+
+def _build(inputs):
+    return {"lines": [f"filler line {i}" for i in range(200)]}
+
+
+def _drop(part):
+    if not part["lines"]:
+        return None
+    part["lines"] = []
+    return "the filler"
+
+
+SECTION = Section("trimmed", 115, _build, (Trim(5, _drop),))
+"""
+
+
+def test_a_section_trims_its_own_part_at_its_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A section says how the size budget may shrink its part (`Trim`: the step and its
+    rank); with rank 5 its trim runs before every built-in one, with no edit to budget.py."""
+    from matrixrun.report import render
+    from matrixrun.report.document import build_document
+
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "trimmed.py").write_text(TRIMMED)
+    (tmp_path / "tpl" / "sections").mkdir(parents=True)
+    (tmp_path / "tpl" / "sections" / "trimmed.md.j2").write_text(
+        "{% for x in trimmed.lines %}\n- {{ x }}\n{% endfor %}\n"
+    )
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path / "mod")])
+    run = ROOT.parent.parent / "reports" / "runs" / "h200_transformers_aa"
+    document = build_document(RunDir(run))
+    full = render(document, templates=tmp_path / "tpl")
+    assert "- filler line 199" in full
+    short = render(document, templates=tmp_path / "tpl", limit=len(full) - 100)
+    assert "filler line" not in short
+    assert "left out, in this order: the filler." in short
+    assert document.parts["trimmed"]["lines"], "the budget trimmed a copy, not the document"

@@ -4,16 +4,16 @@ Rendering reads the run directory alone — verdict.json, settings.json, plan.js
 events.jsonl, results.jsonl, ingest.json, jobs.json (`inputs.read_inputs`) — so `matrixrun
 report RUN_DIR` re-renders on any machine, without the spec and without analysing anything.
 The document is made of sections, one module each under `sections/` (its derivation, its
-words, its partial `templates/sections/<name>.md.j2`); `context` puts their parts side by side
-for `templates/verdict.md.j2`. Shared by several sections: `series`, `given`, `fmt` (every
-number), `wording` (the verdict's own sentences). Templates are shipped in the wheel (the
-checkout's `templates/` links there) and user-overridable one partial at a time with
-MATRIXRUN_TEMPLATES or --templates.
+words, its `SECTION`, its partial `templates/sections/<name>.md.j2`); `document` puts their
+parts side by side, by section name, for `templates/verdict.md.j2`. Shared by several
+sections: `series`, `given`, `fmt` (every number), `wording` (the verdict's own sentences).
+Templates are shipped in the wheel (the checkout's `templates/` links there) and
+user-overridable one partial at a time with MATRIXRUN_TEMPLATES or --templates.
 
 Two guarantees on the output, because the document is posted as one GitHub comment:
 - size: it stays under GitHub's comment limit (65,536 characters). When it would not, detail is
-  dropped in a fixed order (`TRIM_STEPS`: least decision-relevant first) and the document says
-  what was left out at its end;
+  dropped in a fixed order (the sections' trims by rank, `budget`: least decision-relevant
+  first) and the document says what was left out at its end;
 - form: `check_markdown` parses it with markdown-it-py (GFM tables) and reports raw HTML and
   table rows whose cell count differs from the header. A failed check is appended to the
   document as a visible note rather than raised.
@@ -29,7 +29,7 @@ from pathlib import Path
 from matrixrun.core.verdict import Verdict
 from matrixrun.report import chart_png, section
 from matrixrun.report.budget import steps
-from matrixrun.report.context import Context, build_context
+from matrixrun.report.document import Document, build_document
 from matrixrun.report.markdown_check import COMMENT_LIMIT, check_markdown, table_cells
 from matrixrun.rundir.results import RunDir
 
@@ -60,10 +60,10 @@ def render_run_dir(
 ) -> str:
     """The document of a run directory that has its verdict.json, to be written at
     `report_at` (default RUN_DIR/report.md: its links are relative to it)."""
-    return render(build_context(rd, report_at), templates)
+    return render(build_document(rd, report_at), templates)
 
 
-def render_template(context: Context, templates: str | Path | None = None) -> str:
+def render_template(document: Document, templates: str | Path | None = None) -> str:
     """Render `verdict.md.j2` once, exactly as given (no size budget, no check)."""
     import jinja2
 
@@ -75,31 +75,31 @@ def render_template(context: Context, templates: str | Path | None = None) -> st
         keep_trailing_newline=True,
         autoescape=False,
     )
-    text = env.get_template("verdict.md.j2").render(**context.template_vars())
+    text = env.get_template("verdict.md.j2").render(**document.template_vars())
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
 def render(
-    context: Context, templates: str | Path | None = None, limit: int = COMMENT_LIMIT
+    document: Document, templates: str | Path | None = None, limit: int = COMMENT_LIMIT
 ) -> str:
-    """Render within `limit` characters (trimming detail in `TRIM_STEPS` order), then check
+    """Render within `limit` characters (trimming detail in the size budget's order), then check
     the Markdown and append any problem as a visible note."""
-    context = copy.deepcopy(context)
-    context.limit = limit
-    text = render_template(context, templates)
+    doc = copy.deepcopy(document)
+    doc.limit = limit
+    text = render_template(doc, templates)
     for step in steps(section.sections()):
         if len(text) <= limit:
             break
         while len(text) > limit:
-            note = step(context)
+            note = step(doc)
             if note is None:
                 break
-            context.omitted.append(note)
-            text = render_template(context, templates)
+            doc.omitted.append(note)
+            text = render_template(doc, templates)
     if len(text) > limit:  # nothing left to drop politely: cut, and say so
         tail = (
             f"\n\n---\n\n*Cut at {limit:,} characters (GitHub's comment limit). The full "
-            f"document: `matrixrun report {context.run_dir}`.*\n"
+            f"document: `matrixrun report {doc.run_dir}`.*\n"
         )
         head = text[: limit - len(tail) - 40].rsplit("\n", 1)[0]
         unclosed = head.count("\n<details>") - head.count("\n</details>")

@@ -4,7 +4,7 @@
 earlier stages wrote — verdict.json, settings.json, plan.json, env.json, events.jsonl,
 results.jsonl (the failure list and the simulator's timing), ingest.json, jobs.json — and never
 the spec: a report renders from a run directory whose spec copy is gone. Everything after it
-(`context.context_from` and the sections) is pure."""
+(`document.document_of` and the sections) is pure."""
 
 from __future__ import annotations
 

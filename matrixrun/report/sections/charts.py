@@ -33,7 +33,8 @@ from decimal import Decimal
 from matrixrun.core.metrics import unit
 from matrixrun.core.verdict import Comparison, Series, Verdict
 from matrixrun.report import fmt
-from matrixrun.report.section import Section
+from matrixrun.report.inputs import CHART_FILE, RunInputs
+from matrixrun.report.section import Section, Trim
 from matrixrun.report.series import primary_result, varying_keys
 
 #: Charts beyond this many (candidate, series) pairs are left to the tables: a page of
@@ -431,4 +432,33 @@ def png_margin(margin: str) -> str:
     return f"{margin} margin (inside: the same)"
 
 
-SECTION = Section("charts", 20)  # its parts: `Context.charts`, `chart_png`
+# ------------------------------------------------------------------------------ the section
+
+
+@dataclass
+class Charts:
+    """The primary metric's Mermaid charts, and the line that links chart.png beside the
+    report (None when there is none)."""
+
+    mermaid: list[Chart]
+    picture: str | None
+
+
+def of(inputs: RunInputs) -> Charts:
+    return Charts(
+        mermaid=charts_of(inputs.verdict),
+        picture=(
+            picture_line(inputs.run_dir, CHART_FILE, inputs.link_base) if inputs.chart_png else None
+        ),
+    )
+
+
+def trim(part: Charts, keep: int = 2) -> str | None:
+    """The charts after the first `keep` (the size budget's)."""
+    if len(part.mermaid) <= keep:
+        return None
+    part.mermaid = part.mermaid[:keep]
+    return f"the charts after the first {keep}"
+
+
+SECTION = Section("charts", 20, of, (Trim(40, trim),))

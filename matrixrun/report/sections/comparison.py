@@ -21,8 +21,9 @@ from matrixrun.core.verdict import (
 from matrixrun.core.words import outcome
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
+from matrixrun.report.given import given_of
 from matrixrun.report.inputs import RunInputs
-from matrixrun.report.section import Section
+from matrixrun.report.section import Section, Trim
 from matrixrun.report.series import folded_metrics, primary_result, varying_keys
 
 #: The points the verify policy added to the grid: (slice, point id) → the rule that added
@@ -354,7 +355,7 @@ def folded_lines(verdict: Verdict) -> list[str]:
     return [folded(m, into) for m, into in folded_metrics(verdict).items()]
 
 
-def of(verdict: Verdict, labels: Mapping[str, str], added: Added) -> list[SliceTables]:
+def primary_tables(verdict: Verdict, labels: Mapping[str, str], added: Added) -> list[SliceTables]:
     """The primary metric's tables, grouped by slice; with one slice its verdict is not
     repeated under the table (the headline already says it)."""
     tables = metric_tables(verdict, verdict.settings.primary, labels, added)
@@ -373,4 +374,66 @@ def unmatched_of(inputs: RunInputs, added: Added) -> list[str]:
     ]
 
 
-SECTION = Section("comparison", 30)  # its parts: `Context.comparison` and the headings
+def labels_of(inputs: RunInputs) -> dict[str, str]:
+    """Each slice's heading (`slice_labels_of`), its server axes as the servers were given."""
+    return slice_labels_of(inputs.plan, inputs.verdict, given_of(inputs))
+
+
+def added_of(inputs: RunInputs) -> dict[tuple[str, str], str]:
+    """The points the verify policy added (`added_points`), from the run directory's files."""
+    return added_points(inputs.plan, inputs.measurements, inputs.events)
+
+
+@dataclass
+class MainTable:
+    """The results section: the primary metric's heading and margin, its tables by slice
+    (`slices`), the metrics folded into another (`folded`) and the added points some arm was
+    never measured at (`unmatched`); the baseline and whether there are several candidates
+    head each table (`_table.md.j2`)."""
+
+    primary: MetricHeading
+    baseline: str
+    several_candidates: bool
+    margin: str
+    slices: list[SliceTables]
+    folded: list[str]
+    unmatched: list[str]
+
+
+def of(inputs: RunInputs) -> MainTable:
+    verdict, s = inputs.verdict, inputs.verdict.settings
+    added = added_of(inputs)
+    return MainTable(
+        primary=MetricHeading.of(s.primary),
+        baseline=s.baseline,
+        several_candidates=len(verdict.overall) > 1,
+        margin=fmt.margin(s.margin_for(s.primary)),
+        slices=primary_tables(verdict, labels_of(inputs), added),
+        folded=folded_lines(verdict),
+        unmatched=unmatched_of(inputs, added),
+    )
+
+
+def drop_undecided(part: MainTable) -> str | None:
+    """The size budget's: the per-cell notes on what would settle undecided cells."""
+    dropped = False
+    for sl in part.slices:
+        for t in sl.tables:
+            if t.undecided:
+                t.undecided = []
+                dropped = True
+    return "the per-cell notes on what would settle undecided cells" if dropped else None
+
+
+def drop_last_slice_rows(part: MainTable) -> str | None:
+    """The size budget's last: the table rows of the last slices, one table at a time (the
+    first slice's stay, and every table's regime sentence and verdict)."""
+    for sl in reversed(part.slices[1:]):
+        for t in sl.tables:
+            if t.rows:
+                t.rows = []
+                return f"the comparison table rows of {sl.label or 'a slice'}"
+    return None
+
+
+SECTION = Section("comparison", 30, of, (Trim(30, drop_undecided), Trim(60, drop_last_slice_rows)))

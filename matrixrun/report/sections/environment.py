@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from matrixrun.report import fmt
-from matrixrun.report.section import Section
+from matrixrun.report.section import Section, Trim
 from matrixrun.rundir.settings import RunSettings
 
 # ------------------------------------------------------------------------------ words
@@ -132,4 +132,6 @@ def trim(part: Environment) -> str | None:
     return "the per-instance server table"
 
 
-SECTION = Section("environment", 110, lambda inputs: of(inputs.env, inputs.settings), trim)
+SECTION = Section(
+    "environment", 110, lambda inputs: of(inputs.env, inputs.settings), (Trim(10, trim),)
+)

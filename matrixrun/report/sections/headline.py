@@ -496,10 +496,14 @@ MAX_ADVICE_LINES = 4
 
 
 @dataclass
-class DecisionBlock:
-    """What a reviewer reads first: the verdict and the advice, what would settle it, the
-    hypothesis against the data, the notes."""
+class Headline:
+    """What a reviewer reads first: the title, what the ingested files limit, the verdict and
+    the advice, what would settle it, the hypothesis against the data, the notes. (Whether the
+    run was simulated is the `simulation` section's part, which the partial reads too.)"""
 
+    title: str
+    #: what the ingested files limit, said before the verdict (`caveats_of`)
+    caveats: list[str]
     verdict: str
     metric: str
     recommendations: list[str]
@@ -561,7 +565,7 @@ def verdict_words(recs: Sequence[Recommendation]) -> str:
     )
 
 
-def of(inputs: RunInputs) -> DecisionBlock:
+def of(inputs: RunInputs) -> Headline:
     verdict, facts = inputs.verdict, inputs.settings.spec
     s = verdict.settings
     recs = recommendations(verdict)
@@ -573,7 +577,9 @@ def of(inputs: RunInputs) -> DecisionBlock:
         undecided = []
     needed = sorted(n for r in undecided for n in r.runs_needed_each)
     points = sum(len(r.undecided) for r in undecided)
-    return DecisionBlock(
+    return Headline(
+        title=title_of(inputs),
+        caveats=caveats_of(inputs),
         verdict=verdict_words(recs),
         metric=s.primary,
         recommendations=advice_lines(recs, s),
@@ -587,5 +593,5 @@ def of(inputs: RunInputs) -> DecisionBlock:
     )
 
 
-#: Registered for its place; its parts are still `context.Context`'s fields.
-SECTION = Section("headline", 10)
+#: First in the document; its partial includes the launches, SLO, checks and why lines.
+SECTION = Section("headline", 10, of)

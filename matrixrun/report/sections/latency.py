@@ -6,18 +6,21 @@ folded into another are left to the comparison's one line. Template:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from matrixrun.core.verdict import (
     Verdict,
 )
 from matrixrun.report import fmt, wording
-from matrixrun.report.section import Section
+from matrixrun.report.inputs import RunInputs
+from matrixrun.report.section import Section, Trim
 from matrixrun.report.sections.comparison import (
     Added,
     MetricHeading,
     SliceTables,
+    added_of,
     group_tables,
+    labels_of,
     metric_tables,
 )
 from matrixrun.report.series import folded_metrics
@@ -38,7 +41,9 @@ class Latency(MetricHeading):
     slices: list[SliceTables]
 
 
-def of(verdict: Verdict, labels: Mapping[str, str], added: Added | None = None) -> list[Latency]:
+def metric_sections(
+    verdict: Verdict, labels: Mapping[str, str], added: Added | None = None
+) -> list[Latency]:
     """Each secondary metric's tables (none for a folded metric)."""
     out = []
     folded = folded_metrics(verdict)
@@ -79,4 +84,46 @@ def secondary_lines(verdict: Verdict) -> list[str]:
     return out
 
 
-SECTION = Section("latency", 50)  # its parts: `Context.latency`, `secondary`
+# ------------------------------------------------------------------------------ the section
+
+
+@dataclass
+class Secondary:
+    """The secondary metrics' section: one line per verdict (`lines`), each metric's tables
+    (`metrics`), and what the size budget kept of the tables it dropped (`summary`: while it
+    has any, the section stays, its lines listing those verdicts). The baseline and whether
+    there are several candidates head each table (`_table.md.j2`)."""
+
+    lines: list[str]
+    metrics: list[Latency]
+    baseline: str
+    several_candidates: bool
+    summary: list[LatencySummary] = field(default_factory=list)
+
+
+def of(inputs: RunInputs) -> Secondary:
+    verdict = inputs.verdict
+    return Secondary(
+        lines=secondary_lines(verdict),
+        metrics=metric_sections(verdict, labels_of(inputs), added_of(inputs)),
+        baseline=verdict.settings.baseline,
+        several_candidates=len(verdict.overall) > 1,
+    )
+
+
+def drop_tables(part: Secondary) -> str | None:
+    """The size budget's: the last metric's tables (its verdicts stay, in `lines`)."""
+    if not part.metrics:
+        return None
+    lat = part.metrics.pop()
+    kept = [
+        LatencySummary(metric=lat.metric, slice=t.slice, candidate=t.candidate, sentence=t.overall)
+        for sl in lat.slices
+        for t in sl.tables
+        if t.overall
+    ]
+    part.summary = kept + part.summary
+    return f"the `{lat.metric}` tables (their verdicts are listed)"
+
+
+SECTION = Section("latency", 50, of, (Trim(20, drop_tables),))

@@ -27,7 +27,7 @@ from matrixrun.core.verdict import (
 from matrixrun.core.words import plural
 from matrixrun.report import fmt, wording
 from matrixrun.report.inputs import RunInputs
-from matrixrun.report.section import Section
+from matrixrun.report.section import Section, Trim
 from matrixrun.report.wording.verdicts import cell_text
 
 # ------------------------------------------------------------------------------ words
@@ -407,9 +407,18 @@ def rerun_entries(verdict: Verdict, events: Sequence[Mapping[str, Any]]) -> list
     return out
 
 
-def of(inputs: RunInputs) -> tuple[list[RerunEntry], list[RerunEntry], str | None, str | None]:
-    """(every rerun, the reruns that tested an explanation, the routine replicates in one line,
-    why the log is empty)."""
+@dataclass
+class RerunLog:
+    """The rerun log: every rerun (`entries`), those that tested an explanation (`checks`),
+    the routine replicates in one line (`routine`), and why the log is empty (`none`)."""
+
+    entries: list[RerunEntry]
+    checks: list[RerunEntry]
+    routine: str | None
+    none: str | None
+
+
+def of(inputs: RunInputs) -> RerunLog:
     verdict, facts = inputs.verdict, inputs.settings.spec
     entries = rerun_entries(verdict, inputs.events)
     tested = [i for i, r in enumerate(verdict.reruns) if r.outcome is not None]
@@ -417,12 +426,21 @@ def of(inputs: RunInputs) -> tuple[list[RerunEntry], list[RerunEntry], str | Non
     empty = (
         None if entries else no_reruns(verdict, facts.max_runs if facts else None, facts is None)
     )
-    return (
-        entries,
-        [entries[i] for i in tested if i < len(entries)],
-        rerun_summary(routine) if routine else None,
-        empty,
+    return RerunLog(
+        entries=entries,
+        checks=[entries[i] for i in tested if i < len(entries)],
+        routine=rerun_summary(routine) if routine else None,
+        none=empty,
     )
 
 
-SECTION = Section("reruns", 80)  # its parts: `Context.reruns`, `rerun_checks`, ...
+def trim(part: RerunLog, keep: int = 20) -> str | None:
+    """The size budget's: the rerun log after its first `keep` entries."""
+    if len(part.entries) <= keep:
+        return None
+    total = len(part.entries)
+    part.entries = part.entries[:keep]
+    return f"the rerun log after its first {keep} of {total} entries"
+
+
+SECTION = Section("reruns", 80, of, (Trim(50, trim),))

@@ -22,8 +22,10 @@ from matrixrun.core.verdict import (
 )
 from matrixrun.plan import Plan, ServerGroup
 from matrixrun.report import fmt
+from matrixrun.report.given import given_of
 from matrixrun.report.inputs import RunInputs, compared_pair
 from matrixrun.report.section import Section
+from matrixrun.report.sections.comparison import MetricHeading
 from matrixrun.rundir.settings import RunSettings, SpecFacts
 
 #: Effective server args that differ between instances for reasons nobody asked about but that
@@ -73,7 +75,10 @@ class Metrics:
 
 @dataclass
 class Setup:
-    """The setup section: what the run was (spec-driven), or what its files say (ingested)."""
+    """The setup section: what the run was (spec-driven), or what its files say (ingested), or
+    what a `matrixrun compare` directory compares (`compared`); what the arms differ in
+    (`arm_diff`) and the effective args they differ in unasked (`warnings`). (Whether the
+    hardware was simulated is the `simulation` section's part, which the partial reads.)"""
 
     workload: list[tuple[str, str]]
     client: str
@@ -90,6 +95,14 @@ class Setup:
     #: `NAME=value` of the environment variables every server was given alike (engine.env and
     #: arms' env that agree), secrets masked; those the arms differ in are in `arm_diff`.
     env: list[str] = field(default_factory=list)
+    #: built from benchmark result files (`matrixrun ingest`): the setup is what they record
+    ingested: bool = False
+    #: which way the primary metric is better ("higher"/"lower"), and every metric's margin
+    better: str = ""
+    margins: str = ""
+    warnings: list[ArgWarning] = field(default_factory=list)
+    #: what a `matrixrun compare` directory compares, in place of the setup list
+    compared: str | None = None
 
 
 def arm_differences(
@@ -467,21 +480,22 @@ def ingested_setup(
     )
 
 
-def of(inputs: RunInputs, given: Mapping[str, dict[str, str]]) -> tuple[Setup, ArmDiff]:
-    """(setup, arm differences): from settings and plan, or for an ingested run from what its
-    files record (the arms' differences then from the servers' effective args)."""
+def setup_or_ingested(inputs: RunInputs) -> Setup:
+    """From settings and plan, or for an ingested run from what its files record (the arms'
+    differences then from the servers' effective args)."""
     verdict, ms = inputs.verdict, inputs.measurements
     settings = verdict.settings
     if inputs.settings.spec is not None and inputs.plan is not None:
-        setup = setup_of(inputs.settings, inputs.plan, ms, given)
+        setup = setup_of(inputs.settings, inputs.plan, ms, given_of(inputs))
         setup.workload.append(("prefix cache", cache_flushes(inputs.events)))
         setup.workload += [("extended", text) for text in extensions(inputs.events)]
-        assert setup.arm_diff is not None
-        return setup, setup.arm_diff
+        return setup
     arms = [settings.baseline, *verdict.overall]
     diffs = effective_arg_differences(inputs.env.get("servers") or {}, arms)
     rows = [DiffRow(f"`{d.key}`", d.values) for d in diffs if d.arms == arms]
-    return ingested_setup(ms, settings, inputs.ingest), arm_diff(arms, rows, "", settings.baseline)
+    setup = ingested_setup(ms, settings, inputs.ingest)
+    setup.arm_diff = arm_diff(arms, rows, "", settings.baseline)
+    return setup
 
 
 def warnings_of(inputs: RunInputs) -> list[ArgWarning]:
@@ -502,4 +516,15 @@ def compared_of(inputs: RunInputs) -> str | None:
     return compared(*pair, dirs=[str(f) for f in (inputs.ingest or {}).get("files", [])])
 
 
-SECTION = Section("setup", 70)  # its parts: `Context.setup`, `arm_diff`, ...
+def of(inputs: RunInputs) -> Setup:
+    s = inputs.verdict.settings
+    setup = setup_or_ingested(inputs)
+    setup.ingested = inputs.settings.spec is None
+    setup.better = MetricHeading.of(s.primary).better
+    setup.margins = fmt.margins(s.margin, s.margins, s.metrics)
+    setup.warnings = warnings_of(inputs)
+    setup.compared = compared_of(inputs)
+    return setup
+
+
+SECTION = Section("setup", 70, of)
