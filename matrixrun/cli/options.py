@@ -32,7 +32,7 @@ INGEST_FORMATS: dict[str, tuple[str, str]] = {
                        "its results folder"),
     "llmperf": ("llmperf", "llmperf *_summary.json or *_individual_responses.json"),
 }  # fmt: skip
-#: Formats ingest recognises and refuses, with why (genai_bench.py says it at length).
+#: Formats ingest recognises and refuses, with why (ingest/formats/genai_bench.py says more).
 INGEST_REFUSED = {"genai_bench": "its throughputs are not bench_serving's"}
 
 
