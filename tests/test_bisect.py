@@ -298,11 +298,13 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
     the controller would, without Slurm: the jobs' bodies in this process, one after another
     (the Slurm tests exercise submission; this is the plan's path through it)."""
     from matrixrun.engines.sim import rehearsal_engine
-    from matrixrun.run.executors.node import GroupTask, NodeRunner, _run
+    from matrixrun.plan import expand
+    from matrixrun.run.executors.node import GroupTask, _run, shared_plan
+    from matrixrun.run.measurer import Measurer, RunOptions
     from matrixrun.run.progress import PlainObserver
-    from matrixrun.run.runner import Runner, RunOptions
+    from matrixrun.run.record import RunDirRecorder
     from matrixrun.run.session import merge_plan
-    from matrixrun.spec import load_spec
+    from matrixrun.spec import read_spec
 
     full = bisected_run(tmp_path / "full")
     cut = tmp_path / "cut"
@@ -326,21 +328,20 @@ def test_slurm_jobs_bisection_cells_reach_the_shared_plan(tmp_path: Path) -> Non
     at8 = [x for x in RunDir(cut).measurements() if x.point["concurrency"] == 8]
     assert {x.reason for x in at8} == {"bisection"} and len(at8) == 4
 
-    spec = load_spec(CROSSING)
-
-    def runner(kind: type[Runner], shard: str | None) -> Runner:
-        rd = RunDir(cut, shard=shard)
-        engine = rehearsal_engine(spec, spec.experiment)
-        return kind(spec, CROSSING.read_text(), rd, engine, RunOptions(True, PlainObserver()))
-
-    controller = runner(Runner, None)
+    source = read_spec(CROSSING)
+    spec = source.spec
+    controller = Measurer(
+        source,
+        expand(spec, source.hash),
+        rehearsal_engine(spec, spec.experiment),
+        RunDirRecorder(RunDir(cut)),
+        RunOptions(True, PlainObserver()),
+    )
     assert merge_plan(controller) is True
     assert added(cut) == [(8, "fast"), (8, "slow")]
     assert merge_plan(controller) is False  # nothing new the second time
     assert added(cut) == [(8, "fast"), (8, "slow")]
 
-    later = runner(NodeRunner, groups[0])  # a job of a later round
-    assert isinstance(later, NodeRunner)
-    assert [c.x for c in later.plan.group(groups[0]).cells] == [1, 4, 16]
-    later.adopt_shared_plan()
-    assert [c.x for c in later.plan.group(groups[0]).cells] == [1, 4, 8, 16]
+    assert [c.x for c in expand(spec, source.hash).group(groups[0]).cells] == [1, 4, 16]
+    later = shared_plan(source, RunDir(cut, shard=groups[0]))  # a job of a later round's
+    assert [c.x for c in later.group(groups[0]).cells] == [1, 4, 8, 16]

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from matrixrun.flags import check_file
 from matrixrun.flags.shipped import shipped
-from matrixrun.spec import load_spec
+from matrixrun.spec import read_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -67,8 +67,8 @@ def test_every_yaml_snippet_in_docs_validates(where: str, text: str, tmp_path: P
         path = tmp_path / f"snippet-{kind}.yaml"
         with path.open("w") as fh:
             YAML().dump(spec, fh)
-        loaded = load_spec(path)  # raises SpecError with the issues
-        found = check_file(loaded, path)
+        loaded = read_spec(path)  # raises SpecError with the issues
+        found = check_file(loaded)
         if not found.errors:
             return
         problems.append("; ".join(map(str, found.errors)))

@@ -139,17 +139,18 @@ def test_cli_refuses_slurm_options_without_the_slurm_executor(
 
 def test_time_limit_comes_from_the_estimate_in_server_time() -> None:
     from matrixrun.engines.sim import rehearsal_engine
-    from matrixrun.run.runner import Runner, RunOptions
+    from matrixrun.plan import expand
     from matrixrun.spec import load_spec
 
     spec = load_spec(ROOT / "tests/specs/multi.yaml")  # estimate: launch 10m, cell 2m
-    runner = Runner(spec, "", RunDir("/nonexistent"), rehearsal_engine(spec, "x"), RunOptions())
-    group = runner.plan.groups[0]
+    time_scale = rehearsal_engine(spec, "x").time_scale
+    group = expand(spec).groups[0]
     n = len(group.cells)
-    scale = runner.engine.time_scale.factor
-    stage1 = (600 + 2 * n * 120) / scale * 1.5 + 300
-    assert time_limit_minutes(runner, group, 0) == max(5, -(-stage1 // 60))
-    assert time_limit_minutes(runner, group, 1) < time_limit_minutes(runner, group, 0)
+    stage1 = (600 + 2 * n * 120) / time_scale.factor * 1.5 + 300
+    assert time_limit_minutes(spec, time_scale, group, 0) == max(5, -(-stage1 // 60))
+    assert time_limit_minutes(spec, time_scale, group, 1) < time_limit_minutes(
+        spec, time_scale, group, 0
+    )
 
 
 def test_gpu_serials_are_those_slurm_allocated(

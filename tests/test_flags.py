@@ -16,7 +16,7 @@ from matrixrun.flags.helptext import parse_help
 from matrixrun.flags.model import FlagSet
 from matrixrun.flags.recipes import sglang_flags, vllm_flags
 from matrixrun.flags.shipped import shipped, shipped_versions
-from matrixrun.spec import load_spec, parse_spec
+from matrixrun.spec import load_spec, parse_spec, read_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_SGLANG = ROOT / "tests" / "fake_sglang"
@@ -116,7 +116,7 @@ def test_values_choices_types_and_switches(tmp_path: Path) -> None:
         "  c: {port: 31000, tp_siz: 2}\n"
     )
     path = write(tmp_path, spec_text("{kind: sglang, args: {tp: 8}}", arms))
-    errors = {i.key: i for i in check_file(load_spec(path), path).errors}
+    errors = {i.key: i for i in check_file(read_spec(path)).errors}
     assert errors["arms.a.moe_runner_backend"].line == 7
     assert "did you mean 'flashinfer_cutlass'?" in errors["arms.a.moe_runner_backend"].message
     assert "'big' is not an integer" in errors["arms.b.chunked_prefill_size"].message
@@ -131,7 +131,7 @@ def test_values_choices_types_and_switches(tmp_path: Path) -> None:
 def test_sweep_values_are_checked_one_by_one(tmp_path: Path) -> None:
     extra = "sweep: {server.chunked_prefill_size: [4096, lots], concurrency: [1]}\n"
     path = write(tmp_path, spec_text("{kind: sglang}", "  a: {}\n  b: {}\n", extra))
-    (issue,) = check_file(load_spec(path), path).errors
+    (issue,) = check_file(read_spec(path)).errors
     assert issue.key == "sweep.server.chunked_prefill_size.1" and issue.line == 9
     assert "'lots' is not an integer" in issue.message
 
@@ -140,7 +140,7 @@ def test_deprecated_flag_is_a_warning_with_the_new_name(tmp_path: Path) -> None:
     path = write(
         tmp_path, spec_text("{kind: sglang}", "  a: {}\n  b: {disable_cuda_graph: true}\n")
     )
-    result = check_file(load_spec(path), path)
+    result = check_file(read_spec(path))
     assert not result.errors
     (warning,) = result.warnings
     assert "deprecated" in warning.message and "--cuda-graph-backend" in warning.message
@@ -157,7 +157,7 @@ def test_vllm_aliases_and_negative_booleans(tmp_path: Path) -> None:
         "  b: {enable_prefix_caching: false, no_enable_prefix_cachng: true}\n"
     )
     path = write(tmp_path, spec_text("{kind: vllm}", arms))
-    result = check_file(load_spec(path), path)
+    result = check_file(read_spec(path))
     (error,) = result.errors
     assert error.key == "arms.b.no_enable_prefix_cachng"
     assert "did you mean 'no_enable_prefix_caching'" in error.message
@@ -260,7 +260,7 @@ def test_help_command_is_the_source_for_kind_command(tmp_path: Path) -> None:
     )
     arms = "  a: {enable_local_only: true}\n  b: {moe_runner_backend: flashinfer_cutedsl}\n"
     path = write(tmp_path, spec_text(engine, arms))
-    result = check_file(load_spec(path), path)
+    result = check_file(read_spec(path))
     # The command engine renders without aliases, so `tp` is `--tp`, which this server lacks.
     assert {e.key for e in result.errors} == {"arms.b.moe_runner_backend", "hardware.args.tp"}
     assert "--help (engine.help_command" in result.summary

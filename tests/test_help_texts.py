@@ -15,7 +15,7 @@ import pytest
 from matrixrun.flags import check_file
 from matrixrun.flags.helptext import parse_help
 from matrixrun.flags.model import FlagSet
-from matrixrun.spec import load_spec
+from matrixrun.spec import read_spec
 
 HELP = Path(__file__).resolve().parent / "golden" / "help"
 
@@ -100,7 +100,7 @@ def test_validate_against_the_transformers_help(tmp_path: Path) -> None:
         "arms:\n  off: {}\n  on: {continuous_batching: true, cb_use_cuda_graph: true}\n"
         "  bad: {cb_use_cuda_graph: 1, reasoning: maybe, cb_num_blocks: many}\n"
     )
-    found = check_file(load_spec(spec), spec)
+    found = check_file(read_spec(spec))
     messages = {e.key: e.message for e in found.errors}
     assert set(messages) == {
         "arms.bad.cb_use_cuda_graph", "arms.bad.reasoning", "arms.bad.cb_num_blocks"

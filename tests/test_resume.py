@@ -41,7 +41,7 @@ TRUTH = {("base", 1): 100.0, ("base", 4): 100.0, ("base", 16): 100.0,
 
 def _driver(kill_after: int | None):  # type: ignore[no-untyped-def]
     """A consumer of the verify schedule that measures TRUTH (±1% by round) as the runner
-    consumes it (`Runner.run_launch`: a rerun's audit line first, a stage-2 measurement tagged
+    consumes it (`Measurer.measure_launch`: a rerun's audit line first, a stage-2 measurement tagged
     with its round); raises Killed after `kill_after` stage-2 measurements."""
     spec, plan = setup("{threshold: 3%, surprise: 60%, max_runs: 3, warm_rerun: false}")
     ms: list[Measurement] = []

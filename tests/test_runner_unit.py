@@ -5,7 +5,7 @@ Why this seam is mocked: the engine is the one part replaced. A real engine laun
 subprocess (tests/test_runner.py runs the simulator that way, end to end through the CLI);
 here `FakeEngine.serve` returns a handle whose server runs on a thread of this process, on a
 real loopback port, speaking SGLang's streaming API over real HTTP (tests/fixedserver.py, with
-known timing). Everything else is the real code: `Runner`, `load.cell.measure_cell` and the
+known timing). Everything else is the real code: `Measurer`, `load.cell.measure_cell` and the
 load client, the run directory, the verify driver, the analysis and the report. In process,
 a failure can be staged at an exact request (crash after the 5th request) or at startup,
 which with a subprocess would depend on timing; and no test could otherwise check the
@@ -30,13 +30,14 @@ from matrixrun.core.errors import EngineError
 from matrixrun.core.measurement import Failure
 from matrixrun.core.timescale import TimeScale
 from matrixrun.engines.base import Api, Launch
-from matrixrun.plan import ServerGroup
+from matrixrun.plan import ServerGroup, expand
 from matrixrun.run import session
 from matrixrun.run.executors import LocalExecutor
-from matrixrun.run.runner import Runner, RunOptions
+from matrixrun.run.measurer import Measurer, RunOptions
+from matrixrun.run.record import RunDirRecorder
 from matrixrun.rundir.environment import Environment
 from matrixrun.rundir.results import RunDir
-from matrixrun.spec import parse_spec
+from matrixrun.spec import parse_spec_file
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
@@ -188,10 +189,16 @@ class FakeEngine:
         return {"fake_requests_since_flush": stats["requests"]}
 
 
-def run(tmp_path: Path, engine: FakeEngine, spec_text: str = TINY) -> tuple[Runner, RunDir]:
-    spec = parse_spec(spec_text, str(ROOT / "tests" / "specs" / "tiny.yaml"))
+def measurer(rd: RunDir, engine: FakeEngine, spec_text: str) -> Measurer:
+    """The measurer `run_experiment` makes, on the fake engine."""
+    source = parse_spec_file(spec_text, ROOT / "tests" / "specs" / "tiny.yaml")
+    plan = expand(source.spec, source.hash)
+    return Measurer(source, plan, engine, RunDirRecorder(rd), RunOptions())  # type: ignore[arg-type]
+
+
+def run(tmp_path: Path, engine: FakeEngine, spec_text: str = TINY) -> tuple[Measurer, RunDir]:
     rd = RunDir(tmp_path / "run")
-    runner = Runner(spec, spec_text, rd, engine, RunOptions())  # type: ignore[arg-type]
+    runner = measurer(rd, engine, spec_text)
     session.run(runner, LocalExecutor())
     for handle in engine.handles:
         assert not handle.thread.is_alive(), "the runner left a server running"
@@ -291,8 +298,7 @@ def test_a_resumed_run_keeps_what_earlier_sessions_recorded(tmp_path: Path) -> N
     before = rd.measurements()
     servers = Environment.model_validate_json((rd.path / "env.json").read_text()).servers
     again = FakeEngine()
-    spec = parse_spec(ONE_RUN, str(ROOT / "tests" / "specs" / "tiny.yaml"))
-    runner = Runner(spec, ONE_RUN, rd, again, RunOptions())  # type: ignore[arg-type]
+    runner = measurer(rd, again, ONE_RUN)
     summary = session.run(runner, LocalExecutor())
     assert (summary.measured, summary.skipped) == (0, len(before))
     assert again.handles == [] and rd.measurements() == before

@@ -18,10 +18,12 @@ from matrixrun.engines.sim import rehearsal_engine
 from matrixrun.load.datasets.resolve import check_workload, dataset_for
 from matrixrun.load.prompts import make_prompts, make_warmup_prompts
 from matrixrun.load.vocab import IdRange, Vocab, id_range, read_vocab
+from matrixrun.plan import expand
 from matrixrun.run.correctness import prompts_for
-from matrixrun.run.runner import Instance, Runner, RunOptions
+from matrixrun.run.measurer import Instance, Measurer, RunOptions
+from matrixrun.run.record import RunDirRecorder
 from matrixrun.rundir.results import RunDir
-from matrixrun.spec import CorrectnessSpec, parse_spec
+from matrixrun.spec import CorrectnessSpec, parse_spec, parse_spec_file
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = (ROOT / "tests" / "specs" / "tiny.yaml").read_text()
@@ -111,8 +113,11 @@ def test_a_2048_token_model_gets_ids_below_2048_everywhere(tmp_path: Path) -> No
 
 def test_the_runner_sends_every_arm_the_same_in_vocabulary_prompts(tmp_path: Path) -> None:
     model = small_tokenizer(tmp_path / "tiny", 2048)
-    spec = parse_spec(spec_for(model))
-    runner = Runner(spec, "", RunDir(tmp_path / "run"), rehearsal_engine(spec, "x"), RunOptions())
+    source = parse_spec_file(spec_for(model), "<spec>")
+    spec = source.spec
+    recorder = RunDirRecorder(RunDir(tmp_path / "run"))
+    engine = rehearsal_engine(spec, "x")
+    runner = Measurer(source, expand(spec), engine, recorder, RunOptions())
     configs = [
         runner._load_config(Instance(g, "x", None, "http://127.0.0.1:1"), g.cells[0])  # type: ignore[arg-type]
         for g in runner.plan.groups

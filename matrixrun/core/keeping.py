@@ -11,7 +11,7 @@ so as a share of the duration it bounds the error of every rate the cell reports
 
 A measurement beyond `SIM_LATE_LIMIT` did not keep its model: the analysis reads no value from
 it (`analysis.samples.value_of`), so no verdict, check or launch finding rests on it; the
-runner measures it again on a slower simulator (`run.runner`), and the report says where a
+measurer measures it again on a slower simulator (`run.measurer`), and the report says where a
 cell has no measurement that kept up.
 
 The same rule for the load client (on real engines too): a metric the client's own self-check

@@ -16,16 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.flags.check import FlagReport, check_spec
 from matrixrun.flags.rules import identical_arms, rule_issues
 from matrixrun.flags.sources import family, source_for
-from matrixrun.spec import EngineSpec, Spec
+from matrixrun.spec import EngineSpec, SpecFile
 from matrixrun.spec.loader import data_loc, line_of
 
 
@@ -36,17 +32,18 @@ class FileCheck:
     summary: str  # "flags checked against ..." or "flags NOT checked: ..."
 
 
-def check_file(spec: Spec, path: str | Path) -> FileCheck:
-    """Check the flags of a spec already loaded from `path`; issues carry `path:line`."""
+def check_file(source: SpecFile) -> FileCheck:
+    """Check the flags of a spec file as read (`read_spec`); issues carry `path:line` from the
+    line map the loader kept, so the file is not parsed a second time."""
+    spec, data = source.spec, source.data
     report = check_spec(spec)
-    where = str(path)
-    data = _yaml(Path(path))
+    where = str(source.path)
     errors: list[SpecIssue] = []
     warnings: list[SpecIssue] = []
     found = [*identical_arms(spec), *rule_issues(spec, _profile_file(data))]
     for issue in [*report.issues, *found]:
-        loc = data_loc(issue.loc, data) if data is not None else issue.loc
-        line = line_of(data, loc) if data is not None else None
+        loc = data_loc(issue.loc, data)
+        line = line_of(data, loc)
         key = ".".join(map(str, loc))
         if issue.severity == "error":
             errors.append(SpecIssue(where, line, key, issue.message))
@@ -55,13 +52,16 @@ def check_file(spec: Spec, path: str | Path) -> FileCheck:
     return FileCheck(errors, warnings, summary(report))
 
 
-def require_valid_flags(spec: Spec, path: str | Path) -> FileCheck:
+def require_valid_flags(source: SpecFile) -> FileCheck:
     """`validate`'s flag check, for `run` and `plan` before anything launches: the errors
     raise `SpecError` (file:line, the allowed choices or type); the result otherwise."""
-    found = check_file(spec, path)
+    found = check_file(source)
     if found.errors:
         raise SpecError(
-            [*found.errors, SpecIssue(str(path), None, "", f"{found.summary}; nothing launched")]
+            [
+                *found.errors,
+                SpecIssue(str(source.path), None, "", f"{found.summary}; nothing launched"),
+            ]
         )
     return found
 
@@ -107,10 +107,3 @@ def summary(report: FlagReport) -> str:
     if report.unchecked:
         parts.append("flags NOT checked: " + "; ".join(report.unchecked))
     return ", ".join(parts) or "no server flags to check"
-
-
-def _yaml(path: Path) -> object | None:
-    try:
-        return YAML(typ="rt").load(path.read_text())  # type: ignore[no-any-return]
-    except (OSError, YAMLError):
-        return None

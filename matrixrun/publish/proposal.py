@@ -37,7 +37,7 @@ from matrixrun.plan import Cost, Plan, ServerGroup, estimate_cost, expand
 from matrixrun.plan.history import HistoryEstimate, history_estimate, noise_history
 from matrixrun.plan.render import decision_words, noise_line, policy_words, sigma_cost
 from matrixrun.publish.github import COMMENT_LIMIT
-from matrixrun.spec import Spec, load_spec, spec_hash
+from matrixrun.spec import Spec, SpecFile, read_spec
 from matrixrun.store.prior import plan_noise
 
 #: Shown instead of the host and port the runner picks per launch.
@@ -78,22 +78,21 @@ class Validation:
         return not self.errors
 
 
-def validate_file(path: str | Path) -> tuple[Spec | None, Validation]:
-    """Load the spec; (the spec, the validation result) or (None, the errors)."""
+def validate_file(path: str | Path) -> tuple[SpecFile | None, Validation]:
+    """Read the spec once; (the file as read, the validation result) or (None, the errors)."""
     try:
-        spec = load_spec(path)
+        source = read_spec(path)
     except SpecError as exc:
         return None, Validation(str(path), errors=[str(i) for i in exc.issues])
-
-    flags = check_file(spec, path)
+    flags = check_file(source)
     said = (
         flags.summary
     )  # "flags checked against …", "flags NOT checked: …", or "no server flags …"
     said = f"server {said}" if said.startswith("flags ") else said
     notes = [str(w) for w in flags.warnings] + [said]
     if flags.errors:
-        return spec, Validation(str(path), errors=[str(e) for e in flags.errors], notes=notes)
-    return spec, Validation(str(path), notes=notes)
+        return source, Validation(str(path), errors=[str(e) for e in flags.errors], notes=notes)
+    return source, Validation(str(path), notes=notes)
 
 
 def experiment_name(path: str | Path) -> str:
@@ -501,10 +500,11 @@ def render_proposal(
     path: str | Path, history: Sequence[str | Path] = ()
 ) -> tuple[str, Validation, str]:
     """(the proposal Markdown, the validation result, the comment key) for a spec file."""
-    spec, validation = validate_file(path)
-    if spec is None:
+    source, validation = validate_file(path)
+    if source is None:
         name = experiment_name(path)
         return proposal_markdown(None, None, validation, experiment=name), validation, name
-    plan = expand(spec, spec_hash(Path(path).read_text()))
+    spec = source.spec
+    plan = expand(spec, source.hash)
     estimate = history_estimate(spec, plan, history) if history else None
     return proposal_markdown(spec, plan, validation, estimate), validation, spec.experiment

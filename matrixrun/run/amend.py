@@ -129,9 +129,9 @@ def amendment(rd: RunDir, spec_path: Path, spec_text: str) -> Amendment | None:
     old_path = rd.path / "spec.yaml"
     if not old_path.exists():
         return None  # a run older than the copy: nothing to compare with
-    old_text = old_path.read_text()
+    old_text = old_path.read_text(encoding="utf-8")  # as `RunDir.write_text` wrote it
     recorded = rd.path / "spec.sha256"
-    if recorded.exists() and recorded.read_text().strip() != sha256(old_text):
+    if recorded.exists() and recorded.read_text(encoding="utf-8").strip() != sha256(old_text):
         raise _differs(
             rd,
             spec_path,

@@ -24,6 +24,7 @@ from matrixrun.engines.procs import stop_leftovers
 from matrixrun.plan import Plan
 from matrixrun.run.amend import Amendment, amendment
 from matrixrun.rundir.results import RunDir
+from matrixrun.spec import SpecFile
 from matrixrun.verify import Unfinished
 
 
@@ -51,14 +52,12 @@ def require_run_dir(resume: str | Path) -> RunDir:
     return rd
 
 
-def resumed_run_dir(
-    resume: str | Path, spec_path: Path, spec_text: str
-) -> tuple[RunDir, Amendment | None]:
-    """The run directory to continue, and what `spec_text` raises in its verify limits (None:
-    the spec it started with); refuses one that is not a run or whose spec differs in
+def resumed_run_dir(resume: str | Path, source: SpecFile) -> tuple[RunDir, Amendment | None]:
+    """The run directory to continue, and what the spec file raises in its verify limits
+    (None: the spec it started with); refuses one that is not a run or whose spec differs in
     anything else (`run.amend`)."""
     rd = require_run_dir(resume)
-    return rd, amendment(rd, spec_path, spec_text)
+    return rd, amendment(rd, source.path, source.text)
 
 
 def launch_counts(

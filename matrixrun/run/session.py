@@ -18,13 +18,15 @@ depend on the executor beyond the executor's own files (jobs.json, the shards, `
 run_start); tests/test_session.py runs one spec both ways and compares settings.json and the
 report's head.
 
-The shards of a Slurm run (plan.d/, env.d/) are merged at the start too, whatever the executor:
-a resumed run keeps the cells its jobs added and the servers they recorded. One node has none.
+The session holds no state of its own: it works on the measurer it is given (`run/measurer.py`,
+made once with everything it needs), whose recorder (`run/record.py`) is the run directory's
+own. The shards of a Slurm run (plan.d/, env.d/) are merged whenever that recorder writes
+plan.json and env.json, at the start too, whatever the executor: a resumed run keeps the
+cells its jobs added and the servers they recorded. One node has none.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -33,13 +35,11 @@ from matrixrun import verify
 from matrixrun.core import interrupt
 from matrixrun.core.measurement import over_failure_rate, retry_note, still_failed
 from matrixrun.core.redact import redact_file
-from matrixrun.plan import Plan
 from matrixrun.run import outputs
 from matrixrun.run.resume import mend_run_dir
-from matrixrun.rundir.environment import read_environment
 
 if TYPE_CHECKING:
-    from matrixrun.run.runner import Runner
+    from matrixrun.run.measurer import Measurer
     from matrixrun.verify import Policy, Unfinished
 
 
@@ -88,62 +88,66 @@ class Executor(Protocol):
     #: be a live job's server.)
     servers_here: bool
 
-    def dispatch(self, runner: Runner, opening: Opening) -> None:
-        """Measure what the verify policy asks for, into `runner.run_dir`; return once every
+    def dispatch(self, measurer: Measurer, opening: Opening) -> None:
+        """Measure what the verify policy asks for, into `measurer.run_dir`; return once every
         measurement is on file and merged (Ctrl-C: KeyboardInterrupt, or the executor's own
         error saying what became of the work in flight)."""
         ...
 
 
-def run(runner: Runner, executor: Executor, store_error: Exception | None = None) -> RunSummary:
+def run(measurer: Measurer, executor: Executor, store_error: Exception | None = None) -> RunSummary:
     """Start, dispatch, finish; a Ctrl-C stops it at the next safe point as a
     KeyboardInterrupt (`core/interrupt.py`), on either path."""
     with interrupt.handling():
-        opening = start(runner, executor)
-        executor.dispatch(runner, opening)
-        return finish(runner, opening, store_error)
+        opening = start(measurer, executor)
+        executor.dispatch(measurer, opening)
+        return finish(measurer, opening, store_error)
 
 
-def start(runner: Runner, executor: Executor) -> Opening:
+def start(measurer: Measurer, executor: Executor) -> Opening:
     """The run's fixed files and the repairs of a directory an earlier session left, then
     run_start. plan.json comes first: a resumed run's added cells are its own."""
-    rd = runner.run_dir.create()
-    merge_plan(runner)
+    rd = measurer.run_dir.create()
+    merge_plan(measurer)
     notes, unfinished = mend_run_dir(
-        rd, runner.plan, runner.measurements, stop_servers=executor.servers_here
+        rd, measurer.plan, measurer.measurements, stop_servers=executor.servers_here
     )
-    rd.write_text("spec.yaml", runner.spec_text)
-    rd.write_text("spec.sha256", runner.spec_sha256 + "\n")
+    rd.write_text("spec.yaml", measurer.source.text)
+    rd.write_text("spec.sha256", measurer.source.sha256 + "\n")
     rd.results_file.touch()  # `matrixrun report` looks for it, even before a job has measured
-    runner.write_settings_file()
-    merge_env(runner)
-    policy = verify.policy_for(runner.spec, runner.plan)
-    before = len(runner.measurements)
-    cost = runner.plan.cost
+    measurer.write_settings()
+    measurer.write_environment()  # with the servers of an earlier session and of any jobs
+    policy = verify.policy_for(measurer.spec, measurer.plan)
+    before = len(measurer.measurements)
+    cost = measurer.plan.cost
     most = cost.runs_worst_case + cost.bisection_runs_worst_case
-    runner.options.observer.start(policy.expected_runs(), most, done=before)
+    options = measurer.options
+    options.observer.start(policy.expected_runs(), most, done=before)
     rd.event(
         "run_start",
         resumed=bool(before),
-        rehearse=runner.options.rehearse,
+        rehearse=options.rehearse,
         executor=executor.name,
     )
-    retry = runner.retry
-    skipped = sum(1 for c in runner.plan.cells() if runner.attempts(c) and c.cell_id not in retry)
+    retry = measurer.retry
+    plan_cells = measurer.plan.cells()
+    skipped = sum(1 for c in plan_cells if measurer.attempts(c) and c.cell_id not in retry)
     if retry:
         rd.event("retry_failed", cells=sorted(retry))
-    if runner.options.retry_failed:
+    if options.retry_failed:
         notes.append(retry_note(len(retry)))
     return Opening(policy, unfinished, before, skipped, tuple(notes))
 
 
-def finish(runner: Runner, opening: Opening, store_error: Exception | None = None) -> RunSummary:
+def finish(
+    measurer: Measurer, opening: Opening, store_error: Exception | None = None
+) -> RunSummary:
     """Analyse and render from the run directory alone (`matrixrun analyse` + `report`), the
     report redacted as a whole (it is what `post` puts on a PR), and the summary."""
     interrupt.check()
-    rd, obs = runner.run_dir, runner.options.observer
+    rd, obs = measurer.run_dir, measurer.options.observer
     obs.status("analysing")
-    runner.write_settings_file()  # now with every correctness gate's outcome
+    measurer.write_settings()  # now with every correctness gate's outcome
     ms = rd.measurements()
     measured = len(ms) - opening.before
     # before the report: a run directory with no run_end is one that stopped early
@@ -158,34 +162,16 @@ def finish(runner: Runner, opening: Opening, store_error: Exception | None = Non
         opening.skipped,
         report,
         list(opening.notes),
-        over_failure_rate(ms, runner.spec.verify.failure_rate),
+        over_failure_rate(ms, measurer.spec.verify.failure_rate),
         store_error,
     )
 
 
-def merge_plan(runner: Runner) -> bool:
+def merge_plan(measurer: Measurer) -> bool:
     """plan.json = the plan + the cells bisection added: those plan.json already holds (an
     earlier session's) and those a Slurm job wrote to plan.d/<group>.json before measuring
-    them. This process is plan.json's only writer; a later round's jobs read it
-    (`NodeRunner.adopt_shared_plan`). True when the jobs' files added cells."""
-    before = {c.cell_id for c in runner.plan.cells()}
-    for path in sorted((runner.run_dir.path / "plan.d").glob("*.json")):
-        with contextlib.suppress(ValueError, OSError):  # torn or unreadable: adds nothing
-            runner.plan.adopt_added(Plan.model_validate_json(path.read_text()))
-    added = {c.cell_id for c in runner.plan.cells()} - before
-    runner.write_plan_file()
-    return bool(added)
-
-
-def merge_env(runner: Runner) -> None:
-    """env.json = this process's facts + every server so far, those the jobs recorded in
-    env.d/<group>.json included (each with its node), so the report and a resume see every
-    instance; a job's hardware gate stands for the run's when none ran here."""
-    for path in sorted((runner.run_dir.path / "env.d").glob("*.json")):
-        env = read_environment(path)
-        if env is None:
-            continue
-        runner.servers.update(env.servers)
-        if env.hardware_check is not None and runner.hardware is None:
-            runner.hardware = env.hardware_check
-    runner.write_env_file()
+    them (`RunDirRecorder.plan`). This process is plan.json's only writer; a later round's
+    jobs read it (`node.run_task`). True when the jobs' files added cells."""
+    before = {c.cell_id for c in measurer.plan.cells()}
+    measurer.write_plan()
+    return bool({c.cell_id for c in measurer.plan.cells()} - before)

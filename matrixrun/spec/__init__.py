@@ -1,7 +1,8 @@
 """The experiment spec: models (`models.py`; the engine block in `engine.py`, their base in
 `base.py`), the line-numbered loader (`loader.py`), checks across fields (`checks.py`), error
 sentences (`messages.py`) and the JSON Schema export (`schema.py`). Import from here:
-`from matrixrun.spec import Spec, load_spec, SpecError`."""
+`from matrixrun.spec import Spec, load_spec, SpecError`; a file read once is a `SpecFile`
+(`read_spec`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from matrixrun.core.errors import SpecError, SpecIssue
 from matrixrun.spec.base import FlagValue
 from matrixrun.spec.checks import semantic_issues
 from matrixrun.spec.engine import EngineSpec
-from matrixrun.spec.loader import load_spec, parse_spec, spec_hash
+from matrixrun.spec.loader import (
+    SpecFile,
+    load_spec,
+    parse_spec,
+    parse_spec_file,
+    read_spec,
+    spec_hash,
+)
 from matrixrun.spec.models import (
     CLIENT_AXES,
     ArmSpec,
@@ -45,6 +53,7 @@ __all__ = [
     "Slug",
     "Spec",
     "SpecError",
+    "SpecFile",
     "SpecIssue",
     "SweepSpec",
     "VerifySpec",
@@ -52,6 +61,8 @@ __all__ = [
     "json_schema",
     "load_spec",
     "parse_spec",
+    "parse_spec_file",
+    "read_spec",
     "schema_text",
     "semantic_issues",
     "spec_hash",

@@ -1,12 +1,20 @@
 """Loading a spec with line numbers: ruamel's round-trip loader keeps each key's line, so every
 validation error (or, once the spec validates, every semantic check) is reported at once as
 `path:line: key: message`, and a reviewer fixes a spec in one pass. A profile given as a file
-path is read relative to the spec."""
+path is read relative to the spec.
+
+A spec file is read once (`read_spec`) into a `SpecFile`: its path, its text as UTF-8 whatever
+the locale, the validated spec and the YAML tree with each key's line. Whatever else needs the
+file — the flag check's `file:line`, the run directory's copy and hash, a resume's comparison,
+a rehearsal's preview — takes that object instead of opening the file again (the copies once
+decoded it with the locale's encoding, so a spec with "≥" in a comment failed under LANG=C)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +35,41 @@ def spec_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read and validate a spec; raise SpecError listing every problem as `path:line: key: ...`."""
+@dataclass(frozen=True)
+class SpecFile:
+    """One spec file, read once: where it is, what it says, what it means, and where each key
+    is written (`line`), for every reader after the loader."""
+
+    path: Path
+    #: The file's text, decoded as UTF-8 (what the run directory copies and hashes).
+    text: str
+    #: The validated spec (a run may swap in its decided noise prior: `with_spec`).
+    spec: Spec
+    #: The round-trip YAML tree: each mapping and list keeps its keys' lines (`line_of`).
+    data: Any
+
+    @property
+    def sha256(self) -> str:
+        """The whole file's sha256 (spec.sha256, settings.json)."""
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def hash(self) -> str:
+        """The short content hash the plan's ids derive from (`spec_hash`)."""
+        return spec_hash(self.text)
+
+    def line(self, loc: tuple[Any, ...]) -> int | None:
+        """The line of the deepest key on a model location (pydantic's, or a check's)."""
+        return line_of(self.data, data_loc(loc, self.data))
+
+    def with_spec(self, spec: Spec) -> SpecFile:
+        """The same file with `spec` as what it means (a run's decided `noise_from: auto`)."""
+        return dataclasses.replace(self, spec=spec)
+
+
+def read_spec(path: str | Path) -> SpecFile:
+    """Read a spec file once and validate it; raise SpecError listing every problem as
+    `path:line: key: ...`."""
     path = Path(path)
     try:
         text = read_utf8(path)
@@ -42,7 +83,19 @@ def load_spec(path: str | Path) -> Spec:
         ) from exc
     except UnicodeDecodeError as exc:
         raise SpecError([_not_utf8(str(path), exc)]) from exc
-    return parse_spec(text, str(path))
+    return parse_spec_file(text, path)
+
+
+def parse_spec_file(text: str, path: str | Path) -> SpecFile:
+    """A `SpecFile` from text already in hand, as if read from `path` (errors name it; a
+    profile path is relative to its folder)."""
+    spec, data = _parse(text, str(path))
+    return SpecFile(Path(path), text, spec, data)
+
+
+def load_spec(path: str | Path) -> Spec:
+    """The validated spec of a file (`read_spec`), for a reader that needs nothing else."""
+    return read_spec(path).spec
 
 
 def read_utf8(path: Path) -> str:
@@ -64,6 +117,13 @@ def _not_utf8(where: str, exc: UnicodeDecodeError, key: str = "") -> SpecIssue:
 
 
 def parse_spec(text: str, where: str = "<spec>") -> Spec:
+    """A spec from its text; `where` names it in errors and is the folder a profile path is
+    relative to."""
+    return _parse(text, where)[0]
+
+
+def _parse(text: str, where: str) -> tuple[Spec, Any]:
+    """The validated spec and the round-trip YAML tree it was read from."""
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -136,7 +196,7 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         spec = _auto_in_own_copy(spec, Path(where).parent)
     if spec.verify.noise_dir() is not None:
         spec = _with_noise_from(spec, Path(where).parent, where, data)
-    return spec
+    return spec, data
 
 
 def _auto_in_own_copy(spec: Spec, base: Path) -> Spec:

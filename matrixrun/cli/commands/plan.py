@@ -9,7 +9,6 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from matrixrun.cli.exits import EXIT_INPUT, EXIT_OK
 from matrixrun.cli.finish import step_summary
@@ -20,7 +19,7 @@ from matrixrun.plan import Plan, expand
 from matrixrun.plan.render import plan_text
 from matrixrun.publish.proposal import render_proposal
 from matrixrun.rundir.settings import analysis_settings
-from matrixrun.spec import Spec, load_spec, spec_hash
+from matrixrun.spec import Spec, read_spec
 from matrixrun.store.prior import plan_noise
 from matrixrun.verify.chance import narrowest_half_width, runs_for_half_width
 
@@ -28,9 +27,10 @@ from matrixrun.verify.chance import narrowest_half_width, runs_for_half_width
 def cmd_plan(args: argparse.Namespace) -> int:
     if args.markdown:
         return _plan_markdown(args)
-    spec = load_spec(args.spec)
-    require_valid_flags(spec, args.spec)  # validate's flag check: a plan of a launch that fails
-    plan = expand(spec, spec_hash(Path(args.spec).read_text()))
+    source = read_spec(args.spec)
+    require_valid_flags(source)  # validate's flag check: a plan of a launch that fails
+    spec = source.spec
+    plan = expand(spec, source.hash)
     if args.json:
         print(json.dumps(redact_json(plan.model_dump(mode="json")), indent=2))
     else:

@@ -19,7 +19,7 @@ from matrixrun.run.experiment import run_experiment
 from matrixrun.run.progress import observer_for
 from matrixrun.run.resume import require_run_dir
 from matrixrun.rundir.jobs import JobRecord
-from matrixrun.spec import load_spec
+from matrixrun.spec import SpecFile, read_spec
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -41,10 +41,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     elif args.resume:
         refuse_local_resume(args.resume)
+    source = read_spec(args.spec)  # once: the preview, the checks and the run all take it
     if args.rehearse:
-        _before_rehearsal(args.spec)
+        _before_rehearsal(source)
     summary = run_experiment(
-        args.spec,
+        source,
         out=args.out,
         resume=args.resume,
         rehearse=args.rehearse,
@@ -70,10 +71,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if summary.failed or summary.over_failure_rate else EXIT_OK
 
 
-def _before_rehearsal(spec_path: str) -> None:
+def _before_rehearsal(source: SpecFile) -> None:
     """What the rehearsal runs on, how long it takes, and each candidate the profile cannot
     tell from the baseline, said before the first launch (the same lines as `plan`)."""
-    spec = load_spec(spec_path)
+    spec = source.spec
     for line in rehearsal_lines(spec, expand(spec)):
         say(line)
 

@@ -11,19 +11,19 @@ from matrixrun.core.errors import SpecError
 from matrixrun.core.words import plural
 from matrixrun.flags import check_file
 from matrixrun.plan import expand
-from matrixrun.spec import load_spec
+from matrixrun.spec import read_spec
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     bad = 0
     for path in args.specs:
         try:
-            spec = load_spec(path)
+            source = read_spec(path)
         except SpecError as exc:
             bad += 1
             print_spec_issues(exc)
             continue
-        flags = check_file(spec, path)
+        flags = check_file(source)
         for issue in flags.warnings:
             print(str(issue), file=sys.stderr)
         if flags.errors:
@@ -31,6 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print("\n".join(map(str, flags.errors)), file=sys.stderr)
             print(f"{path}: {flags.summary}", file=sys.stderr)
             continue
+        spec = source.spec
         plan = expand(spec)
         print(
             f"{path}: ok ({plural(len(spec.arms), 'arm')}, {plural(len(plan.slices), 'slice')}, "

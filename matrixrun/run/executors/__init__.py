@@ -3,7 +3,7 @@ always did), or as Slurm jobs on a cluster's nodes at the same time (`slurm`).
 
 A server group is already a self-contained unit of work (its slice of the plan, and the run
 directory it reads and appends to), so an executor only decides where and when each group's
-work runs; what to measure stays the verify policy's, how the runner's, and the run's start and
+work runs; what to measure stays the verify policy's, how the measurer's, and the run's start and
 end are the session's (`run/session.py`: the same files whatever the executor). The interface is the
 run directory: a Slurm job is `node.run_task` on another machine, reading the same directory
 over a shared file system and appending to files of its own (`RunDir(shard=...)`).

@@ -1,5 +1,5 @@
 """The local executor: every server group on this machine, one after another, in the verify
-policy's order (the launches of `verify.Schedule`, each by `Runner.run_launch`). What
+policy's order (the launches of `verify.Schedule`, each by `Measurer.measure_launch`). What
 `matrixrun run` has always done; the run's start and end are the session's (`run/session.py`)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from matrixrun import verify
 from matrixrun.run.resume import EventJournal
 
 if TYPE_CHECKING:
-    from matrixrun.run.runner import Runner
+    from matrixrun.run.measurer import Measurer
     from matrixrun.run.session import Opening
 
 
@@ -18,16 +18,16 @@ class LocalExecutor:
     name = "local"
     servers_here = True
 
-    def dispatch(self, runner: Runner, opening: Opening) -> None:
+    def dispatch(self, measurer: Measurer, opening: Opening) -> None:
         """Stage 1 (every cell once; surprising cells rerun while their server is warm), a
         round a killed session left half done, then the planned stage-2 rounds: the same work
         items a Slurm job and the policy's scoring benchmark consume."""
         schedule = verify.Schedule(
             opening.policy,
-            lambda: runner.measurements,
-            EventJournal(runner.run_dir),
+            lambda: measurer.measurements,
+            EventJournal(measurer.run_dir),
             opening.unfinished,
-            retry=runner.retry,
+            retry=measurer.retry,
         )
         for launch in schedule.launches():
-            runner.run_launch(launch)
+            measurer.measure_launch(launch)

@@ -36,17 +36,19 @@ from typing import TYPE_CHECKING, Any
 
 from matrixrun import verify
 from matrixrun.core.errors import InputError, MatrixError
+from matrixrun.core.timescale import TimeScale
 from matrixrun.plan import ServerGroup
 from matrixrun.run.executors.node import TIME_LIMIT_MESSAGE, GroupTask, run_task
 from matrixrun.run.executors.sacct import SlurmState, query_states, slurm_tool
-from matrixrun.run.resume import launch_counts
-from matrixrun.run.session import merge_env, merge_plan
+from matrixrun.run.session import merge_plan
+from matrixrun.rundir.environment import read_environment
 from matrixrun.rundir.jobs import QUEUED, JobRecord, node_sharing, read_jobs
 from matrixrun.rundir.results import now_iso
+from matrixrun.spec import Spec
 from matrixrun.verify import first_pass
 
 if TYPE_CHECKING:
-    from matrixrun.run.runner import Runner
+    from matrixrun.run.measurer import Measurer
     from matrixrun.run.session import Opening
 
 #: Asked on Ctrl-C with the jobs still queued or running: True cancels them, False leaves them.
@@ -97,16 +99,15 @@ def parse_slurm_args(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def time_limit_minutes(runner: Runner, group: ServerGroup, round_no: int) -> int:
+def time_limit_minutes(spec: Spec, scale: TimeScale, group: ServerGroup, round_no: int) -> int:
     """A job's time limit from the plan's estimate (`estimate.launch`, `estimate.cell`), or
     from the spec's limits where it gives none (startup_timeout, cell_timeout: upper bounds),
     for one launch and every cell of the group twice in stage 1 (first run and warm rerun),
     once in a stage-2 round; in server time (a rehearsal runs `time_scale` times faster)."""
-    spec = runner.spec
     launch = spec.estimate.launch or spec.limits.startup_timeout
     cell = spec.estimate.cell or spec.limits.cell_timeout
     runs = len(group.cells) * (2 if round_no == 0 else 1)
-    seconds = runner.engine.time_scale.server_seconds(launch + runs * cell)
+    seconds = scale.server_seconds(launch + runs * cell)
     return max(5, math.ceil((seconds * TIME_MARGIN + SLACK_S) / 60))
 
 
@@ -125,21 +126,24 @@ class SlurmExecutor:
         self._missing: dict[str, int] = {}
 
     # -- the whole run --------------------------------------------------------------------
-    def dispatch(self, runner: Runner, opening: Opening) -> None:
+    def dispatch(self, measurer: Measurer, opening: Opening) -> None:
         """Jobs an earlier session left queued or running first (waited for, not submitted
-        again), stage 1's jobs, then each stage-2 round's; the jobs' shards merged at the end."""
-        self.runner = runner
-        rd = self.rd = runner.run_dir
+        again), stage 1's jobs, then each stage-2 round's; the jobs' shards merged at the end.
+        `measurer` is the controller's: it launches nothing, and records only the cells a
+        failed job left (`_ended`) and the merged plan and servers."""
+        self.measurer = measurer
+        rd = self.rd = measurer.run_dir
         self.book = read_jobs(rd.path / "jobs.json")
         self.book.partition = self.options.partition
         self.book.max_parallel = self.options.max_parallel
         self._merge_env()  # jobs.json's node summary of the servers so far
         policy = opening.policy
-        self._seen = {self._mkey(m) for m in runner.measurements}
+        plan = measurer.plan
+        self._seen = {self._mkey(m) for m in measurer.measurements}
         self._last_line = ""
         try:
             self._wait([j for j in self.book.jobs if not j.ended], [])
-            self._wait([], [self._task(g, 0) for g in runner.plan.groups if self._todo(g)])
+            self._wait([], [self._task(g, 0) for g in plan.groups if self._todo(g)])
             for round_no in range(
                 verify.rounds_done(policy, rd.measurements()) + 1, policy.rounds + 1
             ):
@@ -147,15 +151,15 @@ class SlurmExecutor:
                 if not batch:
                     break
                 self._wait([], [self._task(g, round_no) for g, _ in batch])
-                if merge_plan(runner):  # the next round's policy knows the added cells
-                    policy = verify.policy_for(runner.spec, runner.plan)
+                if merge_plan(measurer):  # the next round's policy knows the added cells
+                    policy = verify.policy_for(measurer.spec, plan)
         except KeyboardInterrupt:
             self._interrupted()
-        merge_plan(runner)
+        merge_plan(measurer)
         self._merge_env()
 
     def _todo(self, group: ServerGroup) -> bool:
-        return bool(first_pass(group, self.runner.measurements, self.runner.retry))
+        return bool(first_pass(group, self.measurer.measurements, self.measurer.retry))
 
     def _task(self, group: ServerGroup, round_no: int) -> GroupTask:
         return GroupTask(
@@ -163,9 +167,9 @@ class SlurmExecutor:
             run_dir=str(self.rd.path.resolve()),
             group_id=group.group_id,
             round_no=round_no,
-            rehearse=self.runner.options.rehearse,
+            rehearse=self.measurer.options.rehearse,
             ignore_hardware=self.options.ignore_hardware,
-            retry=tuple(c.cell_id for c in group.cells if c.cell_id in self.runner.retry)
+            retry=tuple(c.cell_id for c in group.cells if c.cell_id in self.measurer.retry)
             if round_no == 0
             else (),
         )
@@ -195,15 +199,16 @@ class SlurmExecutor:
                 time.sleep(self.options.poll_s)
         self._save()
         # what the jobs measured, for the next decision (which groups still have cells)
-        self.runner.measurements = self.rd.measurements()
+        self.measurer.reload()
 
     def _submit(self, task: GroupTask) -> JobRecord:
-        group = self.runner.plan.group(task.group_id)
-        minutes = time_limit_minutes(self.runner, group, task.round_no)
+        m = self.measurer
+        group = m.plan.group(task.group_id)
+        minutes = time_limit_minutes(m.spec, m.engine.time_scale, group, task.round_no)
         gres = f"gpu:{group.hardware.count}" if group.hardware.count else None
         ex = self._submitit.SlurmExecutor(folder=str(self._folder()), max_num_timeout=0)
         params: dict[str, Any] = {
-            "job_name": f"matrixrun-{self.runner.plan.experiment}-{task.key}",
+            "job_name": f"matrixrun-{m.plan.experiment}-{task.key}",
             "time": minutes,
             "nodes": 1,
             "ntasks_per_node": 1,
@@ -305,17 +310,10 @@ class SlurmExecutor:
         self._merge_env()
         if job.cancelled_by_matrixrun or job.round != 0:
             return  # a stage-2 job's reruns are not owed; jobs.json says what happened
-        r = self.runner
-        r.measurements = self.rd.measurements()
-
-        r.launch_counts = launch_counts(self.rd.events(), r.measurements)
-        group = r.plan.group(job.group)
-        for cell in group.cells:
-            if not r.attempts(cell):
-                m = r.failed_measurement(group, cell, "first", job.reason)
-                r.record(m)
-                self._seen.add(self._mkey(m))
-                job.cells_failed += 1
+        group = self.measurer.plan.group(job.group)
+        for m in self.measurer.fail_unmeasured(group, job.reason):
+            self._seen.add(self._mkey(m))
+            job.cells_failed += 1
 
     def _why(self, job: JobRecord, result: tuple[str, Any] | None) -> str:
         where = f" on {job.node}" if job.node else ""
@@ -348,17 +346,19 @@ class SlurmExecutor:
         self.rd.write_json("jobs.json", self.book.model_dump(mode="json"))
 
     def _merge_env(self) -> None:
-        """env.json with every job's servers so far (`session.merge_env`), then jobs.json's
-        summary of which nodes each arm ran on and shared with the baseline."""
-        r = self.runner
-        merge_env(r)
+        """env.json with every job's servers so far (`RunDirRecorder.environment` merges
+        env.d/), then jobs.json's summary of which nodes each arm ran on and shared with the
+        baseline."""
+        self.measurer.write_environment()
+        env = read_environment(self.rd.path / "env.json")
         by_arm: dict[str, set[str]] = {}
-        for rec in r.servers.values():
+        for rec in env.servers.values() if env is not None else ():
             if rec.node:
                 by_arm.setdefault(rec.arm, set()).add(rec.node)
+        plan = self.measurer.plan
         self.book.nodes_by_arm = {a: sorted(n) for a, n in sorted(by_arm.items())}
         self.book.shared_nodes, self.book.never_shared_node = node_sharing(
-            by_arm, r.plan.baseline, r.plan.candidates
+            by_arm, plan.baseline, plan.candidates
         )
         self._save()
 
@@ -368,7 +368,7 @@ class SlurmExecutor:
 
     def _show_progress(self) -> None:
         """New measurements (from every node) and one line of job states when it changes."""
-        obs = self.runner.options.observer
+        obs = self.measurer.options.observer
         for m in self.rd.measurements():
             if self._mkey(m) not in self._seen:
                 self._seen.add(self._mkey(m))

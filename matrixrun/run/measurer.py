@@ -1,13 +1,16 @@
-"""Launch each server group and measure its cells, in the order of work it is given.
+"""Launch a server group, flush, measure its cells: one launch of work at a time, in the order
+it is given, written through a recorder.
 
-The runner knows how a launch is measured and the run directory's files; it decides nothing
-about statistics. What to rerun comes from `verify` (the policy over the measurements so far, in the
-order of `verify.Schedule`), which an executor hands it launch by launch (`run_launch`); the
-run's start and end (fixed files, analysis, report) are `run/session.py`'s, shared by every
-executor. Every measurement is appended to results.jsonl the moment it completes, so an
-interrupted run loses at most the cell in flight, and `--resume` continues from what is there
-(a resumed run replays the same policy over the same measurements, so it asks for the same
-reruns).
+The measurer knows how a launch is measured; it decides nothing about statistics, and not
+where its files go. What to rerun comes from `verify` (the policy over the measurements so far,
+in the order of `verify.Schedule`), which an executor hands it launch by launch
+(`measure_launch`); the files go through the recorder it is given (`run/record.py`: the run
+directory's own, or a Slurm job's shard of it); the run's start and end (fixed files,
+analysis, report) are `run/session.py`'s, shared by every executor. Everything it needs is
+given when it is made (`RunOptions` is frozen), and nothing outside sets its state afterwards.
+Every measurement is appended the moment it completes, so an interrupted run loses at most the
+cell in flight, and `--resume` continues from what is there (a resumed run replays the same
+policy over the same measurements, so it asks for the same reruns).
 
 Ctrl-C: during a run (`session.run`), SIGINT is `core/interrupt.py`'s. It stops the load in
 flight (that cell is not kept), never the recording of a load that has ended (the run stops
@@ -23,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,31 +57,27 @@ from matrixrun.load.client import LoadConfig
 from matrixrun.load.datasets import DatasetConfig
 from matrixrun.load.datasets.resolve import dataset_for
 from matrixrun.load.records import write_jsonl
-from matrixrun.plan import Cell, Plan, ServerGroup, expand
+from matrixrun.plan import Cell, Plan, ServerGroup
 from matrixrun.report.wording.counts import reason as reason_words
 from matrixrun.run.deaths import died, died_message, exits
 from matrixrun.run.gates import correctness_done, correctness_gate, gate_outcome
 from matrixrun.run.progress import NullObserver, Observer
-from matrixrun.run.resume import (
-    launch_counts,
-)
-from matrixrun.rundir.environment import (
-    HardwareGate,
-    ServerRecord,
-    capture_environment,
-    read_environment,
-)
+from matrixrun.run.record import Recorder
+from matrixrun.run.resume import launch_counts
+from matrixrun.rundir.environment import HardwareGate, ServerRecord, capture_environment
 from matrixrun.rundir.hardware import gpu_serials
 from matrixrun.rundir.results import RunDir, now_iso
 from matrixrun.rundir.settings import run_settings, write_settings
-from matrixrun.spec import Spec, spec_hash
+from matrixrun.spec import Spec, SpecFile
 from matrixrun.verify import Launch
 
 HOST = "127.0.0.1"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
+    """How a run is made, fixed when it starts."""
+
     #: Measure on the simulator: every number is labelled simulated, and the built-in client
     #: is used even when the spec asks for bench_serving (which needs SGLang installed).
     rehearse: bool = False
@@ -102,63 +100,117 @@ class Instance:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class Runner:
-    """Measures one plan's launches against one engine into one run directory, writing the
-    directory's files as it goes; the order of work is the executor's (`verify.Schedule`), the
-    start and end the session's. How a server is started, how fast it runs and what it
-    reports per cell are the engine's (`engines/base.Engine`), how a cell is measured the
-    load client's (`load/cell.py`), what to rerun the verify policy's."""
+class Measurer:
+    """Measures one plan's launches against one engine, writing through one recorder as it
+    goes; the order of work is the executor's (`verify.Schedule`), the start and end the
+    session's. How a server is started, how fast it runs and what it reports per cell are the
+    engine's (`engines/base.Engine`), how a cell is measured the load client's
+    (`load/cell.py`), what to rerun the verify policy's, where the files go the recorder's.
+
+    `source` is the spec file as read once (its spec the run's, with the noise prior decided);
+    `plan` its expansion, with the cells a resumed run or earlier jobs added; `hardware` the
+    hardware gate's result where one ran in this process; `retry` the cells to measure again
+    although tried (None: with `options.retry_failed`, those whose every attempt failed)."""
 
     def __init__(
-        self, spec: Spec, spec_text: str, run_dir: RunDir, engine: Engine, options: RunOptions
+        self,
+        source: SpecFile,
+        plan: Plan,
+        engine: Engine,
+        recorder: Recorder,
+        options: RunOptions,
+        *,
+        hardware: HardwareGate | None = None,
+        retry: Collection[str] | None = None,
     ) -> None:
-        self.spec = spec
-        self.spec_text = spec_text
-        self.run_dir = run_dir
+        self.source = source
+        self.spec: Spec = source.spec
+        self.plan = plan
         self.engine = engine
+        self.recorder = recorder
+        self.run_dir: RunDir = recorder.run_dir
         self.options = options
-        #: settings.json and spec.sha256 record it; the plan's ids derive from its head
-        self.spec_sha256 = hashlib.sha256(spec_text.encode()).hexdigest()
-        self.plan: Plan = expand(spec, spec_hash(spec_text))
-        self.measurements: list[Measurement] = run_dir.measurements()
+        self.hardware = hardware
+        self._measurements: list[Measurement] = self.run_dir.measurements()
         # instance names continue after a resume: count earlier launches, measured or not
-        self.launch_counts = launch_counts(run_dir.events(), self.measurements)
+        self._launch_counts = launch_counts(self.run_dir.events(), self._measurements)
+        #: this process's measurements so far, and how many of them failed
         self.new_measurements = 0
-        self.hardware: HardwareGate | None = None
-        self.servers: dict[str, ServerRecord] = {}
+        self.new_failed = 0
+        self._servers: dict[str, ServerRecord] = {}
         #: Instances whose server info says they are a simulator: their numbers are labelled
         #: simulated even outside --rehearse (e.g. engine.launch pointed at matrixrun.sim).
-        self.simulated_instances: set[str] = set()
-        #: cell ids `--retry-failed` measures again: the next run of each is tagged extra.retry
-        self.retry: set[str] = failed_cells(self.measurements) if options.retry_failed else set()
+        self._simulated_instances: set[str] = set()
+        #: cell ids measured again although tried: the next run of each is tagged extra.retry
+        if retry is None:
+            retry = failed_cells(self._measurements) if options.retry_failed else ()
+        self._retry: set[str] = set(retry)
         #: cell ids the plan file holds: an added cell not among them is written first
         self._on_file: set[str] = {c.cell_id for c in self.plan.cells()}
         #: the GPUs this process's servers run on, recorded with each: a run resumed on
         #: another machine (a lent GPU node is often a fresh one) shows it in env.json
-        self.serials: list[str] = [] if options.rehearse else gpu_serials()
+        self._serials: list[str] = [] if options.rehearse else gpu_serials()
         #: times this run halved the simulator's speed (`slowed`), and the speed it was asked
         #: for (settings.json and env.json keep that; each measurement the one it ran at)
-        self.slowdowns = 0
+        self._slowdowns = 0
         self.asked_scale = engine.time_scale.factor
 
     # -- bookkeeping --------------------------------------------------------------------
+    @property
+    def measurements(self) -> list[Measurement]:
+        """Every measurement as this process knows them: on file when it started (or last
+        `reload`ed), then its own as it records them."""
+        return self._measurements
+
+    @property
+    def retry(self) -> frozenset[str]:
+        """The cells `--retry-failed` still measures again (each leaves once it has)."""
+        return frozenset(self._retry)
+
+    def reload(self) -> list[Measurement]:
+        """Every measurement as the run directory holds them now, others' included (a Slurm
+        job's groups, or the controller after its jobs), and the launches they count."""
+        self._measurements[:] = self.run_dir.measurements()
+        self._launch_counts = launch_counts(self.run_dir.events(), self._measurements)
+        return self._measurements
+
+    def refreshed(self) -> list[Measurement]:
+        """Every group's measurements as the shared run directory holds them now (a job's
+        stage-1 schedule reads them this way: its warm reruns see the baseline's numbers as
+        they land from another node)."""
+        self._measurements[:] = self.run_dir.measurements()
+        return self._measurements
+
     def attempts(self, cell: Cell) -> list[Measurement]:
-        return [m for m in self.measurements if m.cell_id == cell.cell_id]
+        return [m for m in self._measurements if m.cell_id == cell.cell_id]
 
     def record(self, m: Measurement, note: str = "", round_no: int | None = None) -> None:
         """Append a measurement (a stage-2 one tagged with its round, which a resumed run
         reads back) and tell the observer."""
         if round_no is not None:
             m = m.model_copy(update={"extra": {**m.extra, "round": round_no}})
-        if m.cell_id in self.retry:  # it replaces the failed attempts before it in the counts
-            self.retry.discard(m.cell_id)
+        if m.cell_id in self._retry:  # it replaces the failed attempts before it in the counts
+            self._retry.discard(m.cell_id)
             m = m.model_copy(update={"extra": {**m.extra, "retry": True}})
         if m.error:  # errors quote log tails and command lines
             m = m.model_copy(update={"error": redact_text(m.error)})
-        self.run_dir.append(m)
-        self.measurements.append(m)
+        self.recorder.measurement(m)
+        self._measurements.append(m)
         self.new_measurements += 1
+        self.new_failed += 0 if m.ok else 1
         self.options.observer.measured(m, note)
+
+    def fail_unmeasured(self, group: ServerGroup, error: str) -> list[Measurement]:
+        """The cells of `group` never tried, as the run directory holds it now, each recorded
+        as a failed first run with `error` (a Slurm job that failed before measuring them);
+        what was recorded."""
+        self.reload()
+        failed = []
+        for cell in group.cells:
+            if not self.attempts(cell):
+                failed.append(self.failed_measurement(group, cell, "first", error))
+                self.record(failed[-1])
+        return failed
 
     @property
     def _api(self) -> Api:
@@ -169,8 +221,8 @@ class Runner:
     @contextlib.contextmanager
     def launched(self, group: ServerGroup) -> Iterator[Instance]:
         """One launch of `group`, healthy and gated; stopped on the way out, whatever happens."""
-        number = self.launch_counts.get(group.group_id, 0) + 1
-        self.launch_counts[group.group_id] = number
+        number = self._launch_counts.get(group.group_id, 0) + 1
+        self._launch_counts[group.group_id] = number
         name = f"{group.group_id}#{number}"
         launch = self.engine.launch(group, HOST, free_port(HOST))
         label = f"{self.engine.name} server {name} ({group.arm})"
@@ -196,8 +248,8 @@ class Runner:
             )
             info = get_json(launch.base_url, self.engine.info_paths)
             if info.get("simulated"):
-                self.simulated_instances.add(name)
-            self.servers[name] = ServerRecord(
+                self._simulated_instances.add(name)
+            self._servers[name] = ServerRecord(
                 group=group.group_id,
                 arm=group.arm,
                 slice=group.slice,
@@ -205,11 +257,11 @@ class Runner:
                 version=self.engine.version(info),
                 args=redact_json(self.engine.effective_args(info)),
                 argv=redact_argv(launch.argv),
-                gpu_serials=self.serials,
+                gpu_serials=self._serials,
                 env=redact_json(launch.env),
             )
             self.run_dir.event("healthy", instance=name, startup_s=round(startup, 3))
-            self.write_env_file()
+            self.write_environment()
             gate_error = self._correctness(group, launch.base_url)
             inst = Instance(group, name, server, launch.base_url, info)
             if gate_error is not None and exits(server, self.engine.death_grace_s):
@@ -237,8 +289,8 @@ class Runner:
             tokenizer=self._tokenizer(group),
             ids=self._dataset(group).ids,
         )
-        self.write_env_file()
-        self.write_settings_file()  # the gate's outcome on file now: a run cut short keeps it
+        self.write_environment()
+        self.write_settings()  # the gate's outcome on file now: a run cut short keeps it
         return error
 
     def _flush(self, inst: Instance, cell: Cell) -> str | None:
@@ -296,7 +348,7 @@ class Runner:
             **self._identity(inst.group, cell, attempt, inst.name, reason),
             started_at=started_at,
             client="bench_serving" if bench is not None else "builtin",
-            simulated=self.options.rehearse or inst.name in self.simulated_instances,
+            simulated=self.options.rehearse or inst.name in self._simulated_instances,
             metrics=run.metrics,
             error=error,
             failure=failure,
@@ -369,7 +421,7 @@ class Runner:
             time_scale=self.engine.time_scale.factor,
         )
 
-    def run_launch(self, launch: Launch, **event: Any) -> None:
+    def measure_launch(self, launch: Launch, **event: Any) -> None:
         """Measure a launch's work items on one launch of its group (a new one if the server
         dies, for the rest), asking for more while the server is up; a rerun the policy chose
         is written to the audit log first (`verify_event`, with `event`'s extra fields). No
@@ -411,13 +463,13 @@ class Runner:
         halve its speed for the launches after this one (at most `SIM_MAX_SLOWDOWNS` times a
         run: a slower simulator is slower for the client too); if so it has, and events.jsonl
         says why."""
-        if not fell_behind(m, self.spec.metrics.primary) or self.slowdowns >= SIM_MAX_SLOWDOWNS:
+        if not fell_behind(m, self.spec.metrics.primary) or self._slowdowns >= SIM_MAX_SLOWDOWNS:
             return False
         if not isinstance(self.engine, SlowsDown):
             return False
         before = self.engine.time_scale.factor
         after = self.engine.slow_down().factor
-        self.slowdowns += 1
+        self._slowdowns += 1
         share = sim_late_share(m)
         self.run_dir.event(
             "slowed",
@@ -441,9 +493,9 @@ class Runner:
     ) -> None:
         """The audit line of a rerun the verify policy chose, with the attempt it will be (the
         report matches the reason to that measurement by it). A cell the policy added
-        (bisection) goes on file first (`write_plan_file`), before it is measured."""
+        (bisection) goes on file first (`write_plan`), before it is measured."""
         if cell.added_by is not None and cell.cell_id not in self._on_file:
-            self.write_plan_file()
+            self.write_plan()
         self.run_dir.event(
             "verify",
             stage=stage,
@@ -461,7 +513,7 @@ class Runner:
         self, group: ServerGroup, cell: Cell, reason: Reason, error: str
     ) -> Measurement:
         """A cell that never measured because its server would not start (or stay up)."""
-        number = self.launch_counts.get(group.group_id, 0)
+        number = self._launch_counts.get(group.group_id, 0)
         attempt = len(self.attempts(cell)) + 1
         return Measurement(
             **self._identity(group, cell, attempt, f"{group.group_id}#{number}", reason),
@@ -473,18 +525,13 @@ class Runner:
         )
 
     # -- the run directory's files ------------------------------------------------------
-    def write_plan_file(self) -> None:
-        """plan.json: the expanded spec plus the cells the verify policy added (bisection),
-        those of an earlier session of this run first (a resume keeps them, so it neither
-        loses nor re-adds them)."""
-        rd = self.run_dir
-        if rd.path.joinpath("plan.json").exists():
-            with contextlib.suppress(ValueError):  # an unreadable old plan adds nothing
-                self.plan.adopt_added(Plan.model_validate(rd.read_json("plan.json")))
-        rd.write_json("plan.json", redact_json(self.plan.model_dump(mode="json")))
+    def write_plan(self) -> None:
+        """The plan with the cells the verify policy added (bisection), through the recorder
+        (plan.json, or a job's plan.d/ shard), which may first adopt cells others added."""
+        self.recorder.plan(self.plan)
         self._on_file = {c.cell_id for c in self.plan.cells()}
 
-    def write_settings_file(self) -> None:
+    def write_settings(self) -> None:
         """settings.json: what the analysis and the report need, with the correctness gate's
         outcome so far (each candidate's agreement with the baseline, from correctness/)."""
         agreement, gate_errors = gate_outcome(self.run_dir, self.plan.baseline)
@@ -493,7 +540,7 @@ class Runner:
             self.plan,
             rehearsal=self.options.rehearse,
             time_scale=self.asked_scale,
-            spec_sha256=self.spec_sha256,
+            spec_sha256=self.source.sha256,
             correctness=agreement,
             spec_path=self.options.spec_path,
         )
@@ -504,15 +551,14 @@ class Runner:
         redacted = type(settings).model_validate(redact_json(settings.model_dump(mode="json")))
         write_settings(self.run_dir, redacted)
 
-    def write_env_file(self) -> None:
-        """env.json as of now: this process's facts, every server so far (a resumed run keeps
-        those of earlier sessions), the hardware gate's result."""
+    def write_environment(self) -> None:
+        """This process's facts, its servers so far and the hardware gate's result, through
+        the recorder (env.json with every server before them, or a job's env.d/ shard)."""
         env = capture_environment(
             self.spec, simulated=self.options.rehearse, time_scale=self.asked_scale
         )
-        previous = read_environment(self.run_dir.path / "env.json")
-        env.servers = {**(previous.servers if previous else {}), **self.servers}
+        env.servers = dict(self._servers)
         if self.hardware is not None:
             env.hardware_check = self.hardware
             env.gpus = list(self.hardware.gpus)
-        self.run_dir.write_json("env.json", redact_json(env.model_dump(mode="json")))
+        self.recorder.environment(env)
