@@ -232,7 +232,7 @@ class Lab:
             self.measure(group, inst, cell, reason)
 
     def run_launch(self, launch: Launch) -> None:
-        """The runner's `run_launch`, minus processes: no launch for no work, then the work
+        """The measurer's `measure_launch`, minus processes: no launch for no work, then the work
         items, asking for more while the server is up."""
         queue = launch.next()
         if not queue:

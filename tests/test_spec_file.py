@@ -42,7 +42,7 @@ def _c_locale() -> dict[str, str]:
 
 
 def _matrixrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - fixed argv, no shell
+    return subprocess.run(
         [sys.executable, "-X", "utf8=0", "-m", "matrixrun", *args],
         capture_output=True,
         text=True,
@@ -55,15 +55,15 @@ def _matrixrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_c_locale_really_is_ascii_for_the_subprocess(tmp_path: Path) -> None:
+def test_the_c_locale_really_is_ascii_for_the_subprocess() -> None:
     """The premise of the next test: in that environment Python would decode a file read
     without an encoding as ASCII, so a reader that forgot the encoding fails there."""
-    probe = _c_locale()
-    out = subprocess.run(  # noqa: S603 - fixed argv, no shell
-        [sys.executable, "-X", "utf8=0", "-c", "import locale; print(locale.getencoding())"],
+    probe = "import locale; print(locale.getpreferredencoding(False))"
+    out = subprocess.run(
+        [sys.executable, "-X", "utf8=0", "-c", probe],
         capture_output=True,
         text=True,
-        env=probe,
+        env=_c_locale(),
         check=True,
     )
     assert out.stdout.strip() in ("ANSI_X3.4-1968", "ascii", "US-ASCII")

@@ -27,7 +27,7 @@ interrupt first, then acts by what the main thread is doing:
 - anywhere else (launching, health-checking, flushing, between launches): KeyboardInterrupt
   at once, as Python would.
 
-Raised or not, the count stays, and `check` at the runner's safe points (each measurement's
+Raised or not, the count stays, and `check` at the measurer's safe points (each measurement's
 end, each launch's start, before the analysis, the end of `handling`) raises KeyboardInterrupt
 for an interrupt that a finalizer swallowed. The CLI turns it into exit 130 and its resume
 sentence. Outside `handling` nothing here changes Python's behaviour (asyncio's own handler

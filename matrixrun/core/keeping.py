@@ -69,7 +69,7 @@ def carries(m: Measurement, metric: str) -> bool:
 
 def fell_behind(m: Measurement, metric: str) -> bool:
     """A successful measurement that may carry no `metric` (the simulator or the client fell
-    behind): what the runner measures again and the report counts."""
+    behind): what the measurer measures again and the report counts."""
     return m.ok and not carries(m, metric)
 
 

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def config_from(args: argparse.Namespace) -> LoadConfig:
-    """The `LoadConfig` a run would build for the same workload (`run/runner.py`'s
+    """The `LoadConfig` a run would build for the same workload (`run/measurer.py`'s
     `_load_config`): every request option a spec has is a flag here, so any server a run
     can measure, bench-client can (a server that refuses ignore_eos or token ids included)."""
     prompt_format, tokenizer, strict = args.prompt_format, args.tokenizer, args.strict_openai

@@ -185,7 +185,7 @@ async def collect(
     token count when `tokenizer` is given: for servers that take text prompts only).
 
     Raises `LoadError` (with the status and the start of the body) when a request fails: an
-    arm that cannot answer the gate cannot be compared, and the runner records why.
+    arm that cannot answer the gate cannot be compared, and the measurer records why.
     """
     headers = {"Authorization": f"Bearer {api_key.get_secret_value()}"} if api_key else {}
     answers: list[Answer] = []
@@ -226,7 +226,7 @@ async def collect(
 
 def agreement_by_arm(records: list[dict[str, Any]], baseline: str) -> dict[str, dict[str, Any]]:
     """Each candidate's agreement with the baseline, from the per-group answer records the
-    runner stores ({arm, slice, answers, error}); the lowest over slices. Pure.
+    measurer stores ({arm, slice, answers, error}); the lowest over slices. Pure.
 
     An arm whose answers could not be collected while the baseline's were gets agreement 0.0
     and its error: a gate that could not run must not read as a pass."""

@@ -1,6 +1,6 @@
 """Whether a launched server died, and the one sentence that says so.
 
-Split from the runner so that one place knows how a death is told from a load failure: a
+Split from the measurer so that one place knows how a death is told from a load failure: a
 killed server drops its connections a moment before its process can be reaped, and a dying
 SGLang sleeps 5 s "before crash diagnostics" before it tears its tree down
 (`Engine.death_grace_s`), so failed requests get that long to show the process exited.

@@ -61,7 +61,7 @@ def correctness_gate(
     (`timeout_s` per request, in the server's time; prompts as text of the same token count
     when `tokenizer` is given). A failure to collect is recorded as the record's error: a gate
     that could not run must not read as a pass, nor stop the run. Returns that error (None
-    when every prompt was answered), so the runner can tell a gate the server died in."""
+    when every prompt was answered), so the measurer can tell a gate the server died in."""
     record: dict[str, Any] = {
         "arm": group.arm,
         "slice": group.slice,

@@ -42,6 +42,7 @@ from matrixrun.core.measurement import (
 from matrixrun.core.redact import redact_json, redact_text
 from matrixrun.core.rerun_reason import RerunWhy
 from matrixrun.core.tuning import SIM_MAX_SLOWDOWNS
+from matrixrun.core.words import reason as reason_words
 from matrixrun.engines.base import (
     Api,
     Engine,
@@ -58,7 +59,6 @@ from matrixrun.load.datasets import DatasetConfig
 from matrixrun.load.datasets.resolve import dataset_for
 from matrixrun.load.records import write_jsonl
 from matrixrun.plan import Cell, Plan, ServerGroup
-from matrixrun.report.wording.counts import reason as reason_words
 from matrixrun.run.deaths import died, died_message, exits
 from matrixrun.run.gates import correctness_done, correctness_gate, gate_outcome
 from matrixrun.run.progress import NullObserver, Observer
@@ -130,7 +130,7 @@ class Measurer:
         self.recorder = recorder
         self.run_dir: RunDir = recorder.run_dir
         self.options = options
-        self.hardware = hardware
+        self._hardware = hardware
         self._measurements: list[Measurement] = self.run_dir.measurements()
         # instance names continue after a resume: count earlier launches, measured or not
         self._launch_counts = launch_counts(self.run_dir.events(), self._measurements)
@@ -153,7 +153,7 @@ class Measurer:
         #: times this run halved the simulator's speed (`slowed`), and the speed it was asked
         #: for (settings.json and env.json keep that; each measurement the one it ran at)
         self._slowdowns = 0
-        self.asked_scale = engine.time_scale.factor
+        self._asked_scale = engine.time_scale.factor
 
     # -- bookkeeping --------------------------------------------------------------------
     @property
@@ -539,7 +539,7 @@ class Measurer:
             self.spec,
             self.plan,
             rehearsal=self.options.rehearse,
-            time_scale=self.asked_scale,
+            time_scale=self._asked_scale,
             spec_sha256=self.source.sha256,
             correctness=agreement,
             spec_path=self.options.spec_path,
@@ -555,10 +555,10 @@ class Measurer:
         """This process's facts, its servers so far and the hardware gate's result, through
         the recorder (env.json with every server before them, or a job's env.d/ shard)."""
         env = capture_environment(
-            self.spec, simulated=self.options.rehearse, time_scale=self.asked_scale
+            self.spec, simulated=self.options.rehearse, time_scale=self._asked_scale
         )
         env.servers = dict(self._servers)
-        if self.hardware is not None:
-            env.hardware_check = self.hardware
-            env.gpus = list(self.hardware.gpus)
+        if self._hardware is not None:
+            env.hardware_check = self._hardware
+            env.gpus = list(self._hardware.gpus)
         self.recorder.environment(env)

@@ -85,7 +85,7 @@ def unfinished_round(
     measurements: Iterable[Measurement],
     torn_group: str | None = None,
 ) -> Unfinished | None:
-    """Where stage 2 stood, from the runner's journal in the audit log (`round_begin` with the
+    """Where stage 2 stood, from the measurer's journal in the audit log (`round_begin` with the
     round's groups in order, `round_group_done` per group) and the measurements tagged with
     their round (`extra.round`); the reruns noted for the round (`verify` events, each with the
     attempt it was to be) whose attempt was never measured are the `pending` work — counted by
@@ -168,7 +168,7 @@ def mend_run_dir(
 
 class EventJournal:
     """The verify journal as audit-log events (`round_begin`, `round_group_done`), written by
-    the runner and read back by `unfinished_round` above."""
+    the measurer and read back by `unfinished_round` above."""
 
     def __init__(self, rd: RunDir) -> None:
         self.rd = rd
