@@ -8,7 +8,7 @@ here (`verdicts`), so a claim cannot be phrased two ways in two places. Wording 
 6): "better"/"worse" only from a confident verdict, undecided cells say what would settle
 them, provisional (n = 1) verdicts say so, and a simulated run says SIMULATED with the
 simulator's time scale. Counted nouns and the one printed word per outcome and reason are
-every stage's (`core/words.py`; `counts` re-exports them for the runner); the `history`
+every stage's (`core/words.py`, which the measurer imports too); the `history`
 command's tables are the CLI's (`cli/history_view.py`).
 """
 
