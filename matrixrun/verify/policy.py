@@ -64,14 +64,12 @@ class Policy:
         self.spec = spec
         self.plan = plan
         self.settings = analysis_settings(spec, plan)
-        #: the rounds max_runs implies, and one more where warm checks can leave runs out
-        #: (`analysis.warm`): it serves only cells whose warm runs were set aside, which
-        #: would otherwise end a run short of max_runs (`_extra_round`)
+        #: the rounds max_runs implies, and one more for the cells the last of them left
+        #: short of max_runs (`_extra_round`): those whose warm runs were set aside
+        #: (`analysis.warm`), and those the last round's data unsettled
         self.planned_rounds = rounds(spec)
-        warm = (
-            spec.verify.warm_rerun and spec.verify.max_runs >= 2 and spec.verify.design != "fixed"
-        )
-        self.rounds = self.planned_rounds + (1 if warm else 0)
+        adaptive = spec.verify.max_runs >= 2 and spec.verify.design != "fixed"
+        self.rounds = self.planned_rounds + (1 if adaptive else 0)
         self.cells = {c.cell_id: c for c in plan.cells()}
         self.group_of = {c.cell_id: g for g in plan.groups for c in g.cells}
         self.by_point_arm = {(c.slice, c.point_id, c.arm): c for c in plan.cells()}
@@ -285,10 +283,20 @@ class Policy:
         return [Pick(p.cell, "bisection", p.why, p.cost) for p in proposals]
 
     def _extra_round(self, picks: list[Pick], ms: Sequence[Measurement]) -> list[Pick]:
-        """The round after those max_runs implies serves the cells a warm check cost a run:
-        those with a warm run set aside at their point (either arm) and partner checks."""
+        """The round after those max_runs implies serves the cells the planned rounds left
+        short of max_runs: those with a warm run set aside at their point (either arm),
+        partner checks, and undecided cells with runs left — a cell decided when the last
+        round was chosen, which that round's runs elsewhere unsettled (the pooled σ moved),
+        had no round left to get its last run in. Its levels are keyed to its runs, not
+        to the round (`AnalysisSettings.level_at`), so the extra round spends no α."""
         points = {(self.cells[cid].slice, self.cells[cid].point_id) for cid, _ in self._aside}
-        return [p for p in picks if p.warm_repeat or (p.cell.slice, p.cell.point_id) in points]
+        return [
+            p
+            for p in picks
+            if p.warm_repeat
+            or (p.cell.slice, p.cell.point_id) in points
+            or p.why.kind == WhyKind.UNDECIDED
+        ]
 
     def _undecided(
         self,
