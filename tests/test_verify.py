@@ -414,3 +414,48 @@ def test_the_extra_round_gives_an_unsettled_cell_its_last_run(warm_rerun: bool) 
     assert picks(chosen) == {("base", 16, "inconclusive"), ("cand", 16, "inconclusive")}
     assert all(p.why.kind == WhyKind.UNDECIDED for _, cells in chosen for p in cells)
     assert policy.next_round(extra + 1, ms) == []
+
+
+def _one_arm_warms_up(base_warm: float) -> list[Measurement]:
+    """`cand` 40% slow on the first run of concurrency 4 on each of its two servers (its warm
+    reruns there at full speed); `base` measured there cold, then on a fresh launch cold and
+    warm (a partner check), its warm run at `base_warm`; 1 and 16 replicated on two launches."""
+    _, plan = setup()
+    ms = []
+    for inst in (1, 2):
+        reason: Reason = "first" if inst == 1 else "inconclusive"
+        ms += [m(plan, "base", 1, 100 + inst, inst, reason, inst),
+               m(plan, "cand", 1, 100 - inst, inst, reason, inst),
+               m(plan, "base", 16, 100 + inst / 2, inst, reason, inst),
+               m(plan, "cand", 16, 100, inst, reason, inst)]  # fmt: skip
+    return [
+        *ms,
+        m(plan, "cand", 4, 60, 1, "first", 1), m(plan, "cand", 4, 100, 1, "surprise", 2),
+        m(plan, "cand", 4, 61, 2, "inconclusive", 3), m(plan, "cand", 4, 101, 2, "surprise", 4),
+        m(plan, "base", 4, 100, 1, "first", 1), m(plan, "base", 4, 100.5, 2, "fresh_server", 2),
+        m(plan, "base", 4, base_warm, 2, "surprise", 3),
+    ]  # fmt: skip
+
+
+def test_the_checks_line_says_where_cold_was_compared_and_a_warm_up_of_one_arm() -> None:
+    """The first screen names the points whose warm runs were set aside (cold compared with
+    cold there) and, where the other arm was measured warm and showed none, says the warm-up
+    is one arm's alone: the first-run (JIT) explanation as a finding. A partner whose warm run
+    is as fast as its cold one's partner (base 100.5 cold, 166 warm) warms up too: no such
+    claim."""
+    from matrixrun.analysis import analyse
+    from matrixrun.report.sections.checks import checks, checks_line
+    from matrixrun.rundir.settings import analysis_settings
+
+    spec, plan = setup()
+    line = checks_line(
+        checks(analyse(_one_arm_warms_up(99.8), analysis_settings(spec, plan))),
+        False,
+        False,
+        "concurrency",
+    )
+    assert "compared cold with cold at concurrency 4, warm runs set aside" in line
+    assert "a warm-up of `cand` only (`base` measured warm showed none)" in line
+    both = checks(analyse(_one_arm_warms_up(166.0), analysis_settings(spec, plan)))
+    assert both.one_arm == ([], [])
+    assert "only" not in checks_line(both, False, False, "concurrency")

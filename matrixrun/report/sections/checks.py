@@ -48,6 +48,11 @@ class Checks:
     total_requests: int
     replicates: list[Rerun] = field(default_factory=list)  # routine reruns, no explanation
     gate_errors: dict[str, str] = field(default_factory=dict)  # arm -> why its gate failed
+    #: where warm runs were set aside, so cold was compared with cold (`analysis.warm`)
+    cold_at: list[str] = field(default_factory=list)
+    #: a warm-up of some arms only: (the arms it was confirmed on, the arms measured warm
+    #: that showed none) — empty unless both lists are
+    one_arm: tuple[list[str], list[str]] = ([], [])
 
 
 def checks(verdict: Verdict) -> Checks:
@@ -104,6 +109,8 @@ def checks(verdict: Verdict) -> Checks:
             if c.suspect and c.candidate not in suspect:
                 suspect.append(c.candidate)
     return Checks(
+        cold_at=_cold_at(verdict),
+        one_arm=_one_arm(verdict),
         explanations=explanations,
         agreement=agreement,
         suspect=suspect,
@@ -113,6 +120,49 @@ def checks(verdict: Verdict) -> Checks:
         replicates=replicates,
         gate_errors=dict(verdict.settings.correctness_errors),
     )
+
+
+def _cold_at(verdict: Verdict) -> list[str]:
+    """The points where warm runs were set aside (either arm), in axis order."""
+    xs = sorted({w.x for w in verdict.warm_aside if w.x is not None})
+    return [fmt.x(x) for x in xs] + sorted(
+        {w.point_id for w in verdict.warm_aside if w.x is None}
+    )
+
+
+def _one_arm(verdict: Verdict) -> tuple[list[str], list[str]]:
+    """A warm-up confirmed on some arms while others, measured warm (a warm rerun that ruled
+    the warm-up out for them), showed none: the first-run (JIT) explanation of those arms
+    alone, a finding in itself. Empty lists unless there are both."""
+    confirmed = sorted({c.arm for c in verdict.caveats if c.kind == CaveatKind.WARMUP})
+    none = sorted(
+        {
+            r.arm
+            for r in verdict.reruns
+            if r.kind == RerunKind.WARM
+            and r.tests == Explanation.WARMUP
+            and r.outcome == CheckOutcome.FALSIFIED
+        }
+        - set(confirmed)
+    )
+    return (confirmed, none) if confirmed and none else ([], [])
+
+
+def _warm_detail(c: Checks, axis: str) -> str:
+    """After a confirmed warm-up: where cold was compared with cold, and whether the warm-up
+    is some arms' only."""
+    out = ""
+    if c.cold_at:
+        out += f"; compared cold with cold at {axis} {', '.join(c.cold_at)}, warm runs set aside"
+    confirmed, none = c.one_arm
+    if confirmed:
+        names = ", ".join(f"`{a}`" for a in confirmed)
+        others = ", ".join(f"`{a}`" for a in none)
+        out += (
+            f"; a warm-up of {names} only ({others} measured warm showed none): the first-run "
+            f"JIT/warm-up explanation holds for {names} alone, a finding in itself"
+        )
+    return out
 
 
 def _fewest_launches(verdict: Verdict) -> int:
@@ -192,6 +242,8 @@ def checks_line(
         if e.outcome == CheckOutcome.FALSIFIED:
             items.append(f"Ruled out: {words} {OK} ({cite})")
         elif e.outcome == CheckOutcome.CONFIRMED:
+            if e.explanation == Explanation.WARMUP:
+                cite += _warm_detail(c, axis)
             items.append(f"{words.capitalize()} confirmed {BAD} ({cite})")
         else:
             items.append(f"{words.capitalize()} not settled {WARN} ({cite})")
