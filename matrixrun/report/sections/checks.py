@@ -125,16 +125,16 @@ def checks(verdict: Verdict) -> Checks:
 def _cold_at(verdict: Verdict) -> list[str]:
     """The points where warm runs were set aside (either arm), in axis order."""
     xs = sorted({w.x for w in verdict.warm_aside if w.x is not None})
-    return [fmt.x(x) for x in xs] + sorted(
-        {w.point_id for w in verdict.warm_aside if w.x is None}
-    )
+    return [fmt.x(x) for x in xs] + sorted({w.point_id for w in verdict.warm_aside if w.x is None})
 
 
 def _one_arm(verdict: Verdict) -> tuple[list[str], list[str]]:
     """A warm-up confirmed on some arms while others, measured warm (a warm rerun that ruled
     the warm-up out for them), showed none: the first-run (JIT) explanation of those arms
     alone, a finding in itself. Empty lists unless there are both."""
-    confirmed = sorted({c.arm for c in verdict.caveats if c.kind == CaveatKind.WARMUP})
+    confirmed = sorted(
+        {c.arm for c in verdict.caveats if c.kind == CaveatKind.WARMUP and c.arm is not None}
+    )
     none = sorted(
         {
             r.arm
