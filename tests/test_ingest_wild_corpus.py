@@ -467,3 +467,52 @@ def test_the_docs_table_covers_every_corpus_folder_and_file() -> None:
         assert repo in table, f"{repo} ({folder}/) is not in the table"
     counts = [int(row.split("|")[3].strip().split()[0]) for row in rows[1:]]
     assert sum(counts) == len(FILES)
+
+
+# ------------------------------------------------------- not a comparison: refused, or allowed
+
+
+def _all_failed(data: Any, path: Path) -> Any:
+    """The file as a run whose every request failed would have written it."""
+    if path == V083:
+        return {**data, "errors": ["Internal Server Error"] * len(data["errors"])}
+    if path == STAGE0:
+        return {**data, "successes": {**data["successes"], "count": 0}}
+    return {**data, "results_num_completed_requests": 0, "results_number_errors": 150}
+
+
+@pytest.mark.parametrize("path", [V083, STAGE0, SUMMARY], ids=lambda p: p.name)
+def test_a_file_whose_every_request_failed_is_refused_in_its_words(
+    path: Path, tmp_path: Path
+) -> None:
+    dead = tmp_path / "dead.json"
+    dead.write_text(json.dumps(_all_failed(raw(path), path)))
+    text = refusal(dead)
+    assert "every request failed" in text
+
+
+def test_runs_over_different_datasets_are_refused_unless_allowed(tmp_path: Path) -> None:
+    """The nightly runner's sidecar names the dataset (`--dataset-name`): two arms over
+    different datasets are refused naming both, and allowed they are a first-line caveat."""
+    for arm, dataset in (("a", "sharegpt"), ("b", "random")):
+        (tmp_path / arm).mkdir()
+        shutil.copy(V083, tmp_path / arm / V083.name)
+        side = raw(V083.with_suffix(".commands"))
+        side["client_command"] = side["client_command"].replace("sharegpt ", f"{dataset} ")
+        side["client_command"] = side["client_command"].replace("=sharegpt", f"={dataset}")
+        (tmp_path / arm / V083.with_suffix(".commands").name).write_text(json.dumps(side))
+    files = [tmp_path / "a" / V083.name, tmp_path / "b" / V083.name]
+    text = refusal(files, "a")
+    assert "differ in dataset (sharegpt vs random)" in text
+    got = load(files, "a", allow_differences=["dataset"])
+    assert [c["field"] for c in got.caveats if c["kind"] == "differs"] == ["dataset"]
+
+
+def test_runs_of_different_client_versions_are_refused_unless_allowed(tmp_path: Path) -> None:
+    """llmperf's summary schema version is the client's version record."""
+    for name, version in (("a", "2023-08-31"), ("b", "2024-01-01")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**raw(SUMMARY), "version": version}))
+    files = [tmp_path / "a.json", tmp_path / "b.json"]
+    text = refusal(files, "a")
+    assert "differ in client version" in text and "2024-01-01" in text
+    assert load(files, "a", allow_differences=["client-version"]).caveats
