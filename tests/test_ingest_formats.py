@@ -407,3 +407,45 @@ def test_bad_input_is_one_sentence_naming_file_and_field(
         load([path, VLLM / "cutedsl-c1.json"], "base", format=fmt)
     assert str(err.value).startswith(f"{path}")
     assert message in str(err.value)
+
+
+def _nodes(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths of a JSON document's keys, two levels deep (a list: its first element)."""
+    out: list[tuple[Any, ...]] = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out.append((*prefix, k))
+            if len(prefix) < 1:
+                out += _nodes(v, (*prefix, k))
+    elif isinstance(data, list) and data and not prefix:
+        out += _nodes(data[0], (0,))
+    return out
+
+
+@pytest.mark.parametrize(
+    "path",
+    [GUIDELLM / "base.json", GOLDEN / "aiperf" / "base" / "concurrency_1" /
+     "profile_export_aiperf.json", VLLM / "base-c1.json"],
+    ids=lambda p: p.parent.name + "/" + p.name,
+)  # fmt: skip
+def test_a_field_of_another_type_is_one_sentence_never_a_traceback(
+    path: Path, tmp_path: Path
+) -> None:
+    """Every key (two levels deep) set to a string, then a number, where the client writes
+    something else: the file is read or refused in one sentence naming it. A guidellm report
+    whose `config` was a number, or an aiperf export whose `input_config` was a string,
+    raised AttributeError out of the reader."""
+    data = json.loads(path.read_text())
+    changed = tmp_path / path.name
+    for keys in _nodes(data):
+        for value in ("x", -1):
+            copy = json.loads(json.dumps(data))
+            node = copy
+            for k in keys[:-1]:
+                node = node[k]
+            node[keys[-1]] = value
+            changed.write_text(json.dumps(copy))
+            try:
+                read(changed)
+            except InputError as err:
+                assert "\n" not in str(err) and str(changed) in str(err), (keys, value)

@@ -516,3 +516,13 @@ def test_runs_of_different_client_versions_are_refused_unless_allowed(tmp_path: 
     text = refusal(files, "a")
     assert "differ in client version" in text and "2024-01-01" in text
     assert load(files, "a", allow_differences=["client-version"]).caveats
+
+
+@pytest.mark.parametrize("key", ["latency", "throughput", "prompt_len"])
+def test_a_stage_section_of_another_type_is_refused_naming_it(key: str, tmp_path: Path) -> None:
+    """`successes.latency` as a string raised AttributeError out of the reader."""
+    data = raw(STAGE0)
+    data["successes"][key] = "x"
+    changed = tmp_path / "stage.json"
+    changed.write_text(json.dumps(data))
+    assert f"successes.{key} is 'x', not an object" in refusal(changed)

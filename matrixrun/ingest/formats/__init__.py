@@ -6,7 +6,7 @@ have them from another client. This package detects each input's format, reads i
 `matrixrun.ingest.records`, which does the arm / point / repeat mapping for every format alike:
 
     format          input                                                 module
-    bench_serving   `sglang.bench_serving --output-file` JSONL            load/bench_serving
+    bench_serving   `sglang.bench_serving --output-file` JSONL            sglang (+ load/)
     vllm            `vllm bench serve --save-result` JSON                 vllm
     vllm_sweep      a `vllm bench sweep serve` output directory           vllm_sweep
     vllm_table      vLLM's nightly benchmark_results.json (display names)  vllm_table
@@ -44,6 +44,7 @@ from matrixrun.ingest.formats import (
     guidellm,
     inference_perf,
     llmperf,
+    sglang,
     vllm,
     vllm_legacy,
     vllm_sweep,
@@ -163,38 +164,30 @@ def _detect_data(data: Any) -> Format | None:
             return "genai_bench"
         if vllm.is_vllm(data):
             return "vllm"
-        if bench_serving_line(data):
+        if sglang.is_line(data):
             return "bench_serving"
     return None
-
-
-#: Fields every sglang.bench_serving line has, from the late-2024 versions on.
-_BENCH_SERVING_CORE = frozenset(
-    ("backend", "duration", "completed", "total_input_tokens", "total_output_tokens",
-     "output_throughput")
-)  # fmt: skip
-
-
-def bench_serving_line(data: dict[str, Any]) -> bool:
-    """An sglang.bench_serving line: its own throughput names (`input_throughput`, or the
-    retokenized count every version writes), or, for the oldest lines that have neither,
-    its core fields without vLLM's `total_token_throughput` or setup keys (`model_id`, ...)."""
-    if "input_throughput" in data or "total_output_tokens_retokenized" in data:
-        return True
-    return (
-        data.keys() >= _BENCH_SERVING_CORE
-        and "total_token_throughput" not in data
-        and vllm.MARKERS.isdisjoint(data)
-    )
 
 
 def read(
     path: str | Path, format: Format | None = None, *, sweep_serve: SweepServe = "arms"
 ) -> list[Run]:
-    """The runs of one input, in the format given or detected."""
+    """The runs of one input, in the format given or detected. A reader that meets a field
+    of another type than its client writes (an object where it reads a number, ...) is
+    refused in one sentence naming the file: a layout it does not know, never a traceback."""
     fmt = format or detect(path)
+    try:
+        return _read(path, fmt, sweep_serve)
+    except (AttributeError, KeyError, TypeError, IndexError) as err:
+        raise InputError(
+            f"{path}: not a {_NAMES[fmt]} as this ingest knows it (reading it stopped at "
+            f"{type(err).__name__}: {err}); pass the file as the client wrote it"
+        ) from None
+
+
+def _read(path: str | Path, fmt: Format, sweep_serve: SweepServe) -> list[Run]:
     if fmt == "bench_serving":
-        return [_bench_serving_run(r) for r in bench_serving.read_file(path)]
+        return [sglang.run_of(r) for r in bench_serving.read_file(path)]
     if fmt == "vllm":
         return vllm.read_file(path)
     if fmt == "vllm_sweep":
@@ -219,48 +212,6 @@ def read(
     if fmt == "llmperf":
         return llmperf.read_file(path)
     return guidellm.read_file(path)
-
-
-def _bench_serving_tool(record: bench_serving.BenchServingRecord) -> str:
-    version = record.server_info.get("version")
-    server = f" against {version}" if version else ""
-    name = "sglang multi-turn replay" if "total_turns" in record.fields else "sglang.bench_serving"
-    return f"{name}{server}"
-
-
-_BENCH_SERVING_DERIVED = {
-    "request_throughput": "completed / duration (this bench_serving version wrote no "
-    "request_throughput)",
-    "input_throughput": "total_input_tokens / duration (this bench_serving version wrote no "
-    "input_throughput)",
-    "total_throughput": "input_throughput + output_throughput (this bench_serving version "
-    "wrote no total_throughput)",
-}
-
-
-def _bench_serving_run(record: bench_serving.BenchServingRecord) -> Run:
-    """A bench_serving line as a Run: what was computed, the model it ran against and
-    whether the server decoded speculatively (a positive `accept_length`, or a
-    speculative algorithm in `server_info`)."""
-    identity: dict[str, str] = {}
-    info = record.server_info
-    model = info.get("model_path") or record.fields.get("model_id") or record.fields.get("model")
-    if isinstance(model, str) and model:
-        identity["model"] = model
-    spec: str | None = None
-    accept = record.fields.get("accept_length")
-    if isinstance(accept, int | float) and not isinstance(accept, bool) and accept > 0:
-        spec = f"accept_length {accept:.3g}"
-    elif info.get("speculative_algorithm"):
-        spec = f"speculative_algorithm {info['speculative_algorithm']}"
-    return Run(
-        record=record,
-        format="bench_serving",
-        tool=_bench_serving_tool(record),
-        derived={m: _BENCH_SERVING_DERIVED[m] for m in record.computed},
-        identity=identity,
-        spec_decode=spec,
-    )
 
 
 @dataclass

@@ -73,8 +73,9 @@ def is_guidellm(data: Any) -> bool:
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         return False
     first = data["benchmarks"][0] if data["benchmarks"] else None
+    metadata = data.get("metadata")
     return (
-        "guidellm_version" in (data.get("metadata") or {})
+        (isinstance(metadata, dict) and "guidellm_version" in metadata)
         or "config" in data
         or (isinstance(first, dict) and first.get("type_") == "generative_benchmark")
     )

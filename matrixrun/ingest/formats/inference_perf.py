@@ -125,6 +125,17 @@ def _config(path: Path) -> dict[str, str]:
     return {}
 
 
+def _section(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """`successes[key]`: an object, or {} where it is absent (what it holds is then absent
+    too); anything else is a layout this reader does not know, refused naming the file."""
+    value = data["successes"].get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: successes.{key} is {value!r}, not an object; {_HINT}")
+    return value
+
+
 @dataclass(frozen=True)
 class _Stage:
     completed: int
@@ -156,13 +167,13 @@ def _counts(data: dict[str, Any], where: str) -> _Stage:
             f"{where}: every request failed (successes.count 0, failures.count {failed}): "
             "there is no measurement to compare; fix the server and rerun, or leave it out"
         )
-    rps = require_number(succ.get("throughput") or {}, "requests_per_sec", where, _HINT)
+    rps = require_number(_section(data, "throughput", where), "requests_per_sec", where, _HINT)
     return _Stage(completed, failed, completed / rps, rate)
 
 
 def _values(data: dict[str, Any], st: _Stage, where: str) -> dict[str, Any]:
     """bench_serving's metrics from a stage: throughputs as written, latencies × 1000."""
-    tput = data["successes"].get("throughput") or {}
+    tput = _section(data, "throughput", where)
     out_tps = require_number(tput, "output_tokens_per_sec", where, _HINT)
     in_tps = require_number(tput, "input_tokens_per_sec", where, _HINT)
     values: dict[str, Any] = {
@@ -176,7 +187,7 @@ def _values(data: dict[str, Any], st: _Stage, where: str) -> dict[str, Any]:
         "output_throughput": out_tps,
         "total_throughput": require_number(tput, "total_tokens_per_sec", where, _HINT),
     }
-    latency = data["successes"].get("latency") or {}
+    latency = _section(data, "latency", where)
     for ours, theirs in _LATENCIES.items():
         entry = latency.get(theirs)
         for stat, key in _STATS.items():
@@ -227,7 +238,7 @@ def read_file(path: str | Path) -> list[Run]:
     st = _counts(data, where)
     values = _values(data, st, where)
     conf = _config(p)
-    prompt = data["successes"].get("prompt_len") or {}
+    prompt = _section(data, "prompt_len", where)
     record = BenchServingRecord(
         source=where,
         line=1,
