@@ -7,6 +7,7 @@ comment validated and then failed to run under LANG=C."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -24,11 +25,11 @@ TINY = ROOT / "tests" / "specs" / "tiny.yaml"
 NON_ASCII = "# café: the fast arm should be ≥ 2× the slow one\n"
 
 
-def _non_ascii_spec(folder: Path) -> Path:
+def _non_ascii_spec(folder: Path, name: str = "tiny-utf8.yaml") -> Path:
     text = TINY.read_text(encoding="utf-8").replace(
         "title: Tiny rehearsal", "title: Tiny rehearsal ≥ café"
     )
-    path = folder / "tiny-utf8.yaml"  # the text is what is tested, not the file name
+    path = folder / name
     path.write_text(NON_ASCII + text, encoding="utf-8")
     return path
 
@@ -69,7 +70,7 @@ def test_the_c_locale_really_is_ascii_for_the_subprocess() -> None:
     assert out.stdout.strip() in ("ANSI_X3.4-1968", "ascii", "US-ASCII")
 
 
-def test_a_spec_with_non_ascii_text_validates_plans_and_runs_under_the_c_locale(
+def test_a_spec_with_non_ascii_text_validates_and_plans_under_the_c_locale(
     tmp_path: Path,
 ) -> None:
     spec = _non_ascii_spec(tmp_path)
@@ -78,12 +79,28 @@ def test_a_spec_with_non_ascii_text_validates_plans_and_runs_under_the_c_locale(
     assert f"{spec}: ok" in checked.stdout
     planned = _matrixrun("plan", str(spec), "--json", cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
+
+
+@pytest.mark.slow
+def test_a_spec_with_non_ascii_text_and_name_runs_under_the_c_locale(tmp_path: Path) -> None:
+    """The run, and the run directory's readers after it: the file's name is not ASCII
+    either (the C locale hands it over as lone surrogates, which settings.json must not
+    receive)."""
+    spec = _non_ascii_spec(tmp_path, "tiny-é.yaml")
     ran = _matrixrun("run", str(spec), "--rehearse", "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     copy = (tmp_path / "run" / "spec.yaml").read_bytes()
     assert copy == spec.read_bytes()  # the copy is the file, byte for byte, not re-encoded
     recorded = (tmp_path / "run" / "spec.sha256").read_text(encoding="utf-8").strip()
     assert recorded == hashlib.sha256(spec.read_bytes()).hexdigest()
+    settings = json.loads((tmp_path / "run" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["spec"]["spec_path"] == str(spec)
+    analysed = _matrixrun("analyse", str(tmp_path / "run"), cwd=tmp_path)
+    assert analysed.returncode == 0, analysed.stderr
+    out = tmp_path / "elsewhere.md"
+    rendered = _matrixrun("report", str(tmp_path / "run"), "--out", str(out), cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "≥ café" in out.read_text(encoding="utf-8")
 
 
 def test_the_flag_check_takes_its_lines_from_the_one_reading(tmp_path: Path) -> None:
@@ -102,6 +119,7 @@ def test_the_flag_check_takes_its_lines_from_the_one_reading(tmp_path: Path) -> 
     assert source.hash == spec_hash(text) and source.text == text
 
 
+@pytest.mark.slow
 def test_a_rehearsal_reads_the_spec_file_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

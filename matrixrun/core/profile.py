@@ -246,7 +246,11 @@ def bundled() -> Profile:
     the simulator's own default too): a mid-size MoE on one node, with noise, so a rehearsal
     without a profile still has run-to-run spread to measure. Reading a packaged file is the
     one I/O here."""
-    text = resources.files("matrixrun.sim").joinpath("profiles/default.yaml").read_text()
+    text = (
+        resources.files("matrixrun.sim")
+        .joinpath("profiles/default.yaml")
+        .read_text(encoding="utf-8")
+    )
     return Profile.model_validate(YAML(typ="safe").load(text))
 
 

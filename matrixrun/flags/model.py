@@ -143,4 +143,4 @@ class FlagSet:
 
     @classmethod
     def load(cls, path: Path) -> FlagSet:
-        return cls.from_json(json.loads(path.read_text()))
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))

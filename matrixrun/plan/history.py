@@ -43,7 +43,7 @@ def _group_key(engine: str, group: Mapping[str, Any]) -> tuple[str, str, str, in
 
 def _engine_kind(spec_file: Path) -> str | None:
     try:
-        data = YAML(typ="safe").load(spec_file.read_text())
+        data = YAML(typ="safe").load(spec_file.read_text(encoding="utf-8"))
     except Exception:  # an unreadable old spec: that run directory is skipped
         return None
     if not isinstance(data, dict):
@@ -92,8 +92,12 @@ def history_estimate(spec: Spec, plan: Plan, roots: Sequence[str | Path]) -> His
     for rd in _run_dirs(roots):
         engine = _engine_kind(rd / "spec.yaml") if (rd / "spec.yaml").exists() else None
         try:
-            old = json.loads((rd / "plan.json").read_text())
-            env = json.loads((rd / "env.json").read_text()) if (rd / "env.json").exists() else {}
+            old = json.loads((rd / "plan.json").read_text(encoding="utf-8"))
+            env = (
+                json.loads((rd / "env.json").read_text(encoding="utf-8"))
+                if (rd / "env.json").exists()
+                else {}
+            )
         except (OSError, ValueError):
             continue
         if engine is None or not isinstance(old, dict) or env.get("simulated"):
@@ -113,7 +117,7 @@ def history_estimate(spec: Spec, plan: Plan, roots: Sequence[str | Path]) -> His
                 if isinstance(startup, int | float) and startup > 0:
                     launches.append(float(startup))
         results = rd / "results.jsonl"
-        lines = results.read_text().splitlines() if results.exists() else []
+        lines = results.read_text(encoding="utf-8").splitlines() if results.exists() else []
         for line in lines:
             try:
                 m = json.loads(line)
@@ -181,7 +185,9 @@ def noise_history(spec: Spec, plan: Plan, run_dir: str | Path) -> NoiseHistory:
         # an earlier matrixrun's files through the migrations (core.migrate), as RunDir reads
         # them: this module sits below rundir
         names = ("verdict.json", "plan.json", "env.json", "settings.json", FORMAT_FILE)
-        files = {n: json.loads((rd / n).read_text()) for n in names if (rd / n).exists()}
+        files = {
+            n: json.loads((rd / n).read_text(encoding="utf-8")) for n in names if (rd / n).exists()
+        }
         files = migrate.migrate(files)
         verdict = Verdict.model_validate(files["verdict.json"])
         old = files["plan.json"]
@@ -204,9 +210,9 @@ def _borrowed_by(spec: Spec, plan: Plan, settings_file: Path) -> NoiseHistory:
     spec copy: resuming or reproducing it uses the same prior it had."""
     rd = settings_file.parent
     try:
-        data = json.loads(settings_file.read_text()).get("analysis") or {}
+        data = json.loads(settings_file.read_text(encoding="utf-8")).get("analysis") or {}
         settings = AnalysisSettings.model_validate(data)
-        old = json.loads((rd / "plan.json").read_text())
+        old = json.loads((rd / "plan.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, ValidationError) as exc:
         raise InputError(
             f"verify.noise_from of {rd}/spec.yaml: cannot read what that run borrowed from "

@@ -132,7 +132,7 @@ def experiment_of(run_dir: str | Path) -> str:
 
 def _read(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -215,7 +215,7 @@ def post(
         report = Path(run_dir) / "report.md"
         if not report.exists():
             render_report(run_dir)
-        body = report.read_text()
+        body = report.read_text(encoding="utf-8")
     if dry_run:
         message = render_dry_run(body, target, experiment=key, kind=kind, token_env=token_env)
     else:

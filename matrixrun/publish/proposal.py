@@ -99,7 +99,7 @@ def experiment_name(path: str | Path) -> str:
     """The spec's `experiment:` (even when the spec does not validate), else its file stem:
     the key of the proposal comment, so fixing a broken spec updates the same comment."""
     try:
-        data = YAML(typ="safe").load(Path(path).read_text())
+        data = YAML(typ="safe").load(Path(path).read_text(encoding="utf-8"))
         name = data.get("experiment") if isinstance(data, dict) else None
     except Exception:  # any unreadable spec: the stem names it
         name = None

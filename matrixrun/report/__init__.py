@@ -156,5 +156,5 @@ def render_run(
         return rd.write_text("report.md", text)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
+    target.write_text(text, encoding="utf-8")
     return target

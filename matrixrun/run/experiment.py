@@ -75,7 +75,7 @@ def run_experiment(
         rehearse=rehearse,
         observer=observer or NullObserver(),
         retry_failed=retry_failed,
-        spec_path=str(spec_path),
+        spec_path=_printable(spec_path),
     )
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     source = source.with_spec(spec)
@@ -86,3 +86,10 @@ def run_experiment(
         return run_session(measurer, executor, store_error)
     except KeyboardInterrupt as exc:  # the CLI's line names where the measurements are
         raise RunInterrupted(str(rd.path)) from exc
+
+
+def _printable(path: Path) -> str:
+    """The spec's path as text a UTF-8 file can hold (settings.json, what Reproduce prints).
+    Under a locale that is not UTF-8, Python keeps a name's non-ASCII bytes as lone
+    surrogates, which no JSON writer takes; read as UTF-8 they are the name as typed."""
+    return os.fsencode(path).decode("utf-8", errors="replace")

@@ -94,7 +94,8 @@ def gate_outcome(run_dir: RunDir, baseline: str) -> tuple[dict[str, float], dict
     baseline, and each arm whose gate could not collect its answers with why (said as a
     failure in the Checks line, never a quiet "not checked")."""
     answers = [
-        json.loads(p.read_text()) for p in sorted((run_dir.path / "correctness").glob("*.json"))
+        json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted((run_dir.path / "correctness").glob("*.json"))
     ]
     agreement = {
         arm: float(entry["agreement"]) for arm, entry in agreement_by_arm(answers, baseline).items()

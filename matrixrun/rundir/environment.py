@@ -164,7 +164,7 @@ def read_environment(path: Path) -> Environment | None:
     """env.json at `path`; None when there is none. A file that is not one is an InputError
     naming it (a resumed run must not silently drop the servers it recorded)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     try:

@@ -104,7 +104,7 @@ class JobsFile(BaseModel):
 def read_jobs(path: Path) -> JobsFile:
     """jobs.json at `path`; an empty one when there is none (a run not yet submitted)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return JobsFile()
     try:

@@ -357,7 +357,7 @@ class RunDir:
     def _raw_json(self, name: str) -> Any:
         path = self.path / name
         try:
-            return json.loads(path.read_text())
+            return json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except json.JSONDecodeError as exc:

@@ -116,11 +116,15 @@ def load_profile(path: str | None, inline: str | None) -> Profile:
         text, where = inline, "--profile-json"
     elif path is not None:
         try:
-            text, where = Path(path).read_text(), path
+            text, where = Path(path).read_text(encoding="utf-8"), path
         except OSError as e:
             raise UsageError(f"cannot read profile {path}: {e.strerror}") from e
     else:
-        text = resources.files("matrixrun.sim").joinpath("profiles/default.yaml").read_text()
+        text = (
+            resources.files("matrixrun.sim")
+            .joinpath("profiles/default.yaml")
+            .read_text(encoding="utf-8")
+        )
         where = "the bundled default profile"
     try:
         data = json.loads(text)

@@ -14,7 +14,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     out = Path(args.out)
     text = schema_text()
     if args.check:
-        current = out.read_text() if out.exists() else ""
+        current = out.read_text(encoding="utf-8") if out.exists() else ""
         if current != text:
             say(f"{out} is stale; run `matrixrun schema` (or `nox -s schema`) and commit it")
             return EXIT_FAILED
