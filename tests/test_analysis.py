@@ -1002,7 +1002,7 @@ def test_the_routine_replicates_line_counts_against_the_noise_it_names() -> None
 
     def rep(change: float, band: float | None) -> Rerun:
         return Rerun(slice="", arm=CAND, cell_id="c", candidate=CAND, point_id="p",
-                     point={"concurrency": 8}, attempt=2, reason="inconclusive", instance="c#2",
+                     point={"concurrency": 8}, attempt=2, reason="undecided", instance="c#2",
                      kind=RerunKind.FRESH_SERVER, metric="output_throughput", value=1.0,
                      first_value=1.0, change_vs_first=change, noise_band=band,
                      matches_first=None if band is None else abs(change) <= band,

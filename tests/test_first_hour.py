@@ -131,9 +131,7 @@ def test_plain_progress_line_uses_the_report_word(tmp_path: Path) -> None:
 
     plan = plan_of(SPEC_TEXT)
     cell = plan.groups[0].cells[0]
-    m = measurement(cell, plan.groups[0].group_id, 100.0).model_copy(
-        update={"reason": "inconclusive"}
-    )
+    m = measurement(cell, plan.groups[0].group_id, 100.0).model_copy(update={"reason": "undecided"})
     out = tmp_path / "log"
     with out.open("w") as fh:
         obs = PlainObserver(fh)
@@ -238,7 +236,7 @@ def _one_df_run(tmp_path: Path):  # type: ignore[no-untyped-def]
         for c in g.cells
     ]
     base = plan.groups[0]
-    ms.append(measurement(base.cells[0], base.group_id, 100.4, attempt=2, reason="inconclusive"))
+    ms.append(measurement(base.cells[0], base.group_id, 100.4, attempt=2, reason="undecided"))
     return write_run(tmp_path / "run", text, ms)
 
 

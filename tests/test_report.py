@@ -708,7 +708,7 @@ def test_verify_whys_are_keyed_by_the_attempt_the_event_names() -> None:
     """A rerun's reason is data: the verify event names the attempt it asked for, so the
     order of events does not matter and an event without an attempt pairs with nothing."""
     events = [
-        {"event": "verify", "cell": "c1", "attempt": 3, "reason": "inconclusive", "why": "w2"},
+        {"event": "verify", "cell": "c1", "attempt": 3, "reason": "undecided", "why": "w2"},
         {"event": "verify", "cell": "c1", "attempt": 2, "reason": "surprise", "why": "w1"},
         {"event": "verify", "cell": "c2", "reason": "surprise", "why": "lost"},
         {"event": "launch", "cell": "c1", "attempt": 4, "why": "not a verify event"},

@@ -139,9 +139,7 @@ def test_journal_read_back() -> None:
     ]
     _, plan = setup()
     g2 = next(g for g in plan.groups if g.arm == "cand")
-    rerun = m(plan, "cand", 4, 100.0, 2, "inconclusive", 2).model_copy(
-        update={"extra": {"round": 1}}
-    )
+    rerun = m(plan, "cand", 4, 100.0, 2, "undecided", 2).model_copy(update={"extra": {"round": 1}})
     assert unfinished_round(events, [rerun]) == Unfinished(1, ("g2",), frozenset({rerun.cell_id}))
     events.append({"event": "round_group_done", "round": 1, "group": "g2"})
     assert unfinished_round(events, []) == Unfinished(1, (), frozenset())

@@ -178,7 +178,7 @@ def v1_verdict() -> dict[str, Any]:
 def test_a_v1_verdict_stores_undecided_in_every_place_the_outcome_is_written() -> None:
     out = migrate.migrate({"settings.json": {"schema_version": 1}, "verdict.json": v1_verdict()})
     verdict = out["verdict.json"]
-    assert verdict["schema_version"] == 2 and out["settings.json"] == {"schema_version": 2}
+    assert verdict["schema_version"] == 3 and out["settings.json"] == {"schema_version": 3}
     assert "inconclusive" not in json.dumps(verdict)
     overall = verdict["overall"]["c"]
     assert list(overall) == ["metric", "verdict", "same", "undecided", "by_slice"]  # in order
@@ -186,6 +186,44 @@ def test_a_v1_verdict_stores_undecided_in_every_place_the_outcome_is_written() -
     series = verdict["slices"][0]["candidates"][0]["metrics"][0]["series"][0]
     assert [c["verdict"] for c in series["cells"]] == ["undecided", "better"]
     assert series["regimes"][0]["verdict"] == "undecided"
+
+
+def test_a_v2_rerun_reason_is_stored_as_undecided_in_every_file() -> None:
+    """Step 2 → 3: a rerun of an undecided cell said `inconclusive` in results.jsonl (and a
+    node's shard), in the verify events and in verdict.json's rerun log and arms' reasons;
+    now `undecided` everywhere, the other reasons and records as they were."""
+    arm = {"arm": "c", "reasons": ["first", "inconclusive", "surprise"]}
+    cell = {"verdict": "undecided", "baseline": {**arm, "arm": "b"}, "candidate": arm}
+    metric = {"metric": "m", "series": [{"cells": [cell]}]}
+    verdict = {
+        "schema_version": 2,
+        "slices": [{"candidates": [{"candidate": "c", "metrics": [metric]}]}],
+        "reruns": [{"reason": "inconclusive", "arm": "c"}, {"reason": "crossover"}],
+    }
+    files = {
+        FORMAT_FILE: {"version": 2},
+        "settings.json": {"schema_version": 2},
+        "verdict.json": verdict,
+        "results.jsonl": [{"reason": "first"}, {"reason": "inconclusive", "attempt": 2}],
+        "results.d/g1.jsonl": [{"reason": "inconclusive"}],
+        "events.jsonl": [{"event": "verify", "reason": "inconclusive"}, {"event": "launch"}],
+        "events.d/g1.jsonl": [{"event": "verify", "reason": "inconclusive"}],
+        "plan.json": {"reason": "inconclusive"},  # not a record file: left as it is
+    }
+    out = migrate.migrate(files)
+    assert out[FORMAT_FILE] == {"version": 3} and out["settings.json"]["schema_version"] == 3
+    assert out["results.jsonl"] == [{"reason": "first"}, {"reason": "undecided", "attempt": 2}]
+    assert out["results.d/g1.jsonl"] == [{"reason": "undecided"}]
+    assert out["events.jsonl"] == [{"event": "verify", "reason": "undecided"}, {"event": "launch"}]
+    assert out["events.d/g1.jsonl"] == [{"event": "verify", "reason": "undecided"}]
+    assert out["plan.json"] == {"reason": "inconclusive"}
+    v = out["verdict.json"]
+    assert v["schema_version"] == 3
+    assert [r["reason"] for r in v["reruns"]] == ["undecided", "crossover"]
+    cell = v["slices"][0]["candidates"][0]["metrics"][0]["series"][0]["cells"][0]
+    assert cell["candidate"]["reasons"] == ["first", "undecided", "surprise"]
+    assert cell["baseline"]["reasons"] == ["first", "undecided", "surprise"]
+    assert files["results.jsonl"][1]["reason"] == "inconclusive"  # the input is not changed
 
 
 def test_a_current_verdict_in_an_old_directory_is_left_alone() -> None:

@@ -215,6 +215,36 @@ def test_a_store_newer_than_this_code_is_refused(tmp_path: Path) -> None:
         Store(path)
 
 
+def test_an_older_store_says_undecided_where_it_said_inconclusive(tmp_path: Path) -> None:
+    """Schema 1 → 2: rows indexed from an older run directory said `inconclusive` for the
+    reason of a rerun of an undecided cell (and, before verdict format 2, for a verdict); the
+    store's migration gives them the one word the run directories now store."""
+    path = str(tmp_path / "s.sqlite")
+    store = Store(path)
+    store.record(extract(ROOT / "reports" / "runs" / "h200_transformers_aa"))
+    with store.engine.begin() as conn:
+        undecided = conn.execute(
+            select(func.count()).where(t.measurements.c.reason == "undecided")
+        ).scalar_one()
+        assert undecided > 0  # its reruns of undecided cells, read through core.migrate
+        conn.execute(
+            t.measurements.update()
+            .where(t.measurements.c.reason == "undecided")
+            .values(reason="inconclusive")
+        )
+        conn.execute(t.cells.update().values(verdict="inconclusive"))
+        conn.execute(t.meta.update().values(value="1"))
+    store.close()
+    store = Store(path)
+    assert store.schema_version() == t.SCHEMA_VERSION == 2
+    with store.read() as conn:
+        reasons = conn.execute(select(t.measurements.c.reason)).scalars().all()
+        verdicts = set(conn.execute(select(t.cells.c.verdict)).scalars().all())
+    assert "inconclusive" not in reasons and reasons.count("undecided") == undecided
+    assert verdicts == {"undecided"}
+    store.close()
+
+
 WRITER = """
 import sys, time
 from pathlib import Path

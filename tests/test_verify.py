@@ -112,7 +112,7 @@ def test_without_any_sigma_every_inconclusive_cell_gets_both_arms() -> None:
     spec, plan = setup("{threshold: 3%, surprise: 90%, max_runs: 3}")
     ms = first_pass(plan, {1: 80.0, 4: 100.0, 16: 120.0})
     got = picks(Policy(spec, plan).next_round(1, ms))
-    assert got == {(a, x, "inconclusive") for a in ("base", "cand") for x in (1, 4, 16)}
+    assert got == {(a, x, "undecided") for a in ("base", "cand") for x in (1, 4, 16)}
 
 
 def test_limiting_arm_and_futility() -> None:
@@ -126,8 +126,8 @@ def test_limiting_arm_and_futility() -> None:
                     reason="fresh_server", attempt=2))  # fmt: skip
     ms = [x for x in ms if not (x.arm == "cand" and x.point["concurrency"] == 1 and x.attempt == 2)]
     got = picks(Policy(spec, plan).next_round(2, ms))
-    assert ("cand", 1, "inconclusive") in got
-    assert ("base", 1, "inconclusive") not in got  # baseline already has 2 runs there
+    assert ("cand", 1, "undecided") in got
+    assert ("base", 1, "undecided") not in got  # baseline already has 2 runs there
     assert not any(x == 4 or x == 16 for _, x, _ in got)  # futile ties
 
 
@@ -143,7 +143,7 @@ def test_futility_waits_for_two_runs_per_arm(monkeypatch: pytest.MonkeyPatch) ->
                     reason="fresh_server", attempt=2))  # fmt: skip
     batch = Policy(spec, plan).next_round(2, ms)
     got = picks(batch)
-    assert {("base", 16, "inconclusive"), ("cand", 16, "inconclusive")} <= got
+    assert {("base", 16, "undecided"), ("cand", 16, "undecided")} <= got
     assert not any(x == 4 for _, x, _ in got)  # 2 runs per arm: futile
     why = next(p.why for _, cells in batch for p in cells if p.cell.x == 16)
     assert why.chance is not None and why.chance < policy_module.FUTILITY
@@ -156,7 +156,7 @@ def test_futility_waits_for_two_runs_per_arm(monkeypatch: pytest.MonkeyPatch) ->
 def test_max_runs_caps_every_reason() -> None:
     spec, plan = setup("{threshold: 3%, surprise: 10%, max_runs: 2}")
     ms = first_pass(plan, {1: 80.0, 4: 100.0, 16: 120.0})
-    ms += [m(plan, arm, x, 100.0, instance=2, reason="inconclusive", attempt=2)
+    ms += [m(plan, arm, x, 100.0, instance=2, reason="undecided", attempt=2)
            for arm in ("base", "cand") for x in (1, 4, 16)]  # fmt: skip
     policy = Policy(spec, plan)
     assert policy.next_round(1, ms) == []
@@ -196,7 +196,7 @@ def test_budget_trims_a_round_and_counts_relaunches() -> None:
     # 30 min: one 10-min launch + 2-min cells fits ten cells on one server, not two launches
     batch = policy.next_round(1, ms)
     assert len(batch) == 2 and sum(len(c) for _, c in batch) == 5
-    ms.append(m(plan, "cand", 1, 80.0, instance=2, reason="inconclusive", attempt=2))
+    ms.append(m(plan, "cand", 1, 80.0, instance=2, reason="undecided", attempt=2))
     assert policy.rerun_time_spent(ms) == pytest.approx(600 + 120)
 
 
@@ -217,7 +217,7 @@ def test_same_measurements_same_picks_and_resume_round() -> None:
     assert [(g.group_id, cells) for g, cells in a] == [(g.group_id, cells) for g, cells in b]
     policy = Policy(spec, plan)
     assert rounds_done(policy, ms) == 0
-    ms.append(m(plan, "cand", 1, 70.0, instance=2, reason="inconclusive", attempt=2))
+    ms.append(m(plan, "cand", 1, 70.0, instance=2, reason="undecided", attempt=2))
     assert rounds_done(policy, ms) == 1
 
 
@@ -316,7 +316,7 @@ def test_a_round_chooses_inconclusive_reruns_again_once_its_replicates_bring_sig
     for g in plan.groups:  # stage 1 only
         run_cells(g, [(c, "first") for c in g.cells], None)
     at_start = picks(policy.next_round(1, ms))
-    assert ("cand", 16, "inconclusive") in at_start  # no σ yet: it looks undecided
+    assert ("cand", 16, "undecided") in at_start  # no σ yet: it looks undecided
     consume(policy, ms, run_cells)
     reruns = {(x.arm, int(x.point["concurrency"]), x.reason) for x in ms if x.reason != "first"}
     assert sum(1 for x in ms if x.arm == "cand" and x.point["concurrency"] == 16) == 2

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from matrixrun.core.aliases import SGLANG as SGLANG_ALIASES
 from matrixrun.core.aliases import VLLM as VLLM_ALIASES
-from matrixrun.core.words import outcome
 from matrixrun.report import fmt
 from matrixrun.store.queries import ArmKey, ArmSeries, Earlier, Experiment, LogStats
 from matrixrun.store.regression import Check, StepKind
@@ -106,7 +105,7 @@ def _arms(e: Experiment) -> str:
         flags = " ".join(
             f"{launch_flag(e.engine, k)} {fmt.flag_value(v)}" for k, v in a.flags.items()
         )
-        tag = "baseline" if a.baseline else (outcome(a.verdict) if a.verdict else "not judged")
+        tag = "baseline" if a.baseline else (a.verdict if a.verdict else "not judged")
         parts.append(f"{a.arm} ({tag}{'; ' + flags if flags else ''})")
     return "; ".join(parts)
 

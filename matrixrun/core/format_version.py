@@ -20,13 +20,13 @@ from typing import Any
 from matrixrun.core.errors import InputError
 
 #: The versions move in step (`core.migrate`: step n takes every file from n to n + 1); 2 stores
-#: the undecided outcome as `undecided`.
+#: the undecided outcome as `undecided`, 3 the reason of a rerun of an undecided cell too.
 #: settings.json's `schema_version`.
-SETTINGS_VERSION = 2
+SETTINGS_VERSION = 3
 #: verdict.json's `schema_version`.
-VERDICT_VERSION = 2
+VERDICT_VERSION = 3
 #: format.json's `version`: every file of the run directory without a version of its own.
-RECORDS_VERSION = 2
+RECORDS_VERSION = 3
 #: The file that records RECORDS_VERSION in a run directory.
 FORMAT_FILE = "format.json"
 

@@ -22,7 +22,7 @@ from matrixrun.core.metrics import Metrics
 Reason = Literal[
     "first",
     "surprise",
-    "inconclusive",
+    "undecided",
     "crossover",
     "fresh_server",
     "aa",

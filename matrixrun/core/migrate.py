@@ -32,8 +32,12 @@ The steps:
 - 1 → 2 (2026-12-03): settings.json and the records only take the version; in verdict.json
   the undecided outcome is stored as the word every reader
   sees, `undecided`, not `inconclusive` (cells, regimes, overall verdicts and their per-slice
-  verdicts), and `Overall`'s count of such cells is `undecided`. A rerun's reason in
-  results.jsonl keeps `inconclusive`: that is why the rerun was run, another vocabulary.
+  verdicts), and `Overall`'s count of such cells is `undecided`.
+- 2 → 3 (2026-12-03): the reason of a rerun of an undecided cell is stored as `undecided`
+  too, not `inconclusive` — in results.jsonl and its shards (`reason`), in events.jsonl and
+  its shards (a verify event's `reason`) and in verdict.json (the rerun log's `reason`, each
+  arm's `reasons`) — so one outcome has one stored word everywhere and nothing translates it
+  for printing; settings.json only takes the new version.
 
 """
 
@@ -411,8 +415,81 @@ def verdict_v1_to_v2(old: Mapping[str, Any]) -> dict[str, Any]:
     return {**old, "schema_version": 2, "slices": slices, "overall": overall}
 
 
+# -- 2 → 3 ---------------------------------------------------------------------------------
+
+#: The files of records whose `reason` may name a rerun's reason: results and the audit log,
+#: and their per-node shards.
+_REASON_FILES = ("results.jsonl", "events.jsonl", "results.d/", "events.d/")
+
+
+def _reason_v2(record: Any) -> Any:
+    """A record with `reason: inconclusive` as `reason: undecided` (others as they are)."""
+    if isinstance(record, dict) and record.get("reason") == "inconclusive":
+        return {**record, "reason": "undecided"}
+    return record
+
+
+def _arm_v2(arm: Any) -> Any:
+    if not isinstance(arm, dict) or not isinstance(arm.get("reasons"), list):
+        return arm
+    return {**arm, "reasons": [_undecided(r) for r in arm["reasons"]]}
+
+
+def verdict_v2_to_v3(old: Mapping[str, Any]) -> dict[str, Any]:
+    """verdict.json as version 3: the rerun log's and every arm's reason `inconclusive` is
+    `undecided`."""
+    slices = [
+        {
+            **sl,
+            "candidates": [
+                {
+                    **cand,
+                    "metrics": [
+                        {
+                            **m,
+                            "series": [
+                                {
+                                    **s,
+                                    "cells": [
+                                        {
+                                            **c,
+                                            "baseline": _arm_v2(c.get("baseline")),
+                                            "candidate": _arm_v2(c.get("candidate")),
+                                        }
+                                        for c in s.get("cells", [])
+                                    ],
+                                }
+                                for s in m.get("series", [])
+                            ],
+                        }
+                        for m in cand.get("metrics", [])
+                    ],
+                }
+                for cand in sl.get("candidates", [])
+            ],
+        }
+        for sl in old.get("slices", [])
+    ]
+    reruns = [_reason_v2(r) for r in old.get("reruns", [])]
+    return {**old, "schema_version": 3, "slices": slices, "reruns": reruns}
+
+
+def v2_to_v3(files: Files) -> Files:
+    """A rerun's reason `inconclusive` stored as `undecided` (see the module's docstring)."""
+    out = dict(files)
+    if "settings.json" in files and version_of(files, "settings.json") == 2:
+        out["settings.json"] = {**files["settings.json"], "schema_version": 3}
+    if "verdict.json" in files and version_of(files, "verdict.json") == 2:
+        out["verdict.json"] = verdict_v2_to_v3(files["verdict.json"])
+    if records_version(files) == 2:
+        for name, records in files.items():
+            if name.startswith(_REASON_FILES) and isinstance(records, list):
+                out[name] = [_reason_v2(r) for r in records]
+    return out
+
+
 #: STEPS[n] takes every file of version n to n + 1.
-STEPS: list[Step] = [v0_to_v1, v1_to_v2]
+STEPS: list[Step] = [v0_to_v1, v1_to_v2, v2_to_v3]
 
 
 def current_of(name: str) -> int:

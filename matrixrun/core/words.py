@@ -6,25 +6,19 @@ same way, and a progress line must not load the report to count its cells.
 
 Two small rules a newcomer notices first (issue 33): "1 cells" and "1 routine replicates" read
 as carelessness, and one outcome called "undecided" in a table and "inconclusive" in the line
-beside it reads as two outcomes. verdict.json stores `undecided` (format version 2; an older
-file's `inconclusive` is migrated by `core.migrate`); a rerun's reason is still stored as
-`inconclusive` (results.jsonl), so every printed word goes through `outcome`.
+beside it reads as two outcomes. So the outcome has one word, stored and printed alike: a
+verdict (verdict.json, format 2) and the reason of a rerun of an undecided cell (results.jsonl,
+events.jsonl, verdict.json's rerun log, format 3) are `undecided`; an older run directory's
+`inconclusive` is migrated by `core.migrate`, an older results store's by its own migration
+(`store.schema`), and nothing translates it for printing.
 """
 
 from __future__ import annotations
 
-#: The printed word for each stored value that is not printed as stored (a rerun reason).
-_PRINTED = {"inconclusive": "undecided"}
-
-
-def outcome(stored: str) -> str:
-    """The word the report, progress and `--fail-on` use for a stored verdict or reason."""
-    return _PRINTED.get(stored, stored)
-
 
 def reason(stored: str) -> str:
     """A rerun reason as a progress line says it: 'undecided', 'fresh server', 'first'."""
-    return outcome(stored).replace("_", " ")
+    return stored.replace("_", " ")
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
@@ -36,7 +30,7 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 REASON_WORDS = {
     "first": "first run",
     "surprise": "surprising change",
-    "inconclusive": "undecided cell",
+    "undecided": "undecided cell",
     "crossover": "crossover bracket",
     "fresh_server": "fresh-server check",
     "aa": "A/A (baseline against itself)",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.core.errors import InputError
-from matrixrun.core.words import outcome, plural
+from matrixrun.core.words import plural
 from matrixrun.publish.github import (
     Kind,
     Target,
@@ -103,7 +103,7 @@ def failing_candidates(run_dir: str | Path, fail_on: frozenset[str]) -> list[tup
         elif "worse" in fail_on and worse:
             cells = result.get("cells") if isinstance(result.get("cells"), int) else None
             of = f"{worse} of {plural(cells, 'cell')}" if cells else plural(worse, "cell")
-            out.append((str(candidate), f"{outcome(str(verdict))}, with {of} worse"))
+            out.append((str(candidate), f"{verdict}, with {of} worse"))
     return out
 
 

@@ -38,8 +38,9 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-#: Bumped when a table or column changes; `MIGRATIONS[v]` takes a store from v to v + 1.
-SCHEMA_VERSION = 1
+#: Bumped when a table or column changes, or what a column holds; `MIGRATIONS[v]` takes a
+#: store from v to v + 1.
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -155,6 +156,18 @@ Index("ix_cells_run", cells.c.run_id)
 Index("ix_sigmas_run", sigmas.c.run_id)
 Index("ix_runs_engine", runs.c.engine, runs.c.finished_at)
 
-#: Version v → the function that takes a store from v to v + 1 (none yet: version 1 is the
-#: first). Each runs inside the transaction that records the new version.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+def undecided_v1(conn: Connection) -> None:
+    """1 → 2: the undecided outcome has one stored word, `undecided` (run directories: format
+    3, `core.migrate`). Rows indexed from older run directories said `inconclusive` for a
+    verdict (before their format 2) and for the reason of a rerun of an undecided cell."""
+    for column in (arms.c.verdict, cells.c.verdict, measurements.c.reason):
+        table = column.table
+        conn.execute(
+            table.update().where(column == "inconclusive").values({column.name: "undecided"})
+        )
+
+
+#: Version v → the function that takes a store from v to v + 1. Each runs inside the
+#: transaction that records the new version.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: undecided_v1}

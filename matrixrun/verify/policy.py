@@ -52,7 +52,7 @@ _PRIORITY: dict[str, int] = {
     "calibration": 2,
     "crossover": 3,
     "bisection": 3,
-    "inconclusive": 4,
+    "undecided": 4,
 }
 
 
@@ -275,7 +275,7 @@ class Policy:
             self.spec, self.plan, self.settings, ms, proposals, aside=self._aside
         )
         for cell, why in near:
-            want(cell, "inconclusive", why)
+            want(cell, "undecided", why)
         proposals += more
         self.proposed = {p.cell.cell_id: p for p in proposals}
         for p in proposals:
@@ -329,7 +329,7 @@ class Policy:
             for arm in arms:
                 want(
                     self.by_point_arm.get((slice_name, res.point_id, arm)),
-                    "inconclusive",
+                    "undecided",
                     RerunWhy(
                         kind=WhyKind.UNDECIDED,
                         arm=arm,
@@ -352,7 +352,7 @@ class Policy:
         for cell_id in sorted({m.cell_id for m in ms}):
             cell = self.cells.get(cell_id)
             if cell is not None and capped_once(cell_id, ms):
-                want(cell, "inconclusive", RerunWhy(kind=WhyKind.CAPPED, arm=cell.arm))
+                want(cell, "undecided", RerunWhy(kind=WhyKind.CAPPED, arm=cell.arm))
 
     def _warm_partners(
         self,

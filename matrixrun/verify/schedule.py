@@ -189,7 +189,7 @@ class _RoundLaunch(Launch):
         if again:
             return again
         picks = self._current()
-        checks = [p for p in picks if p.reason != "inconclusive"]
+        checks = [p for p in picks if p.reason != "undecided"]
         return self._take(checks or picks[:1])
 
 

@@ -18,7 +18,6 @@ from matrixrun.core.verdict import (
     Comparison,
     Verdict,
 )
-from matrixrun.core.words import outcome
 from matrixrun.plan import Plan
 from matrixrun.report import fmt, wording
 from matrixrun.report.given import given_of
@@ -194,7 +193,7 @@ def n_text(c: Comparison) -> str:
 
 
 def verdict_short(c: Comparison) -> str:
-    word = outcome(c.verdict.value)
+    word = c.verdict.value
     if c.provisional and c.change_lo is not None:
         word += " (n=1)"
     return word

@@ -25,7 +25,6 @@ from matrixrun.core.verdict import (
     OverallVerdict,
     Verdict,
 )
-from matrixrun.core.words import outcome
 from matrixrun.report import fmt
 from matrixrun.report.inputs import RunInputs, compared_pair, spec_path_of
 from matrixrun.report.section import Section
@@ -258,7 +257,7 @@ def _cites(cells: Sequence[Comparison], u: str, most: int = 3) -> str:
 def _stretch(s: Stretch, r: Recommendation, axis: str, u: str) -> str:
     xs = xs_range([c.x for c in s.cells])
     if r.suspect:  # its speed does not count: say what was measured, advise nothing
-        return f"`{r.candidate}` is {outcome(s.verdict.value)} at {axis} {xs}: {_cites(s.cells, u)}"
+        return f"`{r.candidate}` is {s.verdict.value} at {axis} {xs}: {_cites(s.cells, u)}"
     if s.verdict == CellVerdict.BETTER:
         return f"use `{r.candidate}` at {axis} {xs}: {_cites(s.cells, u)}"
     return f"keep `{r.baseline}` at {axis} {xs}: {_cites(s.cells, u)}"
@@ -429,7 +428,7 @@ def hypothesis(text: str, recs: Sequence[Recommendation], axis: str, limit: int 
     parts = []
     for r in recs:
         for s in r.stretches:
-            parts.append(f"{outcome(s.verdict.value)} at {axis} {xs_range([c.x for c in s.cells])}")
+            parts.append(f"{s.verdict.value} at {axis} {xs_range([c.x for c in s.cells])}")
     if not parts and any(r.advice is Advice.EITHER for r in recs):
         # "same" is a decision too: a control that came out the same has tested its claim
         return (

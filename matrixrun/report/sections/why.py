@@ -13,7 +13,6 @@ from matrixrun.core.verdict import (
     Comparison,
     Verdict,
 )
-from matrixrun.core.words import outcome
 from matrixrun.report import fmt
 from matrixrun.report.section import Section
 from matrixrun.report.series import (
@@ -156,7 +155,7 @@ def why(attrs: Sequence[Attribution], axis: str, several: bool) -> list[str]:
             continue
         where = f"{axis} {xs_range(a.xs)}"
         head = (
-            f"where it is {outcome(a.verdict.value)} ({where})"
+            f"where it is {a.verdict.value} ({where})"
             if a.verdict is not None
             else f"at {where} (undecided)"
         )

@@ -21,7 +21,7 @@ from matrixrun.core.verdict import (
     Series,
     SigmaSource,
 )
-from matrixrun.core.words import outcome, plural
+from matrixrun.core.words import plural
 from matrixrun.report import fmt
 
 NON_MONOTONE = "the sign changes more than once along the axis: non-monotone, re-measure"
@@ -186,7 +186,7 @@ def cell_text(c: Comparison) -> str:
     if c.change_lo is not None and c.change_hi is not None:
         parts.append(fmt.change_interval(c.change_lo, c.change_hi, c.df, decided=c.confident))
     parts.append(f"n={c.baseline.n}/{c.candidate.n}")
-    parts.append(outcome(c.verdict.value))
+    parts.append(c.verdict.value)
     text = " ".join(parts)
     lead = c.leading_note
     extras = [
@@ -239,9 +239,7 @@ def regimes(series: Series, axis: str, margin: float) -> str:
     parts = []
     for r in series.regimes:
         xs = fmt.join_words([fmt.x(x_of[p]) for p in r.point_ids if x_of.get(p) is not None])
-        word = (
-            f"the same within {fmt.margin(margin)}" if r.verdict == "same" else outcome(r.verdict)
-        )
+        word = f"the same within {fmt.margin(margin)}" if r.verdict == "same" else r.verdict
         parts.append(f"{word} at {xs}" if xs else f"{word} at {plural(len(r.point_ids), 'point')}")
     text = f"Along {axis}: " + ", ".join(parts)
     if series.non_monotone:
@@ -314,9 +312,7 @@ def overall(ov: Overall, s: AnalysisSettings) -> str:
     elif ov.verdict != OverallVerdict.UNDECIDED and ov.sigma_source == SigmaSource.PRIOR:
         text += " σ is the declared prior, not measured."
     if ov.by_slice:
-        text += " By slice: " + "; ".join(
-            f"{b.slice or '—'}: {outcome(b.verdict)}" for b in ov.by_slice
-        )
+        text += " By slice: " + "; ".join(f"{b.slice or '—'}: {b.verdict}" for b in ov.by_slice)
         text += "."
     if ov.suspect is not None:
         text += (
