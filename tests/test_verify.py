@@ -405,13 +405,13 @@ def test_the_extra_round_gives_an_unsettled_cell_its_last_run(warm_rerun: bool) 
             ("base", 16): (100.0, 103.0), ("cand", 16): (110.0, 116.0)}  # fmt: skip
     ms = []
     for (arm, x), (first, second) in runs.items():
-        ms += [m(plan, arm, x, first), m(plan, arm, x, second, 2, "inconclusive", 2)]
+        ms += [m(plan, arm, x, first), m(plan, arm, x, second, 2, "undecided", 2)]
     policy = Policy(spec, plan)
     at16 = next(c for _, _, c in policy._verdict(ms).comparisons() if c.x == 16)
     assert at16.verdict == "undecided" and at16.change is not None and at16.change > 0.1
     extra = policy.planned_rounds + 1
     chosen = policy.next_round(extra, ms)
-    assert picks(chosen) == {("base", 16, "inconclusive"), ("cand", 16, "inconclusive")}
+    assert picks(chosen) == {("base", 16, "undecided"), ("cand", 16, "undecided")}
     assert all(p.why.kind == WhyKind.UNDECIDED for _, cells in chosen for p in cells)
     assert policy.next_round(extra + 1, ms) == []
 
@@ -423,7 +423,7 @@ def _one_arm_warms_up(base_warm: float) -> list[Measurement]:
     _, plan = setup()
     ms = []
     for inst in (1, 2):
-        reason: Reason = "first" if inst == 1 else "inconclusive"
+        reason: Reason = "first" if inst == 1 else "undecided"
         ms += [m(plan, "base", 1, 100 + inst, inst, reason, inst),
                m(plan, "cand", 1, 100 - inst, inst, reason, inst),
                m(plan, "base", 16, 100 + inst / 2, inst, reason, inst),
@@ -431,7 +431,7 @@ def _one_arm_warms_up(base_warm: float) -> list[Measurement]:
     return [
         *ms,
         m(plan, "cand", 4, 60, 1, "first", 1), m(plan, "cand", 4, 100, 1, "surprise", 2),
-        m(plan, "cand", 4, 61, 2, "inconclusive", 3), m(plan, "cand", 4, 101, 2, "surprise", 4),
+        m(plan, "cand", 4, 61, 2, "undecided", 3), m(plan, "cand", 4, 101, 2, "surprise", 4),
         m(plan, "base", 4, 100, 1, "first", 1), m(plan, "base", 4, 100.5, 2, "fresh_server", 2),
         m(plan, "base", 4, base_warm, 2, "surprise", 3),
     ]  # fmt: skip

@@ -349,7 +349,7 @@ def verify_whys(events: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], st
 #: Runs labelled by the check that asked for them rather than by their reason: a warm-up
 #: partner check's two runs (a fresh-server run's reason and a warm one's), a capacity
 #: midpoint's (reason `bisection`, as a crossover's), a load near an SLO bound's
-#: (`inconclusive`, as an undecided cell's).
+#: (`undecided`, as an undecided cell's).
 KIND_LABELS: dict[str, str] = {
     WhyKind.WARM_PARTNER.value: "warm-up partner check",
     WhyKind.CAPACITY.value: "capacity midpoint",
