@@ -12,12 +12,15 @@ and a report that names the dataset it ran.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "spec" / "sglang_cpu.yaml"
+SPEC = ROOT / os.environ.get(
+    "MATRIXRUN_SGLANG_SPEC", "spec/sglang_cpu.yaml"
+)  # see test_sglang_real
 MODEL_LINE = "model: {path: /tmp/matrixrun-sglang-cpu/tiny-llama}"
 WORKLOAD = """workload: {dataset: shared_prefix, groups: 4, prompts_per_group: 4, system_len: 256,
            question_len: 32, output_len: 16, num_prompts: 16, warmup_requests: 1, seed: 1}"""

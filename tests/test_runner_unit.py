@@ -337,3 +337,13 @@ def test_a_server_that_dies_in_the_correctness_gate_is_blamed_there(tmp_path: Pa
     assert any(g["error"] for g in gates)
     settings = json.loads((rd.path / "settings.json").read_text())
     assert settings["analysis"]["correctness_errors"]
+    # and the report says it: the gate failed (❌), never the quiet "outputs not checked"
+    from matrixrun.report import render_run
+    from matrixrun.run.outputs import analyse_run
+
+    analyse_run(rd)
+    checks = next(
+        line for line in render_run(rd).read_text().splitlines() if line.startswith("**Checks")
+    )
+    assert "outputs not checked: the correctness gate failed ❌" in checks, checks
+    assert "failed measurements" in checks and "0 failed requests ✅" not in checks, checks

@@ -5,16 +5,19 @@ and readiness, `/server_info`'s version and args, streamed `/generate` parsing, 
 completions (token ids and text prompts, strict bodies), the cache flush idle and while busy
 (400), a client that disconnects, `/abort_request` (a failed request with its reason), stop
 (the whole process tree gone and the port free), the correctness gate, the bench_serving client
-path, a small-vocabulary model, a server that dies mid-cell (reported with its real first
-error), a ShareGPT-format file and a Mooncake trace through `matrixrun run` (the checks the
-simulator's test applies too, tests/dataset_runs.py), and the simulator's answers compared with
-the real server's on the same requests.
+path, OpenAI chat (answer, usage, finish, against the simulator's), a small-vocabulary model,
+a server that dies mid-cell (reported with its real first error), a ShareGPT-format file and a
+Mooncake trace through `matrixrun run` (the checks the simulator's test applies too,
+tests/dataset_runs.py), and the simulator's answers compared with the real server's on the
+same requests.
 
 The environment is the project's own (scripts/sglang_cpu/setup.py, run by the nox session):
 SGLang in its own venv (`MATRIXRUN_SGLANG_PYTHON`), a stand-in for the CUDA-only sgl_kernel,
 and tiny random Llamas under /tmp/matrixrun-sglang-cpu that the committed spec
-(spec/sglang_cpu.yaml) names. Under `nox -s tests` these skip with one line; under CI the nox
-session sets MATRIXRUN_SGLANG_REAL=require, so a missing install fails instead of skipping.
+(spec/sglang_cpu.yaml) names; on a GPU node `MATRIXRUN_SGLANG_SPEC=spec/sglang_gpu.yaml`
+launches the same experiment without the CPU lines (docs/gpu-node.md). Under `nox -s tests`
+these skip with one line; under CI the nox session sets MATRIXRUN_SGLANG_REAL=require, so a
+missing install fails instead of skipping.
 A server takes 65-100 s to become ready on two busy cores, so one launch serves every
 endpoint test (module fixture) and each end-to-end run launches its own.
 """
@@ -39,7 +42,10 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "spec" / "sglang_cpu.yaml"
+#: The spec the servers are launched from: the CPU one, or on a GPU node spec/sglang_gpu.yaml
+#: (the same experiment without the CPU lines; docs/gpu-node.md, "Checking a new SGLang
+#: release"). What a test checks of the launch follows from the spec, not from the CPU's flags.
+SPEC = ROOT / os.environ.get("MATRIXRUN_SGLANG_SPEC", "spec/sglang_cpu.yaml")
 CPU_ROOT = Path("/tmp/matrixrun-sglang-cpu")
 PYTHON = os.environ.get("MATRIXRUN_SGLANG_PYTHON", "")
 HOW = (
@@ -117,10 +123,12 @@ def _stream(base: str, path: str, body: dict[str, Any], stop_after: int | None =
 
 def test_readiness_version_and_args(real: Real) -> None:
     info = get_json(real.base, real.engine.info_paths)
-    assert real.engine.version(info) == "0.5.23"
+    if SPEC.name == "sglang_cpu.yaml":  # the release CI installs; a GPU check brings its own
+        assert real.engine.version(info) == "0.5.23"
     args = real.engine.effective_args(info)
-    assert args["schedule_policy"] == "fcfs" and args["device"] == "cpu"
-    assert args["max_total_tokens"] == 8192
+    assert args["schedule_policy"] == "fcfs"  # the baseline arm's flag
+    for name, value in load_spec(SPEC).engine.args.items():  # the spec's own, as the server has it
+        assert args[name] == value, name
     for per_launch in ("launch_command", "startup_time", "version"):
         assert per_launch not in args  # never "differs between arms"
     assert real.server.startup_s is not None and real.server.startup_s > 1
@@ -128,6 +136,8 @@ def test_readiness_version_and_args(real: Real) -> None:
 
 def test_the_stand_in_kernel_was_never_called(real: Real) -> None:
     """A new SGLang release that starts calling a CUDA kernel on the CPU path shows up here."""
+    if "PYTHONPATH" not in load_spec(SPEC).engine.env:
+        pytest.skip("no sgl_kernel stand-in in this spec: a GPU install has the real kernel")
     log = real.log.read_text(errors="replace")
     assert "sgl_kernel stand-in: asked for" in log  # it is the one in use
     assert "sgl_kernel stand-in: CALLED" not in log
@@ -278,6 +288,36 @@ REQUESTS: list[tuple[str, dict[str, Any]]] = [
                               "max_tokens": 6, "ignore_eos": True, "stream": True,
                               "stream_options": {"include_usage": True}}),
 ]  # fmt: skip
+
+
+def _chat(events: list[Any]) -> tuple[str, list[str], dict[str, Any]]:
+    """A streamed chat answer: its text (the deltas' content), its finish reasons, its usage."""
+    assert events[-1] == "[DONE]"
+    data = [e for e in events if e != "[DONE]"]
+    choices = [c for e in data for c in e.get("choices") or []]
+    text = "".join(c.get("delta", {}).get("content") or "" for c in choices)
+    finish = [c["finish_reason"] for c in choices if c.get("finish_reason")]
+    usage = next(e["usage"] for e in reversed(data) if e.get("usage"))
+    return text, finish, usage
+
+
+def test_openai_chat_streams_the_answer_its_usage_and_finish(real: Real) -> None:
+    """OpenAI chat completions (what genai-bench and other chat clients send), on the real
+    server and on the simulator the rehearsal uses: content deltas, one finish reason
+    (`length`: ignore_eos runs to max_tokens), usage with exactly max_tokens completion
+    tokens, then [DONE]; the two agree on all of it but the text."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from simserver import start_sim
+
+    path, body = REQUESTS[2]
+    text, finish, usage = _chat(_stream(real.base, path, body))
+    assert text and finish == ["length"]
+    assert usage["completion_tokens"] == body["max_tokens"] and usage["prompt_tokens"] > 0
+    with start_sim(["--model-path", MODEL]) as (_, sim):
+        time.sleep(0.5)
+        s_text, s_finish, s_usage = _chat(_stream(sim, path, body))
+    assert s_text and s_finish == finish
+    assert s_usage["completion_tokens"] == usage["completion_tokens"]
 
 
 def test_the_simulator_answers_as_the_real_server_does(real: Real) -> None:
@@ -433,8 +473,9 @@ def test_the_committed_two_arm_spec_runs_on_real_servers(tmp_path: Path) -> None
     assert not any(m["simulated"] for m in ms)
     env = json.loads((out / "env.json").read_text())
     servers = env["servers"].values()
-    assert {s["version"] for s in servers} == {"0.5.23"}
-    assert all(s["env"]["SGLANG_USE_CPU_ENGINE"] == "1" for s in servers)
+    assert len({s["version"] for s in servers}) == 1 and None not in {s["version"] for s in servers}
+    name, value = next(iter(load_spec(SPEC).engine.env.items()))
+    assert all(s["env"][name] == value for s in servers)
     gates = [json.loads(p.read_text()) for p in (out / "correctness").glob("*.json")]
     assert len(gates) == 2 and all(g["answers"] and g["error"] is None for g in gates)
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
@@ -445,7 +486,7 @@ def test_the_committed_two_arm_spec_runs_on_real_servers(tmp_path: Path) -> None
     report = (out / "report.md").read_text()
     assert "SIMULATED" not in report and "outputs agree" in report
     assert "Prefix cache hit rate" in report
-    assert "`SGLANG_USE_CPU_ENGINE=1`" in report  # engine.env, shown in Setup
+    assert f"`{name}={value}`" in report  # engine.env, shown in Setup
     assert not (tmp_path / "reports").exists()  # --out: every file in the run directory
 
 
