@@ -35,6 +35,7 @@ EXAMPLES = {
     "reports/h200_transformers_cuda_graph.md": "reports/runs/h200_transformers_cuda_graph",
     "reports/h200_transformers_aa_relaunch.md": "reports/runs/h200_transformers_aa_relaunch",
     "reports/h200_transformers_aa_cold.md": "reports/runs/h200_transformers_aa_cold",
+    "reports/h200_transformers_aa_cold_2.md": "reports/runs/h200_transformers_aa_cold_2",
     "reports/sglang_cpu.md": "reports/runs/sglang_cpu",
     "reports/lpm_shared_prefix.rehearsal.md": "reports/runs/lpm_shared_prefix.rehearsal",
     "reports/lpm_random.rehearsal.md": "reports/runs/lpm_random.rehearsal",
