@@ -526,3 +526,14 @@ def test_a_stage_section_of_another_type_is_refused_naming_it(key: str, tmp_path
     changed = tmp_path / "stage.json"
     changed.write_text(json.dumps(data))
     assert f"successes.{key} is 'x', not an object" in refusal(changed)
+
+
+def test_the_v08_layout_and_a_later_vllm_are_different_client_versions() -> None:
+    """vLLM writes no version, but v0.8's layout is its own: a v0.8 file against one of
+    `vllm bench serve` 0.33 (the golden files) is refused naming both layouts, unless allowed."""
+    later = Path(__file__).parent / "golden" / "vllm" / "base-c1.json"
+    text = refusal([V083, later], "02_tp4_pp2_no_IB", allow_differences=["model"])
+    assert "differ in client version (benchmark_serving.py, v0.8 layout vs vllm bench" in text
+    got = load([V083, later], "base", allow_differences=["model", "client-version", "dataset"],
+               axis_field="request_rate")  # fmt: skip
+    assert {c["field"] for c in got.caveats if c["kind"] == "differs"} >= {"client-version"}

@@ -39,13 +39,33 @@ def _key(name: str) -> str:
     return _KEY.get(name, name)
 
 
+#: Formats of one client (a client version is compared among one client's runs only).
+_SAME_CLIENT = {"vllm_sweep": "vllm", "vllm_table": "vllm"}
+
+
+def _compared(runs: Sequence[Run], name: str) -> list[bool]:
+    """Which runs take part in the check of `name`: all, except for the client version, which
+    only runs of one client that record different versions (clients differ in version as a
+    matter of course; mixing them is --mix-formats' question, not this one's)."""
+    if name != "client-version":
+        return [True] * len(runs)
+    seen: dict[str, set[str]] = {}
+    for r in runs:
+        value = r.identity.get(_key(name))
+        if value is not None:
+            seen.setdefault(_SAME_CLIENT.get(r.format, r.format), set()).add(value)
+    return [len(seen.get(_SAME_CLIENT.get(r.format, r.format), ())) > 1 for r in runs]
+
+
 def differences(runs: Sequence[Run], arms: Sequence[str]) -> dict[str, dict[str, list[str]]]:
     """identity field -> arm -> the values its runs recorded, for the fields whose recorded
     values are not all one (runs that record nothing for a field are not counted)."""
     out: dict[str, dict[str, list[str]]] = {}
     for name in IDENTITY:
         by_arm: dict[str, list[str]] = {}
-        for run, arm in zip(runs, arms, strict=True):
+        for run, arm, compared in zip(runs, arms, _compared(runs, name), strict=True):
+            if not compared:
+                continue
             value = run.identity.get(_key(name))
             if value is not None and value not in by_arm.setdefault(arm, []):
                 by_arm[arm].append(value)
@@ -65,10 +85,11 @@ def identity_caveats(
             caveats.append({"kind": "differs", "field": name, "values": by_arm})
             continue
         key = _key(name)
-        first = runs[0]
-        other = next(r for r in runs if r.identity.get(key) not in (None, first.identity.get(key)))
+        among = [r for r, c in zip(runs, _compared(runs, name), strict=True) if c]
+        first = among[0]
+        other = next(r for r in among if r.identity.get(key) not in (None, first.identity.get(key)))
         if first.identity.get(key) is None:
-            first = next(r for r in runs if r.identity.get(key) not in (None, other.identity[key]))
+            first = next(r for r in among if r.identity.get(key) not in (None, other.identity[key]))
         raise InputError(
             f"{first.record.where} and {other.record.where} differ in {key} "
             f"({_short(first.identity[key])} vs {_short(other.identity[key])}): a verdict "

@@ -37,6 +37,11 @@ DEFINITIONS = {
     "itl": "vLLM counts one inter-token gap per streamed chunk; bench_serving splits a chunk "
     "of k tokens into k gaps of gap/k (the two agree only when every chunk holds one token)",
 }
+#: The client version a file's layout shows (is it the v0.8 layout?), for the identity check.
+LAYOUTS = {
+    True: "benchmark_serving.py, v0.8 layout",
+    False: "vllm bench serve layout (version not recorded)",
+}
 UNRECORDED = "the file has neither a 'failed' count nor the per-request 'errors' list"
 DERIVED = {
     "input_throughput": "total_input_tokens / duration (vLLM writes no input throughput)",
@@ -134,6 +139,9 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
     if isinstance(model, str) and model:
         identity["model"] = model
     old = "request_goodput:" in data
+    # vLLM writes no version, but its layout tells the v0.8 script from later clients: files
+    # of the two are refused as one comparison unless --allow-difference client-version
+    identity["client version"] = LAYOUTS[old]
     return Run(
         record=record,
         format="vllm_sweep" if format == "vllm_sweep" else "vllm",
