@@ -15,8 +15,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -334,35 +332,6 @@ def test_genai_bench_builds_are_refused() -> None:
     assert "run_duration" in refusal(folders, "regression_main_branch")
 
 
-def test_the_settle_command_runs_as_the_report_prints_it(tmp_path: Path) -> None:
-    """The report's "Settle it" for the InfiniBand pair ended in `--out .` (the run directory
-    itself, which ingest refuses to overwrite) and left out `--allow-difference gpu` (so the
-    pair would be refused): run as printed, from where the ingest ran, with the .2 files in
-    place, it writes a new run directory whose second runs are fresh-server repeats."""
-    for arm, src in (("a", NO_IB), ("b", IB)):
-        (tmp_path / arm).mkdir()
-        for f in src.glob("*_qps_inf.*"):  # the result and its .commands sidecar
-            shutil.copy(f, tmp_path / arm / f.name)
-            shutil.copy(f, tmp_path / arm / f"{f.stem}.2{f.suffix}")
-    files = [str(p.relative_to(tmp_path)) for p in sorted(tmp_path.glob("?/*_qps_inf.json"))]
-
-    def mr(args: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "matrixrun", *args], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-
-    first = mr(["ingest", *files, "--baseline", "a", "--allow-difference", "gpu", "--out", "r"])
-    assert first.returncode == 0, first.stderr
-    report = (tmp_path / "r" / "report.md").read_text()
-    command = re.search(r"Settle it \(more runs\): `matrixrun ([^`#]+)", report)
-    assert command is not None, report
-    words = shlex.split(command.group(1))
-    assert words[words.index("--out") + 1] == "r.2" and "gpu" in words
-    again = mr(words)
-    assert again.returncode == 0, again.stderr
-    reasons = [json.loads(line)["reason"] for line in (tmp_path / "r.2" / "results.jsonl").open()]
-    assert sorted(reasons) == ["first", "first", "fresh_server", "fresh_server"]
-
-
 # --------------------------------------------- files not seen: by content, refused not guessed
 
 #: Every corpus file that is read alone (a per-request llmperf file needs its summary).
@@ -537,3 +506,80 @@ def test_the_v08_layout_and_a_later_vllm_are_different_client_versions() -> None
     got = load([V083, later], "base", allow_differences=["model", "client-version", "dataset"],
                axis_field="request_rate")  # fmt: skip
     assert {c["field"] for c in got.caveats if c["kind"] == "differs"} >= {"client-version"}
+
+
+# ------------------------------------------------ the report's settle command, as printed
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _unlabelled(src: Path, dest: Path) -> None:
+    dest.write_text(json.dumps({**raw(src), "label": None}))
+
+
+#: (name, how each input is made in the test's folder, the ingest's own arguments): inputs
+#: whose arms come from their file or folder names, which a `.run2` copy must not change.
+SETTLE_CASES: dict[str, tuple[dict[str, Path], list[str]]] = {
+    "infiniband": ({"a/x_qps_inf.json": V083, "a/x_qps_inf.commands": V083.with_suffix(
+        ".commands"), "b/x_qps_inf.json": next(IB.glob("*_qps_inf.json")),
+        "b/x_qps_inf.commands": next(IB.glob("*_qps_inf.commands"))},
+        ["--baseline", "a", "--allow-difference", "gpu"]),
+    "vllm-unlabelled": ({"base.json": GOLDEN / "vllm" / "base-c1.json",
+                         "cutedsl.json": GOLDEN / "vllm" / "cutedsl-c1.json"},
+                        ["--baseline", "base"]),
+    "inference-perf": ({"vllm/results": IPERF / "vllm" / "results",
+                        "tuned/results": IPERF / "vllm+batch_size" / "results"},
+                       ["--baseline", "vllm"]),
+    "llmperf": ({"summary/anyscale_70b.json": SUMMARY,
+                 "summary/together_70b.json": LLMPERF / "summary" / "together_70b.json"},
+                ["--baseline", "anyscale_70b", "--allow-difference", "model"]),
+    "aiperf": ({"base": GOLDEN / "aiperf" / "base", "cutedsl": GOLDEN / "aiperf" / "cutedsl"},
+               ["--baseline", "base"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(SETTLE_CASES))
+def test_the_settle_command_runs_as_the_report_prints_it(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report's "Settle it" ended in `--out .` (the run directory itself, which ingest
+    refuses to overwrite) and left out the options given (`--allow-difference gpu`: the pair
+    would be refused); its second files, `x.2.json`, were new arms wherever the arm came from
+    a file or folder name. Run as printed, from where the ingest ran, with a copy of each
+    input as its second run, it writes a new run directory with the same arms, each point's
+    second run a fresh-server repeat."""
+    from matrixrun.cli.main import main
+
+    made, args = SETTLE_CASES[case]
+    for name, src in made.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name)
+        elif case == "vllm-unlabelled":
+            _unlabelled(src, tmp_path / name)
+        else:
+            shutil.copy(src, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    inputs = [n for n in made if not n.endswith(".commands")]
+    assert main(["ingest", *inputs, *args, "--out", "r"]) == 0, capsys.readouterr().err
+    report = (tmp_path / "r" / "report.md").read_text()
+    command = re.search(r"Settle it[^`]*`matrixrun ([^`#]+)", report)
+    assert command is not None, report
+    words = shlex.split(command.group(1))
+    assert words[words.index("--out") + 1] == "r.2"
+    assert all(a in words for a in args)  # every option of the first ingest
+    for name in made:  # the second runs, where the command says: copies of the first
+        first, second = tmp_path / name, tmp_path / name
+        second = first.with_name(f"{first.stem}.run2{first.suffix}")
+        if first.is_dir():
+            shutil.copytree(first, second)
+        else:
+            shutil.copy(first, second)
+    assert main(words) == 0, capsys.readouterr().err
+    before = [json.loads(x) for x in (tmp_path / "r" / "results.jsonl").open()]
+    after = [json.loads(x) for x in (tmp_path / "r.2" / "results.jsonl").open()]
+    assert {m["arm"] for m in after} == {m["arm"] for m in before}
+    assert len(after) == 2 * len(before)
+    assert sorted(m["reason"] for m in after) == sorted(
+        ["first"] * len(before) + ["fresh_server"] * len(before)
+    )

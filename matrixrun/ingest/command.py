@@ -134,12 +134,13 @@ def ingest(
 def settle_command(files: list[str], out: Path, given: dict[str, Any]) -> str:
     """The ingest that would settle what this one leaves undecided, for the report to print:
     these files and a second one per input measured on a freshly started server (x.json ->
-    x.2.json, a folder d -> d.2), with every option this ingest was given (without them a
-    difference allowed here would be refused there), each file one server launch (`--servers
-    per-file`: a second file's runs are fresh-server repeats, the lines within a file stay
-    repeats on its launch), into a new run directory `OUT.2` (ingest never overwrites one;
-    the report once said `--out .`, the run directory itself, which ingest refuses)."""
-    again = [str(Path(f).with_name(f"{Path(f).stem}.2{Path(f).suffix}")) for f in files]
+    x.run2.json, a folder d -> d.run2: records.arm_name reads them as the same arm), with
+    every option this ingest was given (without them a difference allowed here would be
+    refused there), each file one server launch (`--servers per-file`: a second file's runs
+    are fresh-server repeats, the lines within a file stay repeats on its launch), into a new
+    run directory `OUT.2` (ingest never overwrites one; the report once said `--out .`, the
+    run directory itself, which ingest refuses)."""
+    again = [str(Path(f).with_name(f"{Path(f).stem}.run2{Path(f).suffix}")) for f in files]
     words = ["matrixrun", "ingest", *files, *again]
     for flag, value in given.items():
         if value is None or value is False:
@@ -155,8 +156,8 @@ def settle_command(files: list[str], out: Path, given: dict[str, Any]) -> str:
         words += ["--servers", "per-file"]
     words += ["--out", f"{out}.2"]
     return (
-        f"{shlex.join(words)}  # the .2 files: each arm again on a freshly started server; "
-        f"{out}.2: a new run directory"
+        f"{shlex.join(words)}  # the .run2 files: each arm again on a freshly started "
+        f"server; {out}.2: a new run directory"
     )
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ __all__ = [
     "ClientWords",
     "IngestResult",
     "ServerMode",
+    "arm_name",
     "axis_name",
     "measurements_from_files",
     "measurements_from_records",
@@ -113,11 +116,24 @@ def _file_stem(record: BenchServingRecord) -> str:
     return Path(record.source).stem
 
 
+#: A later run of an arm, as the report's "Settle it" command names its files and folders
+#: (`x.run2.json` beside `x.json`, `results.run2/` beside `results/`): `NAME.runN`.
+_RERUN = re.compile(r"^(?P<name>.+)\.run[0-9]+$")
+
+
+def arm_name(name: str) -> str:
+    """A file stem or folder name as the arm it names: less a `.runN` ending, so the second
+    run the settle command asks for is a run of the same arm, not a new one (the arm then
+    repeats, on another launch with `--servers per-file`)."""
+    match = _RERUN.fullmatch(name)
+    return match.group("name") if match else name
+
+
 def _arm_for(r: BenchServingRecord, arm_field: str, words: ClientWords) -> str:
     value = r.field(arm_field)
     if value is None or value == "":
         if arm_field == "tag":
-            return _file_stem(r)
+            return arm_name(_file_stem(r))
         raise InputError(
             f"{r.where}: no {arm_field!r} field to name the arm; pass another --arm-field "
             f"or leave it out to use {words.default_arm}"
@@ -191,12 +207,32 @@ def _check_arms(arms: list[str], baseline: str, words: ClientWords) -> None:
         )
 
 
+def _launch_names(records: Sequence[BenchServingRecord]) -> dict[str, str]:
+    """Each file's name as a server launch (`--servers per-file`): its stem, or where files
+    in different folders share one (`results/stage_0…` and `results.run2/stage_0…`), its path
+    below their common folder, so two launches are never taken for one."""
+    by_stem: dict[str, set[str]] = {}
+    for r in records:
+        by_stem.setdefault(_file_stem(r), set()).add(r.source)
+    names: dict[str, str] = {}
+    for stem, sources in by_stem.items():
+        if len(sources) == 1:
+            names[next(iter(sources))] = stem
+            continue
+        common = os.path.commonpath(sorted(str(Path(x).resolve()) for x in sources))
+        for source in sources:
+            below = Path(source).resolve().relative_to(common)
+            names[source] = below.with_suffix("").as_posix()
+    return names
+
+
 def _measurements(keyed: list[Keyed], servers: ServerMode, slice: str) -> list[Measurement]:
     """One Measurement per record; repeats of an (arm, point) are later attempts, on the same
     server or fresh ones as `servers` says."""
     out: list[Measurement] = []
     counts: dict[tuple[str, str], int] = {}
     first_instance: dict[tuple[str, str], str] = {}
+    launches = _launch_names([r for r, *_ in keyed])
     for r, arm, point, pid in keyed:
         attempt = counts[(arm, pid)] = counts.get((arm, pid), 0) + 1
         if servers == "same":
@@ -204,7 +240,7 @@ def _measurements(keyed: list[Keyed], servers: ServerMode, slice: str) -> list[M
         elif servers == "fresh":
             instance = f"{arm}#{attempt}"
         else:
-            instance = f"{arm}@{_file_stem(r)}"
+            instance = f"{arm}@{launches[r.source]}"
         first = first_instance.setdefault((arm, pid), instance)
         reason: Reason = (
             "first" if attempt == 1 else ("manual" if instance == first else "fresh_server")

@@ -38,6 +38,7 @@ from typing import Any
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, totals_over
 from matrixrun.ingest.formats.vllm import load_json
+from matrixrun.ingest.records import arm_name
 from matrixrun.load.bench_serving import BenchServingRecord
 
 __all__ = ["DEFINITIONS", "EXPORT", "arm_of", "artifact_dir", "is_aiperf", "name_arms", "read_file"]
@@ -136,7 +137,14 @@ def artifact_dir(path: Path, values: tuple[float | None, ...] = ()) -> Path:
 
 def arm_of(path: Path, values: tuple[float | None, ...] = ()) -> str:
     """The artifact directory's name (see `artifact_dir`)."""
-    return artifact_dir(path, values).name or path.stem
+    return arm_name(artifact_dir(path, values).name or path.stem)
+
+
+def _named(run: Run) -> Path:
+    """A run's artifact directory as its arm's place: `x.run2` (a later run of `x`, as the
+    report's settle command names it) stands where `x` does."""
+    here = Path(str(run.record.fields["artifact_dir"]))
+    return here.with_name(arm_name(here.name)) if here.name else here
 
 
 def name_arms(runs: list[Run]) -> list[Run]:
@@ -146,14 +154,14 @@ def name_arms(runs: list[Run]) -> list[Run]:
     dirs: dict[str, set[Path]] = {}
     for r in runs:
         if r.format == "aiperf" and r.record.tag is not None:
-            dirs.setdefault(r.record.tag, set()).add(Path(str(r.record.fields["artifact_dir"])))
+            dirs.setdefault(r.record.tag, set()).add(_named(r))
     out = []
     for r in runs:
         tag = r.record.tag
         if r.format == "aiperf" and tag is not None and len(dirs[tag]) > 1:
             group = sorted(dirs[tag])
             common = Path(os.path.commonpath([str(d) for d in group]))
-            here = Path(str(r.record.fields["artifact_dir"]))
+            here = _named(r)
             name = here.relative_to(common).as_posix() if here != common else here.name
             r = replace(r, record=r.record.model_copy(update={"tag": name}))
         out.append(r)

@@ -33,6 +33,7 @@ from ruamel.yaml.error import YAMLError
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
 from matrixrun.ingest.formats.vllm import load_json
+from matrixrun.ingest.records import arm_name
 from matrixrun.load.bench_serving import BenchServingRecord
 
 __all__ = ["is_lifecycle", "is_prometheus", "read_dir", "read_file", "reports"]
@@ -93,7 +94,9 @@ def reports(folder: Path) -> list[Path]:
 def _arm(path: Path) -> str:
     """The configuration's folder: the one holding `results/`, else the report's folder."""
     folder = path.parent
-    return folder.parent.name if folder.name == "results" and folder.parent.name else folder.name
+    if arm_name(folder.name) == "results" and folder.parent.name:
+        return arm_name(folder.parent.name)
+    return arm_name(folder.name)
 
 
 def _config(path: Path) -> dict[str, str]:

@@ -32,6 +32,7 @@ import numpy as np
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
 from matrixrun.ingest.formats.vllm import load_json
+from matrixrun.ingest.records import arm_name
 from matrixrun.load.bench_serving import BenchServingRecord
 
 __all__ = ["is_individual", "is_summary", "read_file"]
@@ -207,7 +208,7 @@ def read_file(path: str | Path) -> list[Run]:
     record = BenchServingRecord(
         source=where,
         line=1,
-        tag=summary.name.removesuffix(".json").removesuffix("_summary"),
+        tag=arm_name(summary.name.removesuffix(".json")).removesuffix("_summary"),
         backend=str(data.get("framework") or "") or None,
         dataset_name=None,
         request_rate=math.inf,

@@ -21,6 +21,7 @@ from typing import Any
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.formats import vllm_legacy
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
+from matrixrun.ingest.records import arm_name
 from matrixrun.load.bench_serving import BenchServingRecord
 
 __all__ = ["DEFINITIONS", "is_vllm", "parse_result", "read_file"]
@@ -196,7 +197,7 @@ def read_file(path: str | Path) -> list[Run]:
     if record.tag is None:
         # Unlabelled: the file name, less a trailing segment naming the run's own point.
         rate = record.request_rate if isinstance(record.request_rate, float) else None
-        tag = vllm_legacy.arm_stem(p.stem, rate, record.max_concurrency)
+        tag = vllm_legacy.arm_stem(arm_name(p.stem), rate, record.max_concurrency)
         record = record.model_copy(
             update={"tag": tag, "fields": {**record.fields, "arm_from": "file name"}}
         )
