@@ -583,3 +583,20 @@ def test_the_settle_command_runs_as_the_report_prints_it(
     assert sorted(m["reason"] for m in after) == sorted(
         ["first"] * len(before) + ["fresh_server"] * len(before)
     )
+
+
+def test_datasets_allowed_to_differ_are_each_arms_own_in_the_setup(tmp_path: Path) -> None:
+    """With --allow-difference dataset the datasets stay what each file says (the Setup
+    lists both), not blanked by the mapping that lets them be compared."""
+    for arm, dataset in (("a", "sharegpt"), ("b", "random")):
+        (tmp_path / arm).mkdir()
+        shutil.copy(V083, tmp_path / arm / V083.name)
+        side = raw(V083.with_suffix(".commands"))
+        side["client_command"] = side["client_command"].replace("=sharegpt", f"={dataset}")
+        (tmp_path / arm / V083.with_suffix(".commands").name).write_text(json.dumps(side))
+    files = [str(tmp_path / "a" / V083.name), str(tmp_path / "b" / V083.name)]
+    out = ingest(files, baseline="a", out=tmp_path / "r", allow_differences=["dataset"])
+    assert out is not None
+    report = (out / "report.md").read_text()
+    assert "- **dataset:** sharegpt, random" in report
+    assert "the arms differ in dataset" in report.split("**Verdict")[0]

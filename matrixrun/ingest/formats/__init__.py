@@ -458,7 +458,9 @@ def load(
         m.model_copy(
             update={
                 "client": CLIENT[r.format],
-                "extra": {**m.extra, "format": r.format, "tool": r.tool},
+                # the dataset as the file says, also where _mapped left it out of the mapping
+                "extra": {**m.extra, "format": r.format, "tool": r.tool}
+                | ({"dataset_name": r.record.dataset_name} if r.record.dataset_name else {}),
             }
         )
         for m, r in zip(ms, runs, strict=True)
