@@ -313,6 +313,8 @@ def test_inference_perf_baseline_against_each_change(candidate: str) -> None:
     lonely = [c for c in got.caveats if c["kind"] == "one_arm_points"]
     assert bool(lonely) == (rates["vllm"] != rates[candidate])
     assert "server-side (Prometheus scrape, shown, not compared)" in got.summary()
+    # stage 0's scrape counted 937 requests where the client sent 60: said, not passed over
+    assert "the scrape counted 937 requests where the client sent 60" in got.summary()
     assert "left out: median_tpot_ms" in got.summary()
 
 

@@ -314,6 +314,14 @@ def _server_side_lines(runs: Sequence[Run]) -> list[str]:
         if not r.server_side:
             continue
         shown = ", ".join(f"{k} {r.server_side[k]:.4g}" for k in _SERVER_KEYS if k in r.server_side)
+        m = r.record.metrics
+        counted = r.server_side.get("count")
+        if counted is not None and abs(counted - m.completed - m.failed) > 0.05 * counted:
+            # the corpus's stage 0: 937 requests scraped where the client sent 60
+            shown += (
+                f"; the scrape counted {counted:.0f} requests where the client sent "
+                f"{m.completed + m.failed}, so its window is not this run's"
+            )
         lines.append(
             f"server-side (Prometheus scrape, shown, not compared): {r.record.where}: {shown} "
             "(seconds; all in ingest.json)"
