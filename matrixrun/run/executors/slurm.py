@@ -70,7 +70,7 @@ class SlurmInterrupted(MatrixError):
     exit_code = 130
 
 
-@dataclass
+@dataclass(frozen=True)
 class SlurmOptions:
     #: The spec the jobs load (the user's file: a rehearsal profile path is relative to it;
     #: `run_experiment` checked it equals the run directory's spec.yaml on a resume).
