@@ -141,15 +141,23 @@ def test_vllm_bad_field_names_the_file_and_field(tmp_path: Path) -> None:
     assert str(err.value).startswith(f"{bad}: 'completed' is 'eight', not a finite number")
 
 
-def test_vllm_run_with_nothing_completed_is_an_error_measurement(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("failed", "said"), [(8, "every request failed"), (0, "no request completed")])
+def test_vllm_run_with_nothing_completed_is_refused(failed: int, said: str, tmp_path: Path) -> None:
+    """Was kept as a failed measurement (counted against its arm in the verdict); refused now,
+    as the v0.8 layout, vLLM's nightly table, inference-perf and llmperf refuse theirs: a run
+    that completed nothing measured nothing of the server (issue 47)."""
     data = raw(VLLM / "base-c1.json")
-    data.update(completed=0, failed=8, total_output_tokens=0, output_throughput=0.0,
-                request_throughput=0.0)  # fmt: skip
+    data.update(completed=0, failed=failed, total_output_tokens=0, output_throughput=0.0,
+                request_throughput=0.0, errors=["", "Server disconnected"])  # fmt: skip
     dead = tmp_path / "base-c1.json"
     dead.write_text(json.dumps(data))
-    m = load([dead, VLLM / "cutedsl-c1.json"], "base").result.measurements[0]
-    assert m.error == "no request completed" and m.metrics is not None
-    assert m.metrics.failed == 8 and m.metrics.median_ttft_ms is None  # vLLM's 0 is no TTFT
+    with pytest.raises(InputError) as err:
+        load([dead, VLLM / "cutedsl-c1.json"], "base")
+    assert str(err.value) == (
+        f"{dead}: {said} (completed 0, failed {failed}, the first error: 'Server disconnected'):"
+        " there is no measurement to compare; fix the server or the client and rerun, or leave"
+        " the file out"
+    )
 
 
 # ------------------------------------------------------------------------------- vLLM sweep

@@ -165,16 +165,17 @@ def test_points_only_one_arm_ran_are_listed(tmp_path: Path) -> None:
     assert "concurrency 4 (only `base`)" in head
 
 
-def test_failed_requests_of_a_failed_run_are_listed_not_none(tmp_path: Path) -> None:
-    """A run whose requests all failed is a failed measurement; its failed requests are
-    counted in the checks line, so the failures section lists them too."""
+def test_a_run_whose_requests_all_failed_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """Such a run was a failed measurement counted against its arm (its failed requests then
+    listed in the failures section); it is refused now, as every other layout refuses one
+    (issue 47), and no run directory is left behind."""
     failed = _vllm(tmp_path, "cutedsl-c4.json", completed=0, failed=8, request_throughput=0.0,
                    output_throughput=0.0, total_token_throughput=0.0)  # fmt: skip
     files = [str(VLLM / "base-c1.json"), str(VLLM / "base-c4.json"), str(VLLM / "cutedsl-c1.json")]
-    out = ingest([*files, str(failed)], baseline="base", out=tmp_path / "run")
-    assert out is not None
-    report = (out / "report.md").read_text()
-    assert "8 of 8 requests failed" in report and "Failed requests: none." not in report
+    with pytest.raises(InputError) as err:
+        ingest([*files, str(failed)], baseline="base", out=tmp_path / "run")
+    assert str(err.value).startswith(f"{failed}: every request failed (completed 0, failed 8)")
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_rate_axis_names_its_value_once(tmp_path: Path) -> None:

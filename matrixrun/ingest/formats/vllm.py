@@ -94,6 +94,8 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
     else:  # neither: said before the verdict, never a quiet "0 failed"
         values["failed"] = 0
         unrecorded = UNRECORDED
+    if values["completed"] == 0:
+        _refuse_nothing_completed(values["failed"], data, where)
     values["request_throughput"] = require_number(data, "request_throughput", where, todo)
     values["output_throughput"] = require_number(data, "output_throughput", where, todo)
     values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
@@ -152,6 +154,22 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
         identity=identity,
         spec_decode=_spec_decode(data),
         failures_unrecorded=unrecorded,
+    )
+
+
+def _refuse_nothing_completed(failed: int, data: dict[str, Any], where: str) -> None:
+    """A file with no completed request is no measurement: refused in its own words, as the
+    v0.8 layout (`vllm_legacy.failed_from_errors`), vLLM's nightly table, inference-perf and
+    llmperf refuse theirs. It was kept as a failed measurement, which ingest's comparison
+    then counted against its arm: a verdict from a run that measured nothing of the server."""
+    errors = data.get("errors")
+    listed = errors if isinstance(errors, list) else []
+    said = next((e.strip() for e in listed if isinstance(e, str) and e.strip()), None)
+    first = f", the first error: {said[:120]!r}" if said else ""
+    what = "every request failed" if failed else "no request completed"
+    raise InputError(
+        f"{where}: {what} (completed 0, failed {failed}{first}): there is no measurement to "
+        "compare; fix the server or the client and rerun, or leave the file out"
     )
 
 
