@@ -141,7 +141,9 @@ def test_vllm_bad_field_names_the_file_and_field(tmp_path: Path) -> None:
     assert str(err.value).startswith(f"{bad}: 'completed' is 'eight', not a finite number")
 
 
-@pytest.mark.parametrize(("failed", "said"), [(8, "every request failed"), (0, "no request completed")])
+@pytest.mark.parametrize(
+    ("failed", "said"), [(8, "every request failed"), (0, "no request completed")]
+)
 def test_vllm_run_with_nothing_completed_is_refused(failed: int, said: str, tmp_path: Path) -> None:
     """Was kept as a failed measurement (counted against its arm in the verdict); refused now,
     as the v0.8 layout, vLLM's nightly table, inference-perf and llmperf refuse theirs: a run

@@ -24,6 +24,9 @@ import pytest
 from matrixrun.core.errors import InputError
 from matrixrun.ingest.command import ingest
 from matrixrun.ingest.formats import detect, load, read, vllm
+from matrixrun.report.inputs import read_inputs
+from matrixrun.report.sections import server_side
+from matrixrun.rundir.results import RunDir
 
 WILD = Path(__file__).resolve().parent.parent.parent / "shared" / "wild"
 if not (WILD / "SOURCES.md").is_file():
@@ -176,6 +179,73 @@ def test_inference_perf_stage_in_seconds_becomes_ms(path: Path) -> None:
     prom = raw(path.with_name(path.name.replace("lifecycle", "prometheus")))
     assert run.server_side["rate"] == prom["successes"]["rate"]
     assert m.model_dump().get("rate") is None  # the server's numbers stay beside, not inside
+
+
+def _scrape_of(source: str) -> dict[str, Any]:
+    """The Prometheus report beside a run's lifecycle report (`source` is `path:line`)."""
+    life = Path(source.rsplit(":", 1)[0])
+    return raw(life.with_name(life.name.replace("lifecycle", "prometheus")))["successes"]
+
+
+def test_the_report_shows_the_servers_scrape_beside_the_clients_never_in_the_verdict(
+    tmp_path: Path,
+) -> None:
+    """Issue 47: "server-side metrics shown beside the client's when present, never mixed into
+    the verdict". They were kept in ingest.json and the summary only. Each row's server
+    numbers are the scrape's own fields (seconds × 1000), the client's the lifecycle
+    report's; a scrape over another window (stage 0: 937 scraped, 60 sent) is said; and the
+    verdict is the same when the scrapes are not there at all."""
+    arms = ("vllm", "vllm+eagle")
+    out = ingest([str(IPERF / a / "results") for a in arms], baseline="vllm", out=tmp_path / "r")
+    assert out is not None
+    inputs = read_inputs(RunDir(out))
+    rows = server_side.rows_of(
+        inputs.measurements, server_side.scrapes_of(inputs.ingest), "request_rate"
+    )
+    scrapes = [
+        p for a in arms for p in (IPERF / a / "results").glob("stage_*_prometheus_metrics.json")
+    ]
+    assert len(rows) == len(scrapes) > 0
+    for row in rows:
+        prom, life = _scrape_of(row.source), raw(Path(row.source.rsplit(":", 1)[0]))
+        assert row.scraped == prom["count"]
+        assert row.sent == life["successes"]["count"] + life["failures"]["count"]
+        assert row.pairs["req/s"] == (
+            life["successes"]["throughput"]["requests_per_sec"],
+            prom["rate"],
+        )
+        for column, key in (("mean TTFT (ms)", "time_to_first_token"),
+                            ("mean e2e (ms)", "request_latency")):  # fmt: skip
+            client, server = row.pairs[column]
+            assert server == pytest.approx(prom[key]["mean"] * 1000, rel=1e-12)
+            assert client == pytest.approx(life["successes"]["latency"][key]["mean"] * 1000)
+        tpot = row.pairs["mean TPOT (ms)"]  # the client's is left out: not bench_serving's
+        assert tpot == (None, pytest.approx(prom["time_per_output_token"]["mean"] * 1000))
+    report = (out / "report.md").read_text()
+    shown = report.split("## Server-side metrics (not compared)")[1].split("\n## ")[0]
+    stage0 = _scrape_of(str(STAGE0))
+    assert (
+        f"| `vllm` | 1 | 60 / {stage0['count']} | 1.017 / {stage0['rate']:.4g} | 31.13 / 1,795 |"
+        in shown
+    )
+    assert f"`vllm` at request_rate 1: {stage0['count']} scraped, 60 sent" in shown
+    assert "Shown, never compared: the verdict is the client's alone" in shown
+    assert report.index("**Verdict") < report.index("## Server-side")
+    view = server_side.of(inputs.measurements, inputs.ingest, "request_rate")
+    assert view is not None and len(view.rows) == len(rows)
+    assert server_side.drop_table(view) == "the server-side metrics table"  # the size budget's
+    assert view.rows == [] and view.window and server_side.drop_table(view) is None
+    # without the scrapes the verdict is the same: nothing of them went into it
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(IPERF / "config.yaml", bare / "config.yaml")
+    for a in arms:
+        shutil.copytree(IPERF / a, bare / a, ignore=shutil.ignore_patterns("*prometheus*"))
+    out2 = ingest([str(bare / a / "results") for a in arms], baseline="vllm", out=tmp_path / "r2")
+    assert out2 is not None
+    assert json.loads((out2 / "ingest.json").read_text())["server_side"] == {}
+    assert raw(out2 / "verdict.json") == raw(out / "verdict.json")
+    assert "## Server-side" not in (out2 / "report.md").read_text()
 
 
 @pytest.mark.parametrize("path", sorted((LLMPERF / "summary").glob("*.json")), ids=lambda p: p.name)

@@ -62,6 +62,7 @@ def test_the_placed_sections_are_in_the_documents_order() -> None:
         "comparison",
         "slo",
         "latency",
+        "server_side",
         "failures",
         "setup",
         "reruns",

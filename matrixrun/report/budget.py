@@ -8,6 +8,7 @@ part, in the order of their ranks; a new section's trimming is its own module's,
 here. The ranks in use, least decision-relevant first:
 
 - 10 `environment`: the per-instance server table;
+- 15 `server_side`: the server's own numbers beside the client's (shown, never compared);
 - 20 `latency`: the secondary metrics' tables, one metric at a time (their one-line verdicts
   stay);
 - 30 `comparison`: the per-cell notes on what would settle undecided cells;

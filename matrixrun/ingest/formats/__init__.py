@@ -55,6 +55,7 @@ from matrixrun.ingest.formats.run import FORMATS, Format, Run, family
 from matrixrun.ingest.formats.vllm_sweep import SweepServe
 from matrixrun.ingest.records import DEFAULT_SECONDARY, IngestResult, measurements_from_records
 from matrixrun.load import bench_serving
+from matrixrun.report.sections.server_side import window_differs
 
 __all__ = ["CLIENT", "FORMATS", "Format", "Ingested", "detect", "load", "read", "server_side"]
 
@@ -316,7 +317,7 @@ def _server_side_lines(runs: Sequence[Run]) -> list[str]:
         shown = ", ".join(f"{k} {r.server_side[k]:.4g}" for k in _SERVER_KEYS if k in r.server_side)
         m = r.record.metrics
         counted = r.server_side.get("count")
-        if counted is not None and abs(counted - m.completed - m.failed) > 0.05 * counted:
+        if counted is not None and window_differs(counted, m.completed + m.failed):
             # the corpus's stage 0: 937 requests scraped where the client sent 60
             shown += (
                 f"; the scrape counted {counted:.0f} requests where the client sent "
