@@ -55,7 +55,7 @@ EXTRAPOLATE = 4.0
 #: point's raw s² is left out rather than read on almost no df.
 CRUMB_DF = 0.1
 
-# -- a cell (analysis/stats.py, analysis/comparison.py, analysis/noise.py) --------------------
+# -- a cell (analysis/stats.py, analysis/comparison.py, analysis/noise_model.py) --------------
 
 #: The least df Student's t is read at: the Satterthwaite df of a cell can fall far below 1,
 #: where t's quantiles run to infinity; a quarter df already gives an interval that says
