@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: committed report -> the run directory it is rendered from (both relative to the root)
 EXAMPLES = {
-    "reports/glm5_cutedsl.rehearsal.md": "reports/runs/glm5_cutedsl.rehearsal/20261201-065252",
+    "reports/glm5_cutedsl.rehearsal.md": "reports/runs/glm5_cutedsl.rehearsal/20261203-224700",
     "reports/golden_bench_serving.ingested.md": "reports/runs/golden-ingest",
     "reports/h200_transformers_cb.md": "reports/runs/h200_transformers_cb-7",
     "reports/h200_transformers_aa.md": "reports/runs/h200_transformers_aa",
