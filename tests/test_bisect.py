@@ -261,8 +261,13 @@ def test_resume_keeps_bisection_cells_once(tmp_path: Path) -> None:
         for x in RunDir(cut).measurements()
         if x.point["concurrency"] == 8
     )
-    assert [a for a, _, _ in at8].count("fast") == 2 and [a for a, _, _ in at8].count("slow") == 2
-    assert {r for _, _, r in at8} == {"bisection"}
+    # each arm's midpoint measured by bisection twice, once each (never re-measured as a
+    # first run); a later round may give an undecided midpoint its last run (the extra round,
+    # `Policy._extra_round`), as an `undecided` rerun
+    bisected = [a for a, _, r in at8 if r == "bisection"]
+    assert bisected.count("fast") == 2 and bisected.count("slow") == 2, at8
+    assert {r for _, _, r in at8} <= {"bisection", "undecided"}, at8
+    assert len({(a, n) for a, n, _ in at8}) == len(at8)  # no attempt measured twice
 
 
 def test_the_plan_says_what_bisection_may_add() -> None:
