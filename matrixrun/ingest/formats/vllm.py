@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from matrixrun.core.errors import InputError
+from matrixrun.core.metrics import Metrics
 from matrixrun.ingest.formats import vllm_legacy
 from matrixrun.ingest.formats.run import Run, count, finite, make_metrics, require_number
 from matrixrun.ingest.records import arm_name
@@ -77,66 +78,13 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
     where = source
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, found {type(data).__name__}; {_HINT}")
-    todo = _HINT
-    duration = require_number(data, "duration", where, todo)
-    if duration <= 0:
-        raise InputError(f"{where}: 'duration' is {duration!r}; fix or leave out the file")
-    values: dict[str, Any] = {"duration": duration}
-    for key in ("completed", "total_input_tokens", "total_output_tokens"):
-        values[key] = count(require_number(data, key, where, todo), key, where)
-    failed = finite(data.get("failed"))
-    from_errors = vllm_legacy.failed_from_errors(data, where)
-    unrecorded = None
-    if failed is not None:
-        values["failed"] = count(failed, "failed", where)
-    elif from_errors is not None:
-        values["failed"] = from_errors
-    else:  # neither: said before the verdict, never a quiet "0 failed"
-        values["failed"] = 0
-        unrecorded = UNRECORDED
-    if values["completed"] == 0:
-        _refuse_nothing_completed(values["failed"], data, where)
-    values["request_throughput"] = require_number(data, "request_throughput", where, todo)
-    values["output_throughput"] = require_number(data, "output_throughput", where, todo)
-    values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
-    values["input_throughput"] = values["total_input_tokens"] / duration
-    for theirs, ours in _FAMILIES.items():
-        for stat in _STATS:
-            values[f"{stat}_{ours}_ms"] = finite(data.get(f"{stat}_{theirs}_ms"))
+    values, unrecorded = _counts(data, where)
     derived = {"input_throughput": DERIVED["input_throughput"]}
     mean_e2e = values.get("mean_e2e_latency_ms")
     if mean_e2e is not None:
-        values["concurrency"] = mean_e2e / 1000 * values["completed"] / duration
+        values["concurrency"] = mean_e2e / 1000 * values["completed"] / values["duration"]
         derived["concurrency"] = DERIVED["concurrency"]
-    metrics = make_metrics(values, where)
-
-    rate = data.get("request_rate")
-    request_rate: float | str | None = vllm_legacy.rate_of(rate)
-    if request_rate is None and isinstance(rate, str):
-        request_rate = rate
-    label = data.get("label")
-    known = {"label", "backend", "request_rate", "max_concurrency", *_SKIP, *values,
-             "total_token_throughput"}  # fmt: skip
-    known |= {f"{s}_{f}_ms" for f in _FAMILIES for s in _STATS}
-    fields = {k: v for k, v in data.items() if k not in known and not isinstance(v, list)}
-    if values["completed"]:
-        fields["mean_input_len"] = values["total_input_tokens"] / values["completed"]
-        fields["mean_output_len"] = values["total_output_tokens"] / values["completed"]
-    record = BenchServingRecord(
-        source=source,
-        line=1,
-        tag=str(label) if label not in (None, "") else None,
-        backend=str(data.get("backend") or data.get("endpoint_type") or "") or None,
-        dataset_name=data["dataset_name"] if isinstance(data.get("dataset_name"), str) else None,
-        request_rate=request_rate,
-        max_concurrency=_int_or_none(data.get("max_concurrency")),
-        random_input_len=_int_or_none(data.get("random_input_len")),
-        random_output_len=_int_or_none(data.get("random_output_len")),
-        random_range_ratio=finite(data.get("random_range_ratio")),
-        server_info={},
-        metrics=metrics,
-        fields=fields,
-    )
+    record = _record(data, values, make_metrics(values, where), source)
     identity = {}
     model = data.get("model_id")
     if isinstance(model, str) and model:
@@ -154,6 +102,72 @@ def parse_result(data: Any, *, source: str, format: str = "vllm") -> Run:
         identity=identity,
         spec_decode=_spec_decode(data),
         failures_unrecorded=unrecorded,
+    )
+
+
+def _counts(data: dict[str, Any], where: str) -> tuple[dict[str, Any], str | None]:
+    """The file's counts, throughputs and latency families as bench_serving names them, and
+    the caveat when it records no failures (said before the verdict, never a quiet "0
+    failed"). A file that completed nothing is refused here."""
+    todo = _HINT
+    duration = require_number(data, "duration", where, todo)
+    if duration <= 0:
+        raise InputError(f"{where}: 'duration' is {duration!r}; fix or leave out the file")
+    values: dict[str, Any] = {"duration": duration}
+    for key in ("completed", "total_input_tokens", "total_output_tokens"):
+        values[key] = count(require_number(data, key, where, todo), key, where)
+    failed = finite(data.get("failed"))
+    from_errors = vllm_legacy.failed_from_errors(data, where)
+    unrecorded = None
+    if failed is not None:
+        values["failed"] = count(failed, "failed", where)
+    elif from_errors is not None:
+        values["failed"] = from_errors
+    else:
+        values["failed"] = 0
+        unrecorded = UNRECORDED
+    if values["completed"] == 0:
+        _refuse_nothing_completed(values["failed"], data, where)
+    values["request_throughput"] = require_number(data, "request_throughput", where, todo)
+    values["output_throughput"] = require_number(data, "output_throughput", where, todo)
+    values["total_throughput"] = require_number(data, "total_token_throughput", where, todo)
+    values["input_throughput"] = values["total_input_tokens"] / duration
+    for theirs, ours in _FAMILIES.items():
+        for stat in _STATS:
+            values[f"{stat}_{ours}_ms"] = finite(data.get(f"{stat}_{theirs}_ms"))
+    return values, unrecorded
+
+
+def _record(
+    data: dict[str, Any], values: dict[str, Any], metrics: Metrics, source: str
+) -> BenchServingRecord:
+    """The file as one bench_serving line: what was asked, and the fields no metric holds."""
+    rate = data.get("request_rate")
+    request_rate: float | str | None = vllm_legacy.rate_of(rate)
+    if request_rate is None and isinstance(rate, str):
+        request_rate = rate
+    label = data.get("label")
+    known = {"label", "backend", "request_rate", "max_concurrency", *_SKIP, *values,
+             "total_token_throughput"}  # fmt: skip
+    known |= {f"{s}_{f}_ms" for f in _FAMILIES for s in _STATS}
+    fields = {k: v for k, v in data.items() if k not in known and not isinstance(v, list)}
+    if values["completed"]:
+        fields["mean_input_len"] = values["total_input_tokens"] / values["completed"]
+        fields["mean_output_len"] = values["total_output_tokens"] / values["completed"]
+    return BenchServingRecord(
+        source=source,
+        line=1,
+        tag=str(label) if label not in (None, "") else None,
+        backend=str(data.get("backend") or data.get("endpoint_type") or "") or None,
+        dataset_name=data["dataset_name"] if isinstance(data.get("dataset_name"), str) else None,
+        request_rate=request_rate,
+        max_concurrency=_int_or_none(data.get("max_concurrency")),
+        random_input_len=_int_or_none(data.get("random_input_len")),
+        random_output_len=_int_or_none(data.get("random_output_len")),
+        random_range_ratio=finite(data.get("random_range_ratio")),
+        server_info={},
+        metrics=metrics,
+        fields=fields,
     )
 
 
