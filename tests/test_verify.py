@@ -455,7 +455,7 @@ def test_the_checks_line_says_where_cold_was_compared_and_a_warm_up_of_one_arm()
         "concurrency",
     )
     assert "compared cold with cold at concurrency 4, warm runs set aside" in line
-    assert "a warm-up of `cand` only (`base` measured warm showed none)" in line
+    assert "a warm-up of `cand` only (`base` measured warm there showed none)" in line
     both = checks(analyse(_one_arm_warms_up(166.0), analysis_settings(spec, plan)))
     assert both.one_arm == ([], [])
     assert "only" not in checks_line(both, False, False, "concurrency")

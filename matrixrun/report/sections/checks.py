@@ -129,12 +129,14 @@ def _cold_at(verdict: Verdict) -> list[str]:
 
 
 def _one_arm(verdict: Verdict) -> tuple[list[str], list[str]]:
-    """A warm-up confirmed on some arms while others, measured warm (a warm rerun that ruled
-    the warm-up out for them), showed none: the first-run (JIT) explanation of those arms
-    alone, a finding in itself. Empty lists unless there are both."""
+    """A warm-up confirmed on some arms while others, measured warm at a point where those
+    arms' warm runs were set aside (a warm rerun that ruled the warm-up out there), showed
+    none: the first-run (JIT) explanation of those arms alone, a finding in itself. Empty
+    lists unless there are both."""
     confirmed = sorted(
         {c.arm for c in verdict.caveats if c.kind == CaveatKind.WARMUP and c.arm is not None}
     )
+    aside = {(w.slice, w.point_id) for w in verdict.warm_aside}
     none = sorted(
         {
             r.arm
@@ -142,6 +144,7 @@ def _one_arm(verdict: Verdict) -> tuple[list[str], list[str]]:
             if r.kind == RerunKind.WARM
             and r.tests == Explanation.WARMUP
             and r.outcome == CheckOutcome.FALSIFIED
+            and (r.slice, r.point_id) in aside  # warm at a point where the others warmed up
         }
         - set(confirmed)
     )
@@ -159,8 +162,8 @@ def _warm_detail(c: Checks, axis: str) -> str:
         names = ", ".join(f"`{a}`" for a in confirmed)
         others = ", ".join(f"`{a}`" for a in none)
         out += (
-            f"; a warm-up of {names} only ({others} measured warm showed none): the first-run "
-            f"JIT/warm-up explanation holds for {names} alone, a finding in itself"
+            f"; a warm-up of {names} only ({others} measured warm there showed none): the "
+            f"first-run JIT/warm-up explanation holds for {names} alone, a finding in itself"
         )
     return out
 
