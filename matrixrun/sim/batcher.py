@@ -152,6 +152,9 @@ class Batcher:
         self._wakeup: asyncio.Future[None] | None = None
         self.iteration = 0
         self.hung = False
+        #: When the engine's timeline began (time.monotonic): deadlines count from here, so a
+        #: reader can tell the model's times from the event loop's start-up delay.
+        self.started_at: float | None = None
         # counters (lifetime of the process)
         self.submitted = 0
         self.completed = 0
@@ -217,7 +220,7 @@ class Batcher:
         timer = DeadlineTimer(loop)
         try:
             await timer.sleep_until(self.ready_at)
-            deadline = now()
+            deadline = self.started_at = now()
             while True:
                 if not self._running and not self._waiting:
                     self._wakeup = loop.create_future()
