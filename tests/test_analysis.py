@@ -1106,3 +1106,67 @@ def test_warm_runs_set_aside_do_not_enter_the_run_noise() -> None:
     assert c16.verdict == "worse" and CellNote.WARMUP not in c16.notes
     with_all = estimate_sigma(ms, "output_throughput")
     assert next(s for s in with_all.by_x if s.x == 16).run > 0.1  # what pooling would have read
+
+
+def _shape_bound_warmup(
+    base_warm_gap: float, cold: float = 0.6, cand: float = 50.0
+) -> list[Measurement]:
+    """Both arms slow on a server's first run at 16 only (×`cold`: a warm-up bound to the
+    batch shape, every arm's), run noise about 11%, the candidate at `cand` against
+    the baseline's 100 everywhere. The candidate's warm rerun at 16 gains its whole −ln(cold) (0.51 at 0.6); the
+    baseline's partner run there gains `base_warm_gap`."""
+    ms = []
+    for x in (8, 16, 32):
+        for k, jitter in ((1, 1.0), (2, 1.12), (3, 0.89)):
+            for arm, level in ((BASE, 100.0), (CAND, cand)):
+                slow = cold if x == 16 else 1.0
+                ms.append(meas(arm, x, level * jitter * slow, instance=f"{arm}#{k}", attempt=k))
+    ms.append(meas(CAND, 16, cand, instance=f"{CAND}#1", attempt=4, reason="surprise"))
+    ms.append(
+        meas(
+            BASE,
+            16,
+            100.0 * cold * math.exp(base_warm_gap),
+            instance=f"{BASE}#1",
+            attempt=4,
+            reason="surprise",
+        )
+    )
+    return ms
+
+
+def test_a_warm_up_confirmed_at_a_point_sets_every_arms_warm_runs_there_aside() -> None:
+    """Like with like (issue 46): where the candidate's warm-up is confirmed at 16, the
+    baseline's warm run there, which beat its first by more than the margin but on one pair
+    within its noise, is set aside too — not kept to lift the baseline's mean against a
+    candidate compared cold — and its gap there is evidence: the two arms' gaps (0.51, 0.20)
+    differ by less than noise at the cell's level, so the cell is compared cold with cold and
+    decided. Before, the baseline's warm run stayed in, the candidate's gap was applied whole
+    and the cell was undecided by the warm-up check (tuning seed 4, `h200`, matrix 164)."""
+    v = analyse(_shape_bound_warmup(0.2), settings())
+    assert {(w.arm, w.x) for w in v.warm_aside} == {(BASE, 16.0), (CAND, 16.0)}
+    c16 = next(c for c in primary_cells(v) if c.x == 16)
+    assert c16.baseline.n == c16.candidate.n == 3
+    assert c16.verdict == "worse" and CellNote.WARMUP not in c16.notes
+
+
+def test_arms_that_warm_up_differently_beyond_noise_still_take_the_verdict_away() -> None:
+    """The same, but the baseline's run at 16 shows no warm-up at all (a gap of 0, under the
+    margin: kept, not set aside): the candidate's 0.51 is a warm-up of its own, applied whole,
+    and the worse verdict it could account for is not confident."""
+    v = analyse(_shape_bound_warmup(0.0), settings())
+    assert {(w.arm, w.x) for w in v.warm_aside} == {(CAND, 16.0)}
+    c16 = next(c for c in primary_cells(v) if c.x == 16)
+    assert c16.verdict == "undecided" and c16.notes[0] == CellNote.WARMUP
+
+
+def test_two_confirmed_warm_ups_differ_only_beyond_noise_at_the_cells_level() -> None:
+    """Both arms' warm-ups at 16 confirmed (gaps 0.69 and 0.28, one pair each): their
+    difference, 0.41, is beyond one-sided 95% of its noise (2σ√1 ≈ 0.36 at σ ≈ 11%) but not
+    at the cell's own level (≈ 0.52), so it does not take the decided verdict away. At
+    `WARMUP_Z` it did: two arms that warm up alike lost decided cells to chance differences
+    of their single pairs (tuning seed 4, `h200`, matrix 139)."""
+    v = analyse(_shape_bound_warmup(0.28, cold=0.5), settings())
+    assert {(w.arm, w.x) for w in v.warm_aside} == {(BASE, 16.0), (CAND, 16.0)}
+    c16 = next(c for c in primary_cells(v) if c.x == 16)
+    assert c16.verdict == "worse" and CellNote.WARMUP not in c16.notes

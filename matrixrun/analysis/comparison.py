@@ -11,7 +11,7 @@ from typing import Any
 from matrixrun.analysis.noise_model import NoiseModel
 from matrixrun.analysis.stats import judge, limiting_arm, look_of, quantile
 from matrixrun.core.metrics import higher_is_better
-from matrixrun.core.tuning import MAX_HALF, MAX_RUNS_ESTIMATE, WARMUP_Z
+from matrixrun.core.tuning import MAX_HALF, MAX_RUNS_ESTIMATE
 from matrixrun.core.verdict import (
     AnalysisSettings,
     ArmSample,
@@ -37,33 +37,44 @@ def warmup_shift(
     """How far first-run warmup may have moved d, and the evidence. Each server's first run of
     an arm is its cold one, so an arm with a confirmed gap g (`confirmed_warmup`) looks worse
     by g × (its servers / its runs); the shift undoes that for both arms. g is the arm's gap
-    at this point (`where`: slice, point id) where the arm has pairs here, else its pooled
-    gap; where the arm's own gap here is under its pooled one and its warm runs were kept, the
-    pooled one (the larger: the check asks what warm-up *could* account for).
+    at this point (`where`: slice, point id) where its warm runs here were set aside (they
+    were left out like with like, `warm.set_aside`, so its gap here is the evidence even where
+    its own pooled gap is not confirmed); else, for an arm with a confirmed pooled gap, its
+    gap here where that is the larger, else the pooled one (the check asks what warm-up
+    *could* account for).
 
-    When both arms have a confirmed warm-up the shift is their difference, and it counts only
-    if that difference is itself beyond noise (`WARMUP_Z`, each gap's σ√2/√pairs): two arms of
-    one engine that warm up alike at a batch shape are compared cold with cold at no cost, and
-    the verify policy measures a partner warm to find out (`Policy._warm_partners`). A
-    sensitivity check only: it never decides a cell, it can only take a verdict's confidence
-    away. (0, []) when neither arm has a confirmed gap."""
+    When both arms have a gap the shift is their difference, and it counts only if that
+    difference is itself beyond noise, at the cell's own level (normal quantile; each gap's
+    σ√2/√pairs): that the arms warm up differently is a claim like a verdict's and is held to
+    the same standard — at `WARMUP_Z` (one-sided 95%) two arms that warm up alike, one pair
+    each, lost a decided cell to a chance difference of their gaps (tuning seed 4, `h200`).
+    Two arms of one engine that warm up alike at a batch shape are compared cold with cold at
+    no cost, and the verify policy measures a partner warm to find out
+    (`Policy._warm_partners`); an arm that alone warms up (a JIT on one arm) leaves one gap,
+    applied whole. A sensitivity check only: it never decides a cell, it can only take a
+    verdict's confidence away. (0, []) when no arm has a gap."""
     shift = 0.0
     var = 0.0
     evidence = []
     for role, a in ((1.0, candidate), (-1.0, baseline)):
-        w = noise.warmup.get(a.arm)
-        if w is None or not a.n or not noise.confirmed(w):
+        if not a.n:
             continue
         key = (*where, a.arm)
         here = noise.warm_at.get(key)
-        if here is not None and (key in noise.aside or here.gap >= w.gap):
+        w = noise.warmup.get(a.arm)
+        if here is not None and key in noise.aside:
+            w = here  # its warm runs here were left out: its gap here is the evidence
+        elif w is None or not noise.confirmed(w):
+            continue
+        elif here is not None and here.gap >= w.gap:
             w = here
         cold = len(set(a.instances))
         shift += role * w.gap * cold / a.n
         var += (cold / a.n) ** 2 / w.pairs
         evidence.append(WarmupShift(arm=a.arm, gap=w.gap, pairs=w.pairs, cold=cold, n=a.n))
     sigma = noise.sigma.value
-    if len(evidence) == 2 and sigma and abs(shift) <= WARMUP_Z * math.sqrt(2 * var) * sigma:
+    z = quantile(noise.level, None)
+    if len(evidence) == 2 and sigma and abs(shift) <= z * math.sqrt(2 * var) * sigma:
         return 0.0, []
     return shift, evidence
 
