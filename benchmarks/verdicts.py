@@ -529,11 +529,9 @@ def apply_what_if(names: list[str]) -> None:
     if "sigma-known" in names:
         real = noise.estimate_sigma  # what the noise stage calls for this run's own σ
 
-        def known(
-            ms: Any, metric: str, prior: float | None = None, axis: str = "", **kw: Any
-        ) -> Any:
+        def known(ms: Any, metric: str, prior: float | None = None, axis: str = "") -> Any:
             if metric != "output_throughput" or not _TRUE_NOISE:  # the metric the world draws
-                return real(ms, metric, prior, axis or "concurrency", **kw)
+                return real(ms, metric, prior, axis or "concurrency")
             return known_sigma(metric, *_TRUE_NOISE[-1])
 
         noise.estimate_sigma = known  # type: ignore[assignment]

@@ -1112,9 +1112,9 @@ def _shape_bound_warmup(
     base_warm_gap: float, cold: float = 0.6, cand: float = 50.0
 ) -> list[Measurement]:
     """Both arms slow on a server's first run at 16 only (×`cold`: a warm-up bound to the
-    batch shape, every arm's), run noise about 11%, the candidate at `cand` against
-    the baseline's 100 everywhere. The candidate's warm rerun at 16 gains its whole −ln(cold) (0.51 at 0.6); the
-    baseline's partner run there gains `base_warm_gap`."""
+    batch shape, every arm's), run noise about 11%, the candidate at `cand` against the
+    baseline's 100 everywhere. The candidate's warm rerun at 16 gains its whole −ln(cold)
+    (0.51 at 0.6); the baseline's partner run there gains `base_warm_gap`."""
     ms = []
     for x in (8, 16, 32):
         for k, jitter in ((1, 1.0), (2, 1.12), (3, 0.89)):

@@ -131,34 +131,6 @@ def test_a_point_on_few_df_is_not_put_below_its_centre() -> None:
         assert (run.at[1024.0][0] < s0) == below
 
 
-def test_an_earlier_runs_df_at_the_point_lift_the_floor() -> None:
-    """The floor is for a point whose chance-low s² is all it has. Where an earlier run
-    measured the same point (`lent`: its own df there, pooled in next by
-    `prior.with_history`), the point's own estimate is not raised to its centre: on `h200`
-    with a calibration prior the floor raised the run noise at 64–256 to 1.1–1.4× the truth
-    (medians, tuning seed 4), and the cells there lost the power the prior paid for."""
-    from matrixrun.analysis.moderation import run_noise
-
-    class Fit:
-        def __init__(self, ss: dict[float | None, float], df: dict[float | None, float]):
-            self.resid_ss, self.resid_df = ss, df
-
-    xs: list[float | None] = [float(x) for x in XS]
-    df = dict.fromkeys(xs, 2.0)
-    df[1024.0] = 1.0
-    ss = {x: (0.01 * (1 + k)) ** 2 * df[x] for k, x in enumerate(xs)}
-    ss[1024.0] = 0.001**2
-    floored = run_noise([Fit(ss, df)], {}, {}, xs, "output_throughput")
-    too_few = run_noise([Fit(ss, df)], {}, {}, xs, "output_throughput", {1024.0: 1.5})
-    lent = run_noise([Fit(ss, df)], {}, {}, xs, "output_throughput", {1024.0: 3.0, 1.0: 9.0})
-    assert floored is not None and too_few is not None and lent is not None
-    s0, _ = _centre({x: (ss[x] / df[x], df[x]) for x in xs}, 1024.0, 4.0, floored.pooled)
-    assert floored.at[1024.0][0] >= s0 and too_few.at[1024.0] == floored.at[1024.0]
-    assert lent.at[1024.0][0] < s0
-    assert lent.at[1024.0][1] == floored.at[1024.0][1]  # lent df are pooled in later, not here
-    assert lent.at[16.0] == floored.at[16.0]  # a point above the floor on its own: unchanged
-
-
 def test_a_pooled_centre_lends_at_most_its_df() -> None:
     """With fewer than three points that have df there is no trend: the other points' pooled
     value is the centre, lending at most its own df and d₀ = 1 (nothing shows the noise is
@@ -204,35 +176,3 @@ def test_a_launch_variance_estimated_at_zero_still_costs_df() -> None:
     assert one is not None and one.df is not None
     run = next(a for a in s.by_x if a.x == 1.0)
     assert one.df < run.run_df + s.launch_df
-
-
-def test_the_noise_stage_lends_the_earlier_runs_own_df_per_point(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The wiring of the floor above: this run's own estimate is given the earlier run's own
-    df at each point (its `raw_df`, not the df its trend lent it), and nothing without one."""
-    from matrixrun.analysis import noise
-    from matrixrun.core.verdict import Sigma, SigmaAt, SigmaSource
-
-    seen: list[object] = []
-    real = noise.estimate_components
-
-    def spy(*a: object, **kw: object) -> object:
-        seen.append(kw.get("lent"))
-        return real(*a, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(noise, "estimate_components", spy)
-    rng = np.random.default_rng(5)
-    ms = _one_cell_relaunches(rng, 0.03)
-    past = Sigma(
-        metric="output_throughput",
-        value=0.05,
-        df=8,
-        source=SigmaSource.FRESH_SERVER,
-        run=0.04,
-        run_df=8.0,
-        by_x=[SigmaAt(x=1, run=0.04, run_df=6.0, raw=0.03, raw_df=2.5)],
-    )
-    noise.sigma_of(ms, "output_throughput", settings())
-    noise.sigma_of(ms, "output_throughput", settings(noise_history={"output_throughput": past}))
-    assert seen == [None, {1: 2.5}]

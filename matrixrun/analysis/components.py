@@ -29,7 +29,7 @@ A cell's variance and its Satterthwaite df are then `variance.cell_variance`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,14 +189,14 @@ def _collect(measurements: Iterable[Measurement], metric: str, axis: str) -> _Da
 
 
 def _reweighted(
-    found: list[_Group], data: _Data, metric: str, lent: Mapping[float | None, float] | None
+    found: list[_Group], data: _Data, metric: str
 ) -> tuple[list[_Fit], RunNoise | None]:
     """The groups' fits and the run noise they give, reweighted `REWEIGHT_PASSES` times by the
     run noise per point the pass before found (`_fit`)."""
     scale: dict[float | None, float] | None = None
     for _ in range(REWEIGHT_PASSES):
         fits = [_fit(g, scale) for g in found]
-        run = run_noise(fits, data.within_ss, data.within_df, data.points, metric, lent)
+        run = run_noise(fits, data.within_ss, data.within_df, data.points, metric)
         if run is None or not any(f.resid_ss for f in fits):
             break
         scale = {x: v for x, (v, _) in run.at.items() if v > 0}
@@ -209,15 +209,13 @@ def estimate_components(
     *,
     axis: str = "concurrency",
     prior: float | None = None,
-    lent: Mapping[float | None, float] | None = None,
 ) -> Sigma:
     """The noise model for `metric` (module docstring): run noise per point, moderated; the
     launch variance with df = launches − groups; the declared prior, if any, kept beside them
-    (applied per cell by `variance.cell_variance`, where it is a floor). `lent`: the df an
-    earlier run measured at each point (`moderation.run_noise`'s floor counts them)."""
+    (applied per cell by `variance.cell_variance`, where it is a floor)."""
     data = _collect(measurements, metric, axis)
     found = [g for g in data.groups.values() if g.runs]
-    fits, run = _reweighted(found, data, metric, lent)
+    fits, run = _reweighted(found, data, metric)
     pooled = run.pooled if run is not None else None
     run_df_total = run.df if run is not None else 0.0
     by_x = run.by_x if run is not None else []

@@ -12,7 +12,7 @@ high-concurrency point with 1–2 df got the quiet low points' σ (issue 13, wor
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -199,14 +199,11 @@ def run_noise(
     within_df: dict[float | None, float],
     points: list[float | None],
     metric: str,
-    lent: Mapping[float | None, float] | None = None,
 ) -> RunNoise | None:
     """Raw s²(x) from repeats within a launch plus the fits' residuals at x, moderated toward
     the trend (or pooled value) by what the trend is worth at x (`prior_df`, and how well its
     few df place it there, `trend_uncertainty`); a point with fewer than `CENTRE_FLOOR_DF`
-    df is not put below its centre — its own, plus those an earlier run measured at the same
-    point (`lent`, pooled in later by `prior.with_history`: a chance-low s² on a df or two is
-    then not all the point has). None when nothing separates run noise."""
+    own df is not put below its centre. None when nothing separates run noise."""
     raw_ss = dict(within_ss)
     raw_df = dict(within_df)
     for f in fits:
@@ -229,7 +226,7 @@ def run_noise(
         s0, borrow = _centre(raw, x, d0, pooled)
         borrow = min(borrow, total - df)
         value = (borrow * s0 + df * s2) / (borrow + df) if borrow + df > 0 else s0
-        if df + (lent or {}).get(x, 0.0) < CENTRE_FLOOR_DF:
+        if df < CENTRE_FLOOR_DF:
             value = max(value, s0)
         at[x] = (value, borrow + df)
         by_x.append(

@@ -9,7 +9,7 @@ behind it. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from matrixrun.analysis.components import estimate_components
@@ -28,25 +28,19 @@ def estimate_sigma(
     metric: str,
     prior: float | None = None,
     axis: str = "concurrency",
-    *,
-    lent: Mapping[float | None, float] | None = None,
 ) -> Sigma:
     """The noise model for `metric` (`components.estimate_components`): a launch part σ_b with
     df from the number of launches, run noise σ_w per point along `axis`, moderated, and the
-    declared prior (a floor, applied per cell). `lent`: an earlier run's own df per point."""
-    return estimate_components(measurements, metric, axis=axis, prior=prior, lent=lent)
+    declared prior (a floor, applied per cell)."""
+    return estimate_components(measurements, metric, axis=axis, prior=prior)
 
 
 def _own_sigma(
     measurements: Sequence[Measurement], metric: str, settings: AnalysisSettings
 ) -> Sigma:
     """This run's own noise estimate, marked as a fixed design's where it is one and has a
-    launch part of its own (what a later run's `verify.noise_from` may then pool). The df an
-    earlier run measured at each point count toward this run's moderation floor: the two are
-    pooled next (`prior.with_history`)."""
-    past = settings.noise_history.get(metric)
-    lent = {at.x: at.raw_df for at in past.by_x} if past is not None else None
-    sigma = estimate_sigma(measurements, metric, settings.noise, settings.axis, lent=lent)
+    launch part of its own (what a later run's `verify.noise_from` may then pool)."""
+    sigma = estimate_sigma(measurements, metric, settings.noise, settings.axis)
     if settings.design == "fixed" and sigma.launch_df > 0:
         return sigma.model_copy(update={"fixed_design": True})
     return sigma

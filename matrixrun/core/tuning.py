@@ -45,10 +45,7 @@ TREND_POINT_DF = 0.5
 #: A point with fewer df of its own than this is never put below its centre: its s² on one or
 #: two df is as likely a chance low as a real quiet point (one-sided on purpose; with `hetero`'s
 #: noise ×12 along the axis, seed 3, 1500 matrices: ties called better/worse at 256–1024 went
-#: from 1.5% to 0.6%). Above it, the point's own data may take it below. The df an earlier run
-#: measured at the same point count toward it (`verify.noise_from`: they are pooled in next):
-#: with a calibration prior on `h200` the floor otherwise raised run noise at 64–256 to
-#: 1.1–1.4× the truth (medians, tuning seed 4) and cost a third of the powered misses.
+#: from 1.5% to 0.6%). Above it, the point's own data may take it below.
 CENTRE_FLOOR_DF = 3.0
 #: How far beyond the range of the variances it was fitted on a trend may be read (×4 in
 #: variance, ×2 in σ): enough for spread that grows along the axis, not a line through two
