@@ -97,10 +97,10 @@ def set_aside(
 ) -> tuple[list[Measurement], frozenset[WarmKey]]:
     """The measurements the comparison and the noise model use, and the (slice, point, arm)
     whose warm runs were left out: those where the arm's gap at the point exceeds the margin
-    and either its pooled gap is confirmed, or some arm's gap at that point is confirmed on
-    its own pairs there — like with like: a warm-up bound to a batch shape is every arm's, and
-    an arm kept warm against a partner compared cold would carry the step into the
-    comparison (on `h200`, an arm's one pair within its noise kept while its partner's
+    and either its pooled gap is confirmed, or another arm's warm runs are set aside there (its
+    pooled gap confirmed, or its gap at that point confirmed on its own pairs there) — like
+    with like: a warm-up bound to a batch shape is every arm's, and an arm kept warm against
+    a partner compared cold would carry the step into the comparison (on `h200`, an arm's one pair within its noise kept while its partner's
     confirmed one was left out cost decided cells, tuning seed 4). Confirmed against the noise
     of the runs without them (`sigma`: the noise stage's estimate of the primary metric's σ
     from given runs; the σ the confirmation is judged with must not contain the step it
@@ -119,9 +119,10 @@ def set_aside(
         arm for arm, w in pooled.items() if confirmed_warmup(w, margin_of, trial_sigma.value)
     }
     gaps = point_gaps(measurements, metric)
-    # like with like: where one arm's warm-up is confirmed at a point, on its own pairs there,
-    # every arm's warm runs that beat their first there are left out with it, so no arm is
-    # compared warm against a partner measured cold (a shape-bound warm-up is every arm's)
+    # like with like: where one arm's warm runs are left out at a point (its pooled warm-up
+    # confirmed, or its warm-up there on its own pairs), every arm's warm runs that beat their
+    # first there are left out with it, so no arm is compared warm against a partner measured
+    # cold (a shape-bound warm-up is every arm's)
     points = {
         k[:2]
         for k in candidates
