@@ -100,11 +100,11 @@ def set_aside(
     and either its pooled gap is confirmed, or another arm's warm runs are set aside there (its
     pooled gap confirmed, or its gap at that point confirmed on its own pairs there) — like
     with like: a warm-up bound to a batch shape is every arm's, and an arm kept warm against
-    a partner compared cold would carry the step into the comparison (on `h200`, an arm's one pair within its noise kept while its partner's
-    confirmed one was left out cost decided cells, tuning seed 4). Confirmed against the noise
-    of the runs without them (`sigma`: the noise stage's estimate of the primary metric's σ
-    from given runs; the σ the confirmation is judged with must not contain the step it
-    tests)."""
+    a partner compared cold would carry the step into the comparison (on `h200`, an arm's one
+    pair within its noise kept while its partner's confirmed one was left out cost decided
+    cells, tuning seed 4). Confirmed against the noise of the runs without them (`sigma`: the
+    noise stage's estimate of the primary metric's σ from given runs; the σ the confirmation
+    is judged with must not contain the step it tests)."""
     metric = settings.primary
     margin = math.log1p(settings.margin_for(metric))
     candidates = {k for k, w in point_gaps(measurements, metric).items() if w.gap > margin}
