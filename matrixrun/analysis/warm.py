@@ -97,14 +97,13 @@ def set_aside(
 ) -> tuple[list[Measurement], frozenset[WarmKey]]:
     """The measurements the comparison and the noise model use, and the (slice, point, arm)
     whose warm runs were left out: those where the arm's gap at the point exceeds the margin
-    and either its pooled gap is confirmed, or another arm's warm runs are set aside there (its
-    pooled gap confirmed, or its gap at that point confirmed on its own pairs there) — like
-    with like: a warm-up bound to a batch shape is every arm's, and an arm kept warm against
-    a partner compared cold would carry the step into the comparison (on `h200`, an arm's one
-    pair within its noise kept while its partner's confirmed one was left out cost decided
-    cells, tuning seed 4). Confirmed against the noise of the runs without them (`sigma`: the
-    noise stage's estimate of the primary metric's σ from given runs; the σ the confirmation
-    is judged with must not contain the step it tests)."""
+    and its own pooled gap, or that of another arm whose gap there exceeds the margin too, is
+    confirmed — like with like: a warm-up bound to a batch shape is every arm's, and an arm
+    kept warm against a partner compared cold would carry the step into the comparison (on
+    `h200`, an arm's one pair within its noise kept while its partner's confirmed one was
+    left out cost decided cells, tuning seed 4). Confirmed against the noise of the runs
+    without them (`sigma`: the noise stage's estimate of the primary metric's σ from given
+    runs; the σ the confirmation is judged with must not contain the step it tests)."""
     metric = settings.primary
     margin = math.log1p(settings.margin_for(metric))
     candidates = {k for k, w in point_gaps(measurements, metric).items() if w.gap > margin}
@@ -113,22 +112,18 @@ def set_aside(
     warm = warm_runs(measurements, metric)
     trial = [m for m in measurements if warm.get((m.cell_id, m.attempt)) not in candidates]
     trial_sigma = sigma(trial)
-    margin_of = settings.margin_for(metric)
     pooled = warmup_gaps(measurements, metric)
     confirmed = {
-        arm for arm, w in pooled.items() if confirmed_warmup(w, margin_of, trial_sigma.value)
+        arm
+        for arm, w in pooled.items()
+        if confirmed_warmup(w, settings.margin_for(metric), trial_sigma.value)
     }
-    gaps = point_gaps(measurements, metric)
-    # like with like: where one arm's warm runs are left out at a point (its pooled warm-up
-    # confirmed, or its warm-up there on its own pairs), every arm's warm runs that beat their
-    # first there are left out with it, so no arm is compared warm against a partner measured
-    # cold (a shape-bound warm-up is every arm's)
-    points = {
-        k[:2]
-        for k in candidates
-        if k[2] in confirmed or confirmed_warmup(gaps[k], margin_of, trial_sigma.value)
-    }
-    aside = frozenset(k for k in candidates if k[2] in confirmed or k[:2] in points)
+    # like with like: where one arm's warm runs are left out at a point, every arm's warm runs
+    # that beat their first there are left out with it, so no arm is compared warm against a
+    # partner measured cold (a shape-bound warm-up is every arm's); a point's own pair does
+    # not confirm a warm-up by itself (its σ there may rest on almost nothing)
+    points = {k[:2] for k in candidates if k[2] in confirmed}
+    aside = frozenset(k for k in candidates if k[:2] in points)
     if not aside:
         return list(measurements), aside
     kept = [m for m in measurements if warm.get((m.cell_id, m.attempt)) not in aside]
