@@ -13,6 +13,9 @@ well above, the df a policy must give its cells (from its own runs and a prior) 
 are the df row below. No server, no policy: the worlds' draws only (the same seeds, the same
 cells as `verdicts13.py` scores), numpy and scipy.
 
+The second table is issue 46's gate: within the cells that best case decides with at
+least 90% chance, the share decided at each df, and the least df for 95%.
+
     python benchmarks/power_ceiling.py --matrices 1000 --seed 7
 """
 
@@ -36,6 +39,9 @@ from verdicts13 import MAX_RUNS, POWERED, WORLDS, best_case, draw
 LEVEL = 0.9817906567189614
 DFS = (2, 4, 8, 15, 30, 60)
 BAR = 0.90
+#: Issue 46's gate: within the cells that best case decides with ≥ `POWERED` chance, ≥ 95%.
+BAR_46 = 0.95
+DFS_46 = (4, 8, 12, 16, 30)
 
 
 def cells_of(
@@ -81,16 +87,16 @@ def with_df(
     return hits / draws
 
 
-def least_df(d: np.ndarray, se: np.ndarray, draws: int, seed: int) -> str:
-    """The least df (bisected on a log scale, 1–1000) at which the bar is reached, or never."""
-    if oracle(d, se) < BAR:
+def least_df(d: np.ndarray, se: np.ndarray, draws: int, seed: int, bar: float = BAR) -> str:
+    """The least df (bisected on a log scale, 1–1000) at which `bar` is reached, or never."""
+    if oracle(d, se) < bar:
         return "never (the oracle is below the bar)"
     lo, hi = 1.0, 1000.0
-    if with_df(d, se, hi, draws, np.random.default_rng(seed)) < BAR:
+    if with_df(d, se, hi, draws, np.random.default_rng(seed)) < bar:
         return "> 1000"
     for _ in range(12):
         mid = math.sqrt(lo * hi)
-        if with_df(d, se, mid, draws, np.random.default_rng(seed)) >= BAR:
+        if with_df(d, se, mid, draws, np.random.default_rng(seed)) >= bar:
             hi = mid
         else:
             lo = mid
@@ -117,6 +123,17 @@ def main() -> None:
             f"{len(dp)}, {100 * oracle(dp, sp):.1f}%, {least_df(dp, sp, args.draws, args.seed)}"
         )
         print(f"| {world} | {len(d)} | {100 * oracle(d, se):.1f}% | {by_df} | {need} | {powered} |")
+    # issue 46's gate: the powered band, 95%
+    head = " | ".join(f"df {df}" for df in DFS_46)
+    print(f"\n| world | cells decided with ≥ {POWERED:.0%} chance | oracle | {head} |"
+          f" least df for {BAR_46:.0%} |")  # fmt: skip
+    print("|---|---:|---:|" + "---:|" * len(DFS_46) + "---:|")
+    for world in WORLDS:
+        dp, sp = cells_of(world, args.matrices, args.seed, POWERED)
+        rng = np.random.default_rng([args.seed, 2])
+        by_df = " | ".join(f"{100 * with_df(dp, sp, df, args.draws, rng):.1f}%" for df in DFS_46)
+        need = least_df(dp, sp, args.draws, args.seed, BAR_46)
+        print(f"| {world} | {len(dp)} | {100 * oracle(dp, sp):.1f}% | {by_df} | {need} |")
 
 
 if __name__ == "__main__":
