@@ -33,16 +33,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import verdicts13 as v13
-from verdicts import MARGIN, spec_for
+from verdicts import MARGIN
 
 from matrixrun.analysis import analyse
-from matrixrun.plan import expand
-from matrixrun.verify import Policy
 
 BANDS = ("1–4", "16–64", "256–1024")
 
@@ -74,27 +70,16 @@ class Row:
 
     @property
     def at_margin(self) -> bool:
-        return math.isclose(abs(self.effect), MARGIN)
+        return v13.band(self.effect) == "at ±m"
 
 
 def score_matrix(world_name: str, seed: int, i: int) -> tuple[list[Row], float]:
-    """The policy on matrix i (as `verdicts13.run_matrix` runs it), its cells and GPU time."""
-    world, points, cands = v13.draw(world_name, np.random.default_rng([seed, i]))
-    spec = spec_for(points, cands, v13.POLICY)
-    plan = expand(spec)
-    world.rng = np.random.default_rng([seed, i, 4])
-    lab = v13.NoisyLab(world)
-    policy = Policy(spec, plan)
-    if v13.HISTORY:
-        earlier, _ = v13._earlier_noise(world_name, seed, i)
-        policy.settings = policy.settings.model_copy(
-            update={"noise_history": earlier, "noise_from": "earlier"}
-        )
-    lab.run_policy(policy)
-    gpu = lab.launches * v13.LAUNCH_S + len(lab.ms) * v13.CELL_S
-    level = policy.settings.level_at(policy.settings.states)
+    """The policy on matrix i (`verdicts13.run_policy`), its cells and GPU time."""
+    run = v13.run_policy(world_name, seed, i)
+    world, settings = run.world, run.policy.settings
+    level = settings.level_at(settings.states)
     rows = []
-    for _, cand, cell in analyse(lab.ms, policy.settings).comparisons(policy.settings.primary):
+    for _, cand, cell in analyse(run.lab.ms, settings).comparisons(settings.primary):
         assert cell.x is not None
         x = int(cell.x)
         if x not in world.effect[cand]:
@@ -119,7 +104,7 @@ def score_matrix(world_name: str, seed: int, i: int) -> tuple[list[Row], float]:
                 notes=tuple(str(n.value) for n in cell.notes),
             )
         )
-    return rows, gpu
+    return rows, run.gpu_s
 
 
 def _f(z: float | None) -> str:

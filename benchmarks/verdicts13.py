@@ -262,8 +262,23 @@ def verdicts_of(  # type: ignore[no-untyped-def]
     return out
 
 
-def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, Tally]]:
-    """The policy, and the one-server fixed-3 reference at each of `REF_LEVELS`."""
+@dataclass
+class PolicyRun:
+    """The scored policy on one matrix: its world, what it measured, its settings (the earlier
+    run's noise pooled in under `--history`) and that earlier run's GPU time."""
+
+    world: NoisyWorld
+    lab: NoisyLab
+    policy: Policy
+    prior_s: float
+
+    @property
+    def gpu_s(self) -> float:
+        return self.lab.launches * LAUNCH_S + len(self.lab.ms) * CELL_S
+
+
+def run_policy(world_name: str, seed: int, i: int) -> PolicyRun:
+    """The policy on matrix i (also `power46.py`'s, which scores it alone)."""
     world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
     spec = spec_for(points, cands, POLICY)
     plan = expand(spec)
@@ -277,9 +292,14 @@ def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, T
             update={"noise_history": earlier, "noise_from": "earlier"}
         )
     lab.run_policy(policy)
-    gpu = lab.launches * LAUNCH_S + len(lab.ms) * CELL_S
-    pol = tally(verdicts_of(lab.ms, policy.settings, world), gpu)
-    pol.prior_s = prior_s
+    return PolicyRun(world, lab, policy, prior_s)
+
+
+def run_matrix(world_name: str, seed: int, i: int) -> tuple[Tally, dict[float, Tally]]:
+    """The policy, and the one-server fixed-3 reference at each of `REF_LEVELS`."""
+    run = run_policy(world_name, seed, i)
+    pol = tally(verdicts_of(run.lab.ms, run.policy.settings, run.world), run.gpu_s)
+    pol.prior_s = run.prior_s
     world, points, cands = draw(world_name, np.random.default_rng([seed, i]))
     world.rng = np.random.default_rng([seed, i, 99])
     ref_spec = spec_for(points, cands, "{threshold: 3%, max_runs: 1}")
