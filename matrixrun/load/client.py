@@ -343,6 +343,10 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
         )
         await transport.prepare(min(share.concurrency, len(share.indices)))
         sem = asyncio.Semaphore(share.concurrency)
+        # The cap has come at the first cut, not only when the clock reads it: uvloop rounds
+        # timers to whole ms, so a cut can fire up to a ms early and free its slot before the
+        # clock reads the cap; a waiter sent then was cut too (5-8 cut at concurrency 4).
+        cap_came = asyncio.Event()
 
         async def limited(i: int, t0: float) -> RequestRecord | None:
             due = time.perf_counter()
@@ -352,12 +356,15 @@ async def measure_share(config: LoadConfig, share: Share, start_at: StartAt) -> 
                 now = time.perf_counter()
                 if stop_at is not None and now >= stop_at:
                     return None  # duration-sized cell: the time is up, never sent
-                if now >= t0 + cap:  # the slot came as the cap did
+                if cap_came.is_set() or now >= t0 + cap:  # the slot came as the cap did
                     return _unsent(i, reqs[i].prompt_tokens, due - t0, cap, WAITED)
-                return await _request(
+                record = await _request(
                     transport, config.api, bodies[i], i, reqs[i].prompt_tokens,
                     reqs[i].output_len, config.request_timeout_s, t0, t0 + cap,
                 )  # fmt: skip
+                if record.error == CUT:
+                    cap_came.set()  # before its slot is released to a waiter
+                return record
             finally:
                 sem.release()
 
