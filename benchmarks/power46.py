@@ -20,6 +20,8 @@ checkout; it lives here now.
 
     python benchmarks/power46.py --world h200 --seed 4 --matrices 200 --calibration 3
     python benchmarks/power46.py --world h200 --seed 5 --matrices 300 --calibration 3 --misses
+    python benchmarks/power46.py --world h200 --seed 4 --matrices 300 --calibration 3 \
+        --what-if sigma-known     # the policy handed the world's true σ (or σ_w only)
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np
 import verdicts13 as v13
 from verdicts import MARGIN
 
@@ -73,8 +77,46 @@ class Row:
         return v13.band(self.effect) == "at ±m"
 
 
+#: `--what-if sigma-known` / `sigma-w-known`: the world whose noise the analysis is handed
+_TRUTH: list[v13.NoisyWorld] = []
+WHAT_IFS = ("sigma-known", "sigma-w-known")
+
+
+def _sigma_known(what: str) -> None:
+    """`--what-if sigma-known`: the analysis's own noise estimate replaced by the world's true
+    σ_b and σ_w at each point, on df that make them known (this process and its forked
+    workers): what the policy's stopping and levels decide with no σ to estimate.
+    `sigma-w-known`: only σ_w per point known, the launch part still estimated (and pooled)."""
+    from verdicts import KNOWN_DF
+
+    from matrixrun.analysis import noise
+    from matrixrun.core.verdict import Sigma, SigmaAt
+
+    real = noise.estimate_sigma
+
+    def known(ms: Any, metric: str, prior: float | None = None, *rest: Any) -> Sigma:
+        own = real(ms, metric, prior, *rest)
+        if metric != "output_throughput" or not _TRUTH:
+            return own
+        w = _TRUTH[-1]
+        by_x = [
+            SigmaAt(x=float(x), run=w.sigma_w_at.get(x, w.sigma_w), run_df=float(KNOWN_DF))
+            for x in sorted(w.effect["base"])
+        ]
+        update: dict[str, Any] = {"run": w.sigma_w, "run_df": float(KNOWN_DF), "by_x": by_x}
+        if what == "sigma-known":
+            update |= {
+                "launch": w.sigma_b, "launch_df": KNOWN_DF, "launch_var_sd": None, "df": None,
+                "value": math.hypot(w.sigma_w, w.sigma_b), "odd_groups": [],
+            }  # fmt: skip
+        return own.model_copy(update=update)
+
+    noise.estimate_sigma = known  # type: ignore[assignment]
+
+
 def score_matrix(world_name: str, seed: int, i: int) -> tuple[list[Row], float]:
     """The policy on matrix i (`verdicts13.run_policy`), its cells and GPU time."""
+    _TRUTH[:] = [v13.draw(world_name, np.random.default_rng([seed, i]))[0]]
     run = v13.run_policy(world_name, seed, i)
     world, settings = run.world, run.policy.settings
     level = settings.level_at(settings.states)
@@ -178,7 +220,14 @@ def main(argv: list[str] | None = None) -> int:
         help="an earlier calibration run (fixed design, this many launches per arm) as the prior",
     )
     ap.add_argument("--misses", action="store_true", help="list the cells missed and the errors")
+    ap.add_argument(
+        "--what-if",
+        choices=WHAT_IFS,
+        help="the analysis handed the world's true noise: measures what σ estimation costs",
+    )
     args = ap.parse_args(argv)
+    if args.what_if:
+        _sigma_known(args.what_if)
     if args.calibration:
         v13.HISTORY[:] = [True]
         v13.CALIBRATION[:] = [args.calibration]
