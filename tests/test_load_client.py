@@ -335,7 +335,7 @@ def test_no_more_requests_are_cut_than_the_concurrency_holds() -> None:
     """A server that holds every request: at the cap the 16 in flight are cut and the 48
     waiting were never sent. uvloop rounds timers to whole ms, so a cut fired up to a ms before
     the clock read the cap and gave its slot to a waiter, which was sent and cut too: 21 and 23
-    cut in 2 of 10 such cells before the first cut counted as the cap (5-8 of 4 in CI)."""
+    cut in 2 of 10 such cells before the first cut counted as the cap (CI: 5 cut of 4 slots)."""
     with fixed_server("--ttft-ms", "20", "--itl-ms", "5", "--stall-every", "1") as url:
         for _ in range(4):
             res = run_load_sync(config(url, num_prompts=64, concurrency=16, time_cap_s=0.5))
