@@ -22,6 +22,8 @@ checkout; it lives here now.
     python benchmarks/power46.py --world h200 --seed 5 --matrices 300 --calibration 3 --misses
     python benchmarks/power46.py --world h200 --seed 4 --matrices 300 --calibration 3 \
         --what-if sigma-known     # the policy handed the world's true σ (or σ_w only)
+    python benchmarks/power46.py --world h200 --seed 4 --matrices 300 --calibration 10 \
+        --confidence 0.99         # the spec at 99%, a 10-launch calibration run
 """
 
 from __future__ import annotations
@@ -225,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         choices=WHAT_IFS,
         help="the analysis handed the world's true noise: measures what σ estimation costs",
     )
+    ap.add_argument("--confidence", type=float, help="the policy's confidence (default 0.95)")
     args = ap.parse_args(argv)
+    if args.confidence:
+        v13.set_confidence(args.confidence)
     if args.what_if:
         _sigma_known(args.what_if)
     if args.calibration:
@@ -244,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for rs, _ in got for r in rs]
     gpu = sum(g for _, g in got)
     prior = f"calibration prior ({args.calibration} launches)" if args.calibration else "no prior"
+    prior += f", confidence {args.confidence:g}" if args.confidence else ""
     print(
         f"{args.world}, seed {args.seed}, {n} matrices, {prior}: {time.perf_counter() - t0:.0f} s"
     )

@@ -29,6 +29,8 @@ the plan could decide at its best (`best_case`) decided correctly at ≥ 90%.
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --write docs/benchmarks.md
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --history   # verify.noise_from
     python benchmarks/verdicts13.py --matrices 1000 --seed 7 --history --calibration 3
+    python benchmarks/verdicts13.py --matrices 400 --seed 7 --history --calibration 10 \
+        --confidence 0.99 --world h200    # the owner's option (b), docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -85,6 +87,13 @@ HISTORY: list[bool] = []
 #: the scored run pools too; its GPU time is not counted either (once per engine and node kind).
 CALIBRATION: list[int] = []
 CONC_BANDS = {"1–4": (1, 4), "16–64": (16, 64), "256–1024": (256, 1024)}
+
+
+def set_confidence(level: float) -> None:
+    """`--confidence`: the policy's spec at another confidence than its default 95% (the
+    plan's best case, and so the gate's band, are judged at it too)."""
+    global POLICY
+    POLICY = f"{{threshold: 3%, surprise: 10%, max_runs: 3, confidence: {level:g}}}"
 
 
 @dataclass
@@ -579,7 +588,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--gs-df", type=float, help="with --what-if group-sequential: only at df ≥ this"
     )
+    ap.add_argument("--confidence", type=float, help="the policy's confidence (default 0.95)")
     args = ap.parse_args(argv)
+    if args.confidence:
+        set_confidence(args.confidence)
     if args.spending == "power":
         use_power_spending()
     if args.history:
