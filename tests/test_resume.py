@@ -149,6 +149,45 @@ def test_journal_read_back() -> None:
     assert g2.group_id  # the plan's ids are what the journal carries
 
 
+def test_a_run_measured_again_after_it_fell_behind_is_owed_to_its_round() -> None:
+    """A stage-2 run that fell behind on a busy host (`slowed`) is measured again at once, in
+    its round, with its reason. A torn record of that second run reopens the round *with* it
+    pending: the resume measures it first, as the same attempt of the same round. The bug (CI,
+    a whole-suite run beside other jobs): only the policy's own `verify` notes counted, so
+    the round looked done and the policy chose the run again in the round after, labelled
+    so, and sometimes other work first."""
+    _, plan = setup()
+    g2 = next(g for g in plan.groups if g.arm == "cand")
+    first = m(plan, "cand", 4, 100.0, 1)
+    behind = m(plan, "cand", 4, 100.0, 2, "undecided", 2).model_copy(update={"extra": {"round": 1}})
+    events: list[dict[str, object]] = [
+        {"event": "round_begin", "round": 1, "groups": [g2.group_id]},
+        {"event": "verify", "stage": 2, "round": 1, "cell": first.cell_id,
+         "reason": "undecided", "attempt": 2},
+        {"event": "slowed", "cell": first.cell_id, "attempt": 2, "reason": "undecided",
+         "round": 1},
+        {"event": "round_group_done", "round": 1, "group": g2.group_id},
+    ]  # fmt: skip
+    # the second run's record was torn: its group's part of the round is reopened, and owed
+    assert unfinished_round(events, [first, behind], torn_group=g2.group_id) == Unfinished(
+        1, (g2.group_id,), frozenset({first.cell_id}), ((first.cell_id, "undecided"),)
+    )
+    # measured again, as attempt 3: nothing is owed
+    again = m(plan, "cand", 4, 100.0, 3, "undecided", 3).model_copy(update={"extra": {"round": 1}})
+    done = unfinished_round(events, [first, behind, again], torn_group=g2.group_id)
+    assert done is not None and done.pending == ()
+    # a stage-1 slowdown (no round) and one of an audit log from before `round` was written
+    # owe the round nothing
+    for extra in ({"round": None}, {}):
+        old = [e for e in events if e["event"] != "slowed"]
+        old.insert(
+            2,
+            {"event": "slowed", "cell": first.cell_id, "attempt": 2, "reason": "undecided"} | extra,
+        )
+        got = unfinished_round(old, [first, behind], torn_group=g2.group_id)
+        assert got is not None and got.pending == ()
+
+
 # ------------------------------------------------------------------------------ leftovers
 
 

@@ -441,7 +441,8 @@ class Measurer:
                                 )
                             m = self.measure(inst, w.cell, w.reason)
                             self.record(m, round_no=w.round_no if w.stage == 2 else None)
-                        if self.slowed(m):  # measure it again on a slower relaunch
+                        if self.slowed(m, w.round_no if w.stage == 2 else None):
+                            # measure it again on a slower relaunch, in the same round
                             queue.insert(0, dataclasses.replace(w, why=None))
                             break
                         if not inst.server.alive():
@@ -457,12 +458,13 @@ class Measurer:
                 queue.clear()
                 interrupt.check()
 
-    def slowed(self, m: Measurement) -> bool:
+    def slowed(self, m: Measurement, round_no: int | None = None) -> bool:
         """Whether `m` fell behind (`core.keeping`: the simulator its model, or the client the
         server on the primary metric; the analysis reads no value from it) and the engine could
         halve its speed for the launches after this one (at most `SIM_MAX_SLOWDOWNS` times a
         run: a slower simulator is slower for the client too); if so it has, and events.jsonl
-        says why."""
+        says why, with the stage-2 round and reason the run is measured again in (a resume
+        whose torn record was that run owes it to the round: `resume.unfinished_round`)."""
         if not fell_behind(m, self.spec.metrics.primary) or self._slowdowns >= SIM_MAX_SLOWDOWNS:
             return False
         if not isinstance(self.engine, SlowsDown):
@@ -475,6 +477,8 @@ class Measurer:
             "slowed",
             cell=m.cell_id,
             attempt=m.attempt,
+            reason=m.reason,
+            round=round_no,
             instance=m.instance,
             late_share=None if share is None else round(share, 4),
             client_flagged=client_flagged(m, self.spec.metrics.primary),

@@ -90,7 +90,11 @@ def unfinished_round(
     their round (`extra.round`); the reruns noted for the round (`verify` events, each with the
     attempt it was to be) whose attempt was never measured are the `pending` work — counted by
     attempt, not by cell, since bisection measures a cell twice in one round and a torn second
-    run leaves the first. None when no round ever began
+    run leaves the first. A run that fell behind on a busy host (`slowed`, with its round) owes
+    the round its next attempt, with the same reason: the measurer measures it again at once,
+    and a torn record of that second run is the round's, not a new choice of the policy's in
+    the round after (which would label it so, and might choose other work first). None when
+    no round ever began
     (stage 2 starts at round 1). `torn_group` is the group of a torn record just cut: its
     round is not done, whatever the journal says, so the cut run is measured again. Pure."""
     begun: tuple[int, tuple[str, ...]] | None = None
@@ -110,6 +114,10 @@ def unfinished_round(
             finished.add(str(e.get("group")))
         elif kind == "verify" and e.get("stage") == 2 and e.get("reason") in REASONS:
             noted.append((str(e.get("cell")), cast(Reason, e.get("reason")), e.get("attempt")))
+        elif kind == "slowed" and e.get("reason") in REASONS:
+            attempt = e.get("attempt")
+            if isinstance(attempt, int):
+                noted.append((str(e.get("cell")), cast(Reason, e.get("reason")), attempt + 1))
     if begun is None:
         return None
     round_no, groups = begun
