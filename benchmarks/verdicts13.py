@@ -93,7 +93,7 @@ def set_confidence(level: float) -> None:
     """`--confidence`: the policy's spec at another confidence than its default 95% (the
     plan's best case, and so the gate's band, are judged at it too)."""
     global POLICY
-    POLICY = f"{{threshold: 3%, surprise: 10%, max_runs: 3, confidence: {level:g}}}"
+    POLICY = POLICY.removesuffix("}") + f", confidence: {level:g}}}"
 
 
 @dataclass

@@ -440,8 +440,9 @@ class Measurer:
                                     w.stage, w.round_no, w.cell, w.reason, w.why, **event
                                 )
                             m = self.measure(inst, w.cell, w.reason)
-                            self.record(m, round_no=w.round_no if w.stage == 2 else None)
-                        if self.slowed(m, w.round_no if w.stage == 2 else None):
+                            round_no = w.round_no if w.stage == 2 else None
+                            self.record(m, round_no=round_no)
+                        if self.slowed(m, round_no):
                             # measure it again on a slower relaunch, in the same round
                             queue.insert(0, dataclasses.replace(w, why=None))
                             break
